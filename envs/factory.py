@@ -1,0 +1,125 @@
+"""`make_env`: resolve an id to a backend and apply the train/eval preprocessing defaults."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import operator
+
+from envs.core import VecEnv
+from envs.envpool_env import EnvpoolVecEnv, envpool_ids, is_atari_id
+from envs.gymnasium_env import GymnasiumVecEnv, gymnasium_ids
+
+BACKENDS = ("auto", "envpool", "gymnasium")
+
+
+@functools.cache
+def _envpool_id_set() -> frozenset[str]:
+    return frozenset(envpool_ids())
+
+
+def _known_ids() -> tuple[frozenset[str], frozenset[str]]:
+    # The gymnasium registry can grow at run time (gymnasium.register), so it is not cached.
+    return _envpool_id_set(), frozenset(gymnasium_ids())
+
+
+def _unknown(env_id: str, candidates: set[str] | frozenset[str], where: str = "") -> ValueError:
+    close = difflib.get_close_matches(env_id, sorted(candidates), n=3, cutoff=0.6)
+    hint = f"did you mean: {', '.join(close)}?" if close else "see envpool.list_all_envs()"
+    return ValueError(f"unknown environment {env_id!r}{where}; {hint}")
+
+
+def _resolve_backend(env_id: str, backend: str) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    in_envpool, in_gym = _known_ids()
+    if backend == "envpool":
+        if env_id not in in_envpool:
+            raise _unknown(env_id, in_envpool, " in envpool")
+        return "envpool"
+    if backend == "gymnasium":
+        if env_id not in in_gym:
+            raise _unknown(env_id, in_gym, " in gymnasium")
+        return "gymnasium"
+    if env_id in in_envpool:
+        return "envpool"
+    if env_id in in_gym:
+        return "gymnasium"
+    raise _unknown(env_id, in_envpool | in_gym)
+
+
+def make_env(
+    env_id: str,
+    num_envs: int,
+    seed: int,
+    *,
+    train: bool = True,
+    reward_clip: bool | None = None,
+    episodic_life: bool | None = None,
+    num_threads: int = 0,
+    max_episode_steps: int | None = None,
+    backend: str = "auto",
+) -> VecEnv:
+    """Build a vectorised env with next-step auto-reset.
+
+    Args:
+      env_id: an envpool id (Atari `*-v5`, classic control, MuJoCo, ...) or, failing that,
+        a gymnasium id. Unknown ids raise `ValueError` with close matches.
+      num_envs: batch size B (>= 1).
+      seed: base seed (int32 range); env i is seeded from it deterministically.
+      train: Atari only: True turns on episodic life and reward clipping (training
+        preprocessing), False (evaluation) turns both off. The rest of the standard Atari
+        preprocessing is always on: up to 30 no-op starts, frame skip 4 with max-pooling,
+        84x84 gray, a stack of 4 frames.
+      reward_clip: override the default (Atari: `train`; others: False). Clipping is
+        `clip(raw_reward, -1, 1)` in float32; `TimeStep.raw_reward` is always unclipped.
+      episodic_life: override the Atari default (`train`). Forcing True on a non-Atari env
+        is an error.
+      num_threads: envpool worker threads (0: envpool's default).
+      max_episode_steps: time limit override (truncation), in agent steps.
+      backend: "auto" (envpool if it has the id, else gymnasium), "envpool" or "gymnasium".
+    """
+    if not isinstance(env_id, str):
+        raise ValueError(f"env_id must be a string, got {env_id!r}")
+    try:
+        num_envs = operator.index(num_envs)
+    except TypeError:
+        raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}") from None
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    try:
+        seed = operator.index(seed)
+    except TypeError:
+        raise ValueError(f"seed must be an integer, got {seed!r}") from None
+    if not -(2**31) <= seed < 2**31:
+        raise ValueError(f"seed must fit in int32, got {seed}")
+    if max_episode_steps is not None and max_episode_steps < 1:
+        raise ValueError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}")
+    if num_threads < 0:
+        raise ValueError(f"num_threads must be >= 0, got {num_threads}")
+
+    chosen = _resolve_backend(env_id, backend)
+    is_atari = chosen == "envpool" and is_atari_id(env_id)
+    if is_atari:
+        clip = train if reward_clip is None else bool(reward_clip)
+        life = train if episodic_life is None else bool(episodic_life)
+    else:
+        if episodic_life:
+            raise ValueError(f"episodic_life=True needs an Atari env; {env_id!r} is not one")
+        clip = False if reward_clip is None else bool(reward_clip)
+        life = False
+
+    if chosen == "envpool":
+        return EnvpoolVecEnv(
+            env_id,
+            num_envs,
+            seed,
+            is_atari=is_atari,
+            reward_clip=clip,
+            episodic_life=life,
+            num_threads=num_threads,
+            max_episode_steps=max_episode_steps,
+        )
+    return GymnasiumVecEnv(
+        env_id, num_envs, seed, reward_clip=clip, max_episode_steps=max_episode_steps
+    )

@@ -1,0 +1,108 @@
+"""gymnasium fallback backend: a synchronous vector env with next-step auto-reset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from envs.core import EnvSpec, VecEnv, obs_dtype_for
+
+
+def gymnasium_ids() -> list[str]:
+    return list(gymnasium.registry.keys())
+
+
+class GymnasiumVecEnv(VecEnv):
+    """`gymnasium.make_vec(..., vectorization_mode="sync")` with `AutoresetMode.NEXT_STEP`.
+
+    That is envpool's convention: the step that ends an episode returns the final obs with
+    terminated/truncated set, the next step ignores its action and returns the reset obs with
+    reward 0 and both flags False. The seed is used at the first reset only (env i gets
+    seed + i); later resets continue the envs' generators, as envpool does.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        seed: int,
+        *,
+        reward_clip: bool,
+        max_episode_steps: int | None,
+    ):
+        make_kwargs: dict[str, Any] = {}
+        if max_episode_steps is not None:
+            make_kwargs["max_episode_steps"] = max_episode_steps
+        venv = gymnasium.make_vec(
+            env_id,
+            num_envs=num_envs,
+            vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": AutoresetMode.NEXT_STEP},
+            **make_kwargs,
+        )
+        self._venv = venv
+        mode = venv.metadata.get("autoreset_mode")
+        if mode != AutoresetMode.NEXT_STEP:
+            venv.close()
+            raise RuntimeError(f"{env_id}: expected NEXT_STEP auto-reset, got {mode}")
+        obs_space = venv.single_observation_space
+        act_space = venv.single_action_space
+        if not isinstance(obs_space, gymnasium.spaces.Box):
+            venv.close()
+            raise ValueError(f"{env_id}: unsupported observation space {obs_space}")
+        if isinstance(act_space, gymnasium.spaces.Discrete):
+            discrete, num_actions, action_shape = True, int(act_space.n), ()
+            low = high = None
+            self._action_offset = int(act_space.start)
+        elif isinstance(act_space, gymnasium.spaces.Box):
+            discrete, num_actions, action_shape = False, None, tuple(act_space.shape)
+            low = np.asarray(act_space.low, dtype=np.float32)
+            high = np.asarray(act_space.high, dtype=np.float32)
+            self._action_offset = 0
+        else:
+            venv.close()
+            raise ValueError(f"{env_id}: unsupported action space {act_space}")
+        self._action_dtype = np.dtype(act_space.dtype)
+        if max_episode_steps is None:
+            registered = gymnasium.spec(env_id).max_episode_steps
+            max_episode_steps = None if registered is None else int(registered)
+        spec = EnvSpec(
+            env_id=env_id,
+            num_envs=num_envs,
+            obs_shape=tuple(obs_space.shape),
+            obs_dtype=obs_dtype_for(obs_space.dtype),
+            discrete=discrete,
+            num_actions=num_actions,
+            action_shape=action_shape,
+            action_low=low,
+            action_high=high,
+            frame_stack=1,
+            is_atari=False,
+            backend="gymnasium",
+            max_episode_steps=max_episode_steps,
+            reward_clip=reward_clip,
+            episodic_life=False,
+        )
+        super().__init__(spec)
+        self._seed: int | None = seed
+        self.last_info: dict[str, Any] = {}
+
+    def _raw_reset(self) -> np.ndarray:
+        seed, self._seed = self._seed, None
+        obs, info = self._venv.reset(seed=seed)
+        self.last_info = dict(info)
+        return np.asarray(obs).astype(self.spec.obs_dtype)
+
+    def _raw_step(self, actions: np.ndarray) -> tuple:
+        # Our discrete actions are 0-based indices; gymnasium's Discrete may start elsewhere.
+        actions = np.asarray(actions + self._action_offset, dtype=self._action_dtype)
+        obs, rew, term, trunc, info = self._venv.step(actions)
+        self.last_info = dict(info)
+        obs = np.asarray(obs).astype(self.spec.obs_dtype)
+        return obs, np.asarray(rew, dtype=np.float32), np.asarray(term), np.asarray(trunc), None
+
+    def close(self) -> None:
+        self._venv.close()
