@@ -1,0 +1,270 @@
+"""Train an agent: `python -m experiments.train [--preset NAME] [--env ID] [...]`.
+
+With no arguments it trains ACER on CartPole-v1 and evaluates it at the end. See --help.
+The script only wires components together: env (envs/), agent (agents/), logging and
+checkpoints (experiments/).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from agents.acer.agent import ACERAgent
+from agents.evaluation import evaluate
+from envs import make_env
+from experiments.args import TrainArgs, parse_train_args
+from experiments.checkpoint import Checkpointer
+from experiments.runlog import RunLogger, write_json_atomic
+
+METRIC_ORDER = ("policy_loss", "value_loss", "loss", "grad_norm", "entropy", "q_ret_mean")
+CSV_COLUMNS = [
+    "env_steps",
+    "frames",
+    "iteration",
+    "updates",
+    "episodes",
+    "return_mean",
+    "length_mean",
+    "loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "grad_norm",
+    "q_ret_mean",
+    "rho_mean",
+    "tr_active",
+    "tr_scale",
+    "replay_updates",
+    "sps",
+    "wall_s",
+]
+
+
+class NonFiniteError(RuntimeError):
+    pass
+
+
+def resolve_run_dir(args: TrainArgs) -> Path:
+    if args.run_dir:
+        return Path(args.run_dir)
+    name = args.exp_name or f"{args.agent}-{args.env}-seed{args.seed}"
+    return Path("runs") / name
+
+
+def load_resume_args(run_dir: Path, argv: list[str], cli: TrainArgs) -> TrainArgs:
+    cfg_path = run_dir / "config.json"
+    if not cfg_path.exists():
+        raise SystemExit(f"error: --resume {run_dir}: no config.json there (not a run folder)")
+    saved = json.loads(cfg_path.read_text())["args"]
+    saved["hidden"] = tuple(saved["hidden"])
+    saved.update(resume=str(run_dir), run_dir=str(run_dir))
+    explicit = {a.split("=")[0] for a in argv if a.startswith("--")}
+    if "--total-steps" in explicit:
+        saved["total_steps"] = cli.total_steps
+    if "--progress" in explicit or "--no-progress" in explicit:
+        saved["progress"] = cli.progress
+    return TrainArgs(**saved)
+
+
+def frames_per_step(env) -> int:
+    return 4 if env.spec.is_atari else 1
+
+
+def check_finite(metrics: list[dict], iteration: int, env_steps: int, last_ckpt: str):
+    for k, m in enumerate(metrics):
+        for name in (*METRIC_ORDER, *sorted(m)):
+            value = float(m[name])
+            if not math.isfinite(value):
+                kind = "on-policy update" if k == 0 else f"replay update {k}"
+                raise NonFiniteError(
+                    f"non-finite {name} ({value}) in the {kind} of iteration {iteration} "
+                    f"(env step {env_steps}); run stopped, last good checkpoint: {last_ckpt}"
+                )
+
+
+def checkpoint_tree(state):
+    return {"learner": state.learner._asdict(), "actor_key": state.actor.key}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_train_args(argv)
+    resuming = args.resume is not None
+    if resuming:
+        args = load_resume_args(Path(args.resume), argv, args)
+    run_dir = resolve_run_dir(args)
+    ckpt_dir = run_dir / "checkpoints"
+    if not resuming and ckpt_dir.exists() and any(ckpt_dir.iterdir()):
+        raise SystemExit(
+            f"error: {run_dir} already holds checkpoints; pass --resume {run_dir} to continue "
+            "it, or choose another --exp-name / --run-dir"
+        )
+    if args.debug:
+        jax.config.update("jax_debug_nans", True)
+
+    env = make_env(
+        args.env,
+        args.num_envs,
+        args.seed,
+        train=True,
+        reward_clip=args.reward_clip,
+        num_threads=args.num_threads,
+    )
+    config = args.acer_config()
+    agent = ACERAgent(config, env, seed=args.seed)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state = agent.init(jax.random.PRNGKey(args.seed))
+    checkpointer = Checkpointer(ckpt_dir, keep=args.keep_checkpoints)
+
+    counters = {"env_steps": 0, "iteration": 0, "episodes": 0, "updates": 0, "wall_s": 0.0}
+    last_ckpt = "none"
+    if resuming:
+        restored, meta, step = checkpointer.restore(checkpoint_tree(state))
+        learner = type(state.learner)(**restored["learner"])
+        state = state._replace(learner=learner)
+        counters = meta["counters"]
+        actor_key = jax.random.fold_in(restored["actor_key"], counters["iteration"])
+        state = agent.restart_actor(state, actor_key)
+        last_ckpt = str(ckpt_dir / str(step))
+        print(f"resumed {run_dir} from checkpoint at env step {step}", file=sys.stderr)
+
+    write_json_atomic(
+        run_dir / "config.json",
+        {
+            "args": dataclasses.asdict(args),
+            "acer_config": dataclasses.asdict(config),
+            "env_spec": {
+                "env_id": env.spec.env_id,
+                "obs_shape": list(env.spec.obs_shape),
+                "num_actions": env.spec.num_actions,
+                "backend": env.spec.backend,
+                "is_atari": env.spec.is_atari,
+            },
+            "replay_bytes_per_transition": agent.replay.bytes_per_transition,
+            "jax": jax.__version__,
+            "devices": [str(d) for d in jax.devices()],
+            "python": platform.python_version(),
+        },
+    )
+
+    compile_s = agent.compile(state)
+    logger = RunLogger(
+        run_dir,
+        CSV_COLUMNS,
+        args.total_steps,
+        start_step=counters["env_steps"],
+        tensorboard=not args.debug,
+        progress=args.progress,
+        return_window=args.return_window,
+    )
+    steps_per_iter = config.trace_len * config.num_envs
+    fps = frames_per_step(env)
+    steady_steps, steady_time = 0, 0.0
+    lengths = []
+    next_ckpt = (counters["env_steps"] // args.checkpoint_every + 1) * args.checkpoint_every
+    try:
+        while counters["env_steps"] < args.total_steps:
+            t0 = time.perf_counter()
+            state, out = agent.train_iteration(state, counters["iteration"], counters["env_steps"])
+            host = jax.device_get(out)  # the one host sync of the iteration
+            dt = time.perf_counter() - t0
+            check_finite(host.metrics, counters["iteration"], counters["env_steps"], last_ckpt)
+
+            counters["iteration"] += 1
+            counters["env_steps"] += steps_per_iter
+            counters["updates"] += len(host.metrics)
+            counters["wall_s"] += dt
+            over = np.asarray(host.game_over)
+            counters["episodes"] += int(over.sum())
+            logger.add_returns(np.asarray(host.finished_return)[over])
+            lengths = (lengths + list(np.asarray(host.finished_length)[over]))[
+                -args.return_window :
+            ]
+            if counters["iteration"] > 1:
+                steady_steps += steps_per_iter
+                steady_time += dt
+            mean = {k: float(np.mean([m[k] for m in host.metrics])) for k in host.metrics[0]}
+            row = {
+                **mean,
+                "env_steps": counters["env_steps"],
+                "frames": counters["env_steps"] * fps,
+                "iteration": counters["iteration"],
+                "updates": counters["updates"],
+                "episodes": counters["episodes"],
+                "return_mean": logger.return_mean,
+                "length_mean": float(np.mean(lengths)) if lengths else math.nan,
+                "replay_updates": len(host.metrics) - 1,
+                "sps": steps_per_iter / dt,
+                "wall_s": counters["wall_s"],
+            }
+            logger.log(row, steps_per_iter)
+            if counters["env_steps"] >= next_ckpt or counters["env_steps"] >= args.total_steps:
+                path = checkpointer.save(
+                    counters["env_steps"], checkpoint_tree(state), {"counters": counters}
+                )
+                last_ckpt = str(path)
+                next_ckpt = (counters["env_steps"] // args.checkpoint_every + 1) * (
+                    args.checkpoint_every
+                )
+    except NonFiniteError as err:
+        logger.close()
+        raise SystemExit(f"error: {err}") from None
+    logger.close()
+
+    eval_env = make_env(args.env, min(args.eval_episodes, 16), args.seed + 10_000, train=False)
+    t0 = time.perf_counter()
+    returns, _ = evaluate(
+        agent.act_fn(args.eval_greedy),
+        state.learner.params,
+        eval_env,
+        args.eval_episodes,
+        jax.random.PRNGKey(args.seed + 1),
+        agent._initial_core(eval_env.spec.num_envs),
+    )
+    eval_s = time.perf_counter() - t0
+    summary = {
+        "agent": args.agent,
+        "env": args.env,
+        "preset": args.preset,
+        "seed": args.seed,
+        "env_steps": counters["env_steps"],
+        "frames": counters["env_steps"] * fps,
+        "episodes": counters["episodes"],
+        "updates": counters["updates"],
+        "wall_s": counters["wall_s"],
+        "sps": steady_steps / steady_time if steady_time else math.nan,
+        "compile_s": compile_s,
+        "train_return_mean": logger.return_mean,
+        "eval_return_mean": float(np.mean(returns)),
+        "eval_return_std": float(np.std(returns)),
+        "eval_episodes": len(returns),
+        "eval_policy": "greedy" if args.eval_greedy else "sample",
+        "eval_s": eval_s,
+        "replay_bytes_per_transition": agent.replay.bytes_per_transition,
+        "devices": jax.device_count(),
+        "processes": jax.process_count(),
+        "last_checkpoint": last_ckpt,
+    }
+    write_json_atomic(run_dir / "summary.json", summary)
+    print(
+        f"{args.agent} on {args.env}: {counters['env_steps']} env steps in "
+        f"{counters['wall_s']:.1f} s ({summary['sps']:.0f} steps/s, compile {compile_s:.1f} s); "
+        f"eval return {summary['eval_return_mean']:.1f} ± {summary['eval_return_std']:.1f} "
+        f"over {len(returns)} episodes -> {run_dir}/summary.json"
+    )
+    return summary
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    main()
