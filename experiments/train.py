@@ -8,7 +8,6 @@ checkpoints (experiments/).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import platform
@@ -24,6 +23,7 @@ from agents.evaluation import evaluate
 from envs import make_env
 from experiments.args import TrainArgs, parse_train_args
 from experiments.checkpoint import Checkpointer
+from experiments.common import checkpoint_tree, load_args
 from experiments.runlog import RunLogger, write_json_atomic
 
 METRIC_ORDER = ("policy_loss", "value_loss", "loss", "grad_norm", "entropy", "q_ret_mean")
@@ -62,18 +62,15 @@ def resolve_run_dir(args: TrainArgs) -> Path:
 
 
 def load_resume_args(run_dir: Path, argv: list[str], cli: TrainArgs) -> TrainArgs:
-    cfg_path = run_dir / "config.json"
-    if not cfg_path.exists():
-        raise SystemExit(f"error: --resume {run_dir}: no config.json there (not a run folder)")
-    saved = json.loads(cfg_path.read_text())["args"]
-    saved["hidden"] = tuple(saved["hidden"])
-    saved.update(resume=str(run_dir), run_dir=str(run_dir))
+    """The resumed run's saved args; only --total-steps and --progress may change."""
+    saved = load_args(run_dir)
     explicit = {a.split("=")[0] for a in argv if a.startswith("--")}
+    changes = {"resume": str(run_dir), "run_dir": str(run_dir)}
     if "--total-steps" in explicit:
-        saved["total_steps"] = cli.total_steps
-    if "--progress" in explicit or "--no-progress" in explicit:
-        saved["progress"] = cli.progress
-    return TrainArgs(**saved)
+        changes["total_steps"] = cli.total_steps
+    if explicit & {"--progress", "--no-progress"}:
+        changes["progress"] = cli.progress
+    return dataclasses.replace(saved, **changes)
 
 
 def frames_per_step(env) -> int:
@@ -90,10 +87,6 @@ def check_finite(metrics: list[dict], iteration: int, env_steps: int, last_ckpt:
                     f"non-finite {name} ({value}) in the {kind} of iteration {iteration} "
                     f"(env step {env_steps}); run stopped, last good checkpoint: {last_ckpt}"
                 )
-
-
-def checkpoint_tree(state):
-    return {"learner": state.learner._asdict(), "actor_key": state.actor.key}
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,0 +1,131 @@
+"""Evaluate a trained run: `python -m experiments.evaluate runs/<name> [--episodes N] [--video]`.
+
+Loads the latest complete checkpoint (or `--step`), plays full episodes without life loss or
+reward clipping, prints the mean and std of the returns, and can write a video (mp4 or gif).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import jax
+import numpy as np
+import tyro
+
+from agents.acer.agent import ACERAgent
+from agents.evaluation import evaluate
+from envs import make_env
+from experiments.common import load_args, restore_learner
+
+
+@dataclass(frozen=True)
+class EvalArgs:
+    """Evaluate the latest checkpoint of a run folder on full, unclipped episodes."""
+
+    run: tyro.conf.Positional[str]
+    """The run folder (runs/<name>)."""
+    episodes: int = 20
+    """Number of full episodes to play."""
+    num_envs: int = 0
+    """Parallel evaluation envs (0: min(episodes, 16))."""
+    step: int | None = None
+    """Checkpoint to load (env step); default the latest complete one."""
+    greedy: bool = False
+    """Play the argmax action instead of sampling from π."""
+    seed: int = 12345
+    """Seed of the evaluation envs and action sampling."""
+    video: bool = False
+    """Also record one episode to <run>/videos/."""
+    video_format: Literal["mp4", "gif"] = "mp4"
+    """Container of the video."""
+    out: str | None = None
+    """Optional JSON file for the results."""
+
+
+def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
+    """One episode. Atari: the 84×84 frames the agent sees. Others: gymnasium's rgb render."""
+    import imageio.v2 as imageio
+
+    env_id = agent.env.spec.env_id
+    frames = []
+    if agent.env.spec.is_atari:
+        env = make_env(env_id, 1, args.seed, train=False)
+        evaluate(
+            act,
+            params,
+            env,
+            1,
+            jax.random.PRNGKey(args.seed),
+            agent._initial_core(1),
+            on_step=lambda ts: frames.append(np.repeat(np.repeat(ts.obs[0, -1], 2, 0), 2, 1)),
+        )
+    else:
+        import gymnasium as gym
+
+        env = gym.make(env_id, render_mode="rgb_array")
+        obs, _ = env.reset(seed=args.seed)
+        key, core, first = jax.random.PRNGKey(args.seed), agent._initial_core(1), np.ones(1, bool)
+        frames.append(env.render())
+        while True:
+            key, sub = jax.random.split(key)
+            action, core = act(params, np.asarray(obs, np.float32)[None], first, core, sub)
+            obs, _, terminated, truncated, _ = env.step(int(action[0]))
+            first = np.zeros(1, bool)
+            frames.append(env.render())
+            if terminated or truncated:
+                break
+        env.close()
+    path = run_dir / "videos" / f"eval.{args.video_format}"
+    path.parent.mkdir(exist_ok=True)
+    if args.video_format == "gif":
+        imageio.mimsave(path, frames, duration=1000 / 30, loop=0)
+    else:
+        imageio.mimsave(path, frames, fps=30, macro_block_size=1)
+    return path
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = tyro.cli(EvalArgs, args=argv)
+    run_dir = Path(args.run)
+    train_args = load_args(run_dir)
+    n = args.num_envs or min(args.episodes, 16)
+    env = make_env(train_args.env, n, args.seed, train=False)
+    agent = ACERAgent(train_args.acer_config().replace(num_envs=n), env, seed=args.seed)
+    learner, _, step = restore_learner(agent, run_dir, args.step)
+    act = agent.act_fn(args.greedy)
+    returns, lengths = evaluate(
+        act,
+        learner.params,
+        env,
+        args.episodes,
+        jax.random.PRNGKey(args.seed),
+        agent._initial_core(n),
+    )
+    result = {
+        "run": str(run_dir),
+        "checkpoint_step": step,
+        "env": train_args.env,
+        "episodes": len(returns),
+        "return_mean": float(np.mean(returns)),
+        "return_std": float(np.std(returns)),
+        "length_mean": float(np.mean(lengths)),
+        "policy": "greedy" if args.greedy else "sample",
+    }
+    if args.video:
+        result["video"] = str(_record_video(agent, act, learner.params, args, run_dir))
+    print(
+        f"{train_args.env} @ step {step}: return {result['return_mean']:.2f} ± "
+        f"{result['return_std']:.2f} over {len(returns)} episodes "
+        f"(mean length {result['length_mean']:.0f})"
+        + (f"; video {result['video']}" if args.video else "")
+    )
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
