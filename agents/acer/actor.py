@@ -145,9 +145,9 @@ def make_host_rollout(env, select_action, trace_len: int, discount: float):
     return rollout
 
 
-def initial_actor_state(env, network_initial_state, key) -> ActorState:
-    """Reset the envs (XLA mode when available) and build the actor state."""
-    if env.has_xla:
+def initial_actor_state(env, network_initial_state, key, use_xla: bool | None = None) -> ActorState:
+    """Reset the envs (XLA mode when available, unless `use_xla=False`) and build the state."""
+    if env.has_xla if use_xla is None else use_xla:
         env_state, ts = env.xla_reset()
     else:
         env_state, ts = None, env.reset()

@@ -178,7 +178,7 @@ class ACERLearner:
             grads = g if grads is None else jax.tree.map(jnp.add, grads, g)
             stats = s if stats is None else jax.tree.map(jnp.add, stats, s)
 
-        grad_norm = optax.global_norm(grads)
+        grad_norm = optax.tree.norm(grads)
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         avg_params = jax.tree.map(

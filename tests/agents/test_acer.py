@@ -1,0 +1,196 @@
+"""ACER agent: config validation, rollout bookkeeping, learner maths and equivalences."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from agents import losses
+from agents.acer.actor import initial_actor_state, make_host_rollout, make_xla_rollout
+from agents.acer.agent import ACERAgent
+from agents.acer.config import ACERConfig
+from agents.acer.learner import ACERLearner, TraceBatch
+from envs import make_env
+from networks import ACERNetwork
+
+SMALL = ACERConfig(num_envs=4, trace_len=5, batch_size=4, buffer_size=4 * 5 * 4, hidden=(16,))
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"discount": 0.0}, "discount"),
+        ({"num_envs": 0}, "num_envs"),
+        ({"buffer_size": 10}, "buffer_size 10 holds 0 traces"),
+        ({"tau": 1.0}, "tau"),
+        ({"replay_ratio": -1.0}, "replay_ratio"),
+        ({"microbatch_traces": 3}, "not divisible by microbatch_traces=3"),
+        ({"retrace_lambda": 2.0}, "retrace_lambda"),
+    ],
+)
+def test_config_rejects_bad_values(change, match):
+    with pytest.raises(ValueError, match=match):
+        dataclasses.replace(SMALL, **change)
+
+
+def test_continuous_env_is_refused():
+    env = make_env("Pendulum-v1", 2, 0)
+    with pytest.raises(ValueError, match="continuous"):
+        ACERAgent(SMALL.replace(num_envs=2), env)
+
+
+def _random_batch(key, T=5, B=4, A=3, D=4):
+    ks = jax.random.split(key, 6)
+    mu = jax.nn.softmax(jax.random.normal(ks[0], (T, B, A)))
+    return TraceBatch(
+        obs=jax.random.normal(ks[1], (T + 1, B, D)),
+        first=jnp.zeros((T + 1, B), bool),
+        action=jax.random.randint(ks[2], (T, B), 0, A),
+        mu=mu,
+        reward=jax.random.normal(ks[3], (T, B)),
+        discount=jnp.where(jax.random.uniform(ks[4], (T, B)) < 0.2, 0.0, 0.99),
+        mask=jnp.where(jax.random.uniform(ks[5], (T, B)) < 0.1, 0.0, 1.0),
+        core_state=(),
+    )
+
+
+def _learner(**cfg):
+    config = SMALL.replace(**cfg)
+    net = ACERNetwork((4,), 3, config.hidden)
+    learner = ACERLearner(config, net)
+    state = learner.init(jax.random.PRNGKey(0), jnp.zeros((4, 4)))
+    return learner, state
+
+
+def test_microbatched_update_equals_whole_batch():
+    batch = _random_batch(jax.random.PRNGKey(1))
+    whole, state = _learner(trust_region=True)
+    split, _ = _learner(trust_region=True, microbatch_traces=2)
+    # Move the average away from the params so the trust region is active.
+    state = state._replace(
+        avg_params=jax.tree.map(lambda p: p + 0.3 * jnp.sign(p), state.avg_params)
+    )
+    s1, m1 = jax.jit(whole.update)(state, batch)
+    s2, m2 = jax.jit(split.update)(state, batch)
+    chex_close = lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)  # noqa: E731
+    jax.tree.map(chex_close, s1.params, s2.params)
+    for k in m1:
+        chex_close(m1[k], m2[k])
+    assert float(m1["tr_active"]) > 0
+
+
+def test_loss_gradient_matches_losses_composition():
+    """The learner's gradient equals the gradient of the loss built directly from
+    agents.losses (no trust region), so the wiring adds nothing and drops nothing."""
+    learner, state = _learner(trust_region=False)
+    batch = _random_batch(jax.random.PRNGKey(2))
+    cfg = learner.config
+    T, B = batch.action.shape
+
+    def direct(params):
+        logits, q = learner.network.apply(params, batch.obs)
+        pi = jax.nn.softmax(logits)
+        boot = jnp.sum(pi[T] * q[T], -1)
+        q_ret = losses.retrace_targets(
+            q[:T], pi[:T], batch.mu, batch.action, batch.reward, batch.discount, boot,
+            mask_t=batch.mask,
+        )  # fmt: skip
+        pol = losses.acer_policy_loss(
+            logits[:T], q[:T], batch.mu, batch.action, q_ret, c=cfg.c, mask_t=batch.mask
+        )
+        ent = batch.mask * losses.entropy(logits[:T])
+        val = losses.acer_value_loss(q[:T], batch.action, q_ret, mask_t=batch.mask)
+        return jnp.mean(pol - cfg.entropy_weight * ent + cfg.value_weight * val)
+
+    g_direct = jax.grad(direct)(state.params)
+    g_learner, _ = jax.grad(learner.chunk_loss, has_aux=True)(
+        state.params, state.avg_params, batch, T * B
+    )
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), g_direct, g_learner
+    )
+
+
+def test_trust_region_inactive_when_average_equals_policy():
+    """k = π − π_avg = 0, so the projected gradient is the plain one (ACER eq. 13)."""
+    on, state = _learner(trust_region=True)
+    off, _ = _learner(trust_region=False)
+    batch = _random_batch(jax.random.PRNGKey(3))
+    args = (state.params, state.params, batch, 20)
+    g_on, m_on = jax.grad(on.chunk_loss, has_aux=True)(*args)
+    g_off, _ = jax.grad(off.chunk_loss, has_aux=True)(*args)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), g_on, g_off)
+    assert float(m_on["tr_active"]) == 0.0
+
+
+def test_polyak_average_update():
+    learner, state = _learner(tau=0.9)
+    new, _ = jax.jit(learner.update)(state, _random_batch(jax.random.PRNGKey(4)))
+    expected = jax.tree.map(lambda a, p: 0.9 * a + 0.1 * p, state.avg_params, new.params)
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8),
+        new.avg_params,
+        expected,
+    )
+    assert int(new.step) == 1
+
+
+def test_rollout_fields_follow_the_trace_convention():
+    """discount = γ(1 − terminated_{t+1}), mask = 1 − first_{t+1}; truncation keeps γ."""
+    env = make_env("CartPole-v1", 3, 0, max_episode_steps=7)
+    net = ACERNetwork((4,), 2, (8,))
+    from agents.acer.actor import make_select_action
+
+    select = make_select_action(net, False)
+    params = net.init(jax.random.PRNGKey(0), jnp.zeros((3, 4)))
+    rollout = jax.jit(make_xla_rollout(env, select, 30, 0.9))
+    actor = initial_actor_state(env, (), jax.random.PRNGKey(1))
+    _, traj = rollout(params, actor)
+    s = jax.device_get(traj.steps)
+    first_next = np.concatenate([s["first"][1:], np.asarray(traj.last_first)[None]])
+    np.testing.assert_array_equal(s["mask"], 1.0 - first_next)
+    assert s["first"][0].all()
+    # every 7-step time limit is a truncation: discount stays 0.9 there, the next step is masked
+    trunc_steps = (s["mask"] == 0) & (s["discount"] > 0)
+    assert trunc_steps.any() or (s["discount"] == 0).any()
+    assert set(np.unique(s["discount"])) <= {0.0, np.float32(0.9)}
+    # rewards of the fake auto-reset transitions are 0
+    assert (s["reward"][s["mask"] == 0] == 0).all()
+
+
+def test_xla_and_host_rollouts_agree():
+    net = ACERNetwork((4,), 2, (8,))
+    from agents.acer.actor import make_select_action
+
+    select = make_select_action(net, False)
+    params = net.init(jax.random.PRNGKey(0), jnp.zeros((2, 4)))
+    outs = []
+    for maker in (make_xla_rollout, make_host_rollout):
+        env = make_env("CartPole-v1", 2, 5, max_episode_steps=9)
+        fn = maker(env, select, 25, 0.99)
+        fn = jax.jit(fn) if maker is make_xla_rollout else fn
+        use_xla = maker is make_xla_rollout
+        actor = initial_actor_state(env, (), jax.random.PRNGKey(7), use_xla=use_xla)
+        outs.append(jax.device_get(fn(params, actor)[1]))
+    jax.tree.map(np.testing.assert_array_equal, outs[0].steps, outs[1].steps)
+    np.testing.assert_array_equal(outs[0].obs, outs[1].obs)
+    np.testing.assert_array_equal(outs[0].finished_return, outs[1].finished_return)
+
+
+def test_agent_iterations_fill_replay_and_run_replay_updates():
+    env = make_env("CartPole-v1", 4, 0)
+    agent = ACERAgent(SMALL.replace(replay_ratio=3.0), env, seed=0)
+    state = agent.init(jax.random.PRNGKey(0))
+    agent.compile(state)
+    counts = []
+    for it in range(4):
+        state, out = agent.train_iteration(state, it, it * 20)
+        counts.append(len(out.metrics) - 1)
+    assert counts[0] == 0  # nothing sampleable before the second add
+    assert sum(counts[1:]) > 0
+    assert int(state.learner.step) == 4 + sum(counts)
+    assert int(state.replay.count) == 4
+    # Poisson draws are a pure function of (seed, iteration): resume-safe.
+    assert [agent.num_replay_updates(i, i * 20) for i in range(4)] == counts
