@@ -1,0 +1,192 @@
+"""End-to-end subprocess runs of the CLI scripts with tiny sizes, checking what they write."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+ENV.pop("XLA_FLAGS", None)
+
+SUMMARY_KEYS = {
+    "agent",
+    "env",
+    "env_steps",
+    "wall_s",
+    "sps",
+    "compile_s",
+    "eval_return_mean",
+    "eval_episodes",
+    "replay_bytes_per_transition",
+    "devices",
+    "processes",
+}
+
+
+def run(module, *args, check=True, timeout=300):
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{module} {args} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def rows(run_dir):
+    with open(run_dir / "metrics.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+CARTPOLE = ["--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-size", "400"]
+
+
+def test_cartpole_train_resume_evaluate(tmp_path):
+    run_dir = tmp_path / "cp"
+    common = [*CARTPOLE, "--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "3"]
+    run("experiments.train", *common, "--total-steps", "200", "--checkpoint-every", "100")
+    for name in ("config.json", "metrics.csv", "summary.json"):
+        assert (run_dir / name).exists(), name
+    assert any((run_dir / "tb").iterdir())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert SUMMARY_KEYS <= summary.keys()
+    assert summary["env_steps"] == 200 and summary["eval_episodes"] == 3
+    assert summary["replay_bytes_per_transition"] > 0
+    assert sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir()) == [100, 200]
+    first = rows(run_dir)
+    assert [int(r["env_steps"]) for r in first] == list(range(20, 201, 20))
+
+    # Without --resume an existing run is never overwritten.
+    proc = run("experiments.train", *common, "--total-steps", "300", check=False)
+    assert proc.returncode != 0 and "--resume" in proc.stderr
+
+    run("experiments.train", "--resume", str(run_dir), "--total-steps", "300", "--no-progress")
+    after = rows(run_dir)
+    steps = [int(r["env_steps"]) for r in after]
+    assert steps == list(range(20, 301, 20))  # continued at 220, no duplicates
+    assert [r["updates"] for r in after[:10]] == [r["updates"] for r in first]
+    assert int(after[10]["updates"]) > int(after[9]["updates"])  # counters restored
+    assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 300
+
+    proc = run(
+        "experiments.evaluate", str(run_dir), "--episodes", "2", "--out", str(tmp_path / "e.json")
+    )
+    result = json.loads((tmp_path / "e.json").read_text())
+    assert result["episodes"] == 2 and result["checkpoint_step"] == 300
+    assert "return" in proc.stdout
+
+    run("experiments.plot", str(run_dir), "--out", str(tmp_path / "c.png"))
+    assert (tmp_path / "c.png").stat().st_size > 10_000
+
+
+def test_pong_train_resume_evaluate(tmp_path):
+    run_dir = tmp_path / "pong"
+    args = [
+        "--preset", "acer-atari", "--env", "Pong-v5", "--num-envs", "2", "--trace-len", "4",
+        "--batch-size", "2", "--buffer-size", "64", "--microbatch-traces", "1",
+        "--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "1",
+        "--checkpoint-every", "16",
+    ]  # fmt: skip
+    run("experiments.train", *args, "--total-steps", "24", timeout=600)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env"] == "Pong-v5" and summary["env_steps"] == 24
+    assert summary["replay_bytes_per_transition"] < 28_224 / 3  # frames stored once
+    assert json.loads((run_dir / "config.json").read_text())["args"]["preset"] == "acer-atari"
+    assert int(rows(run_dir)[-1]["frames"]) == 4 * 24
+    run("experiments.train", "--resume", str(run_dir), "--total-steps", "32", "--no-progress")
+    assert int(rows(run_dir)[-1]["env_steps"]) == 32
+    proc = run("experiments.evaluate", str(run_dir), "--episodes", "1", timeout=600)
+    assert "Pong-v5 @ step 32" in proc.stdout
+
+
+def test_kill_9_resumes_from_last_complete_checkpoint(tmp_path):
+    run_dir = tmp_path / "killed"
+    cmd = [
+        sys.executable, "-m", "experiments.train", *CARTPOLE, "--run-dir", str(run_dir),
+        "--total-steps", "100000000", "--checkpoint-every", "40", "--no-progress",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    ckpts = run_dir / "checkpoints"
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        done = [p for p in ckpts.iterdir() if p.name.isdigit()] if ckpts.exists() else []
+        if len(done) >= 2:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)  # at an arbitrary moment, maybe mid-write
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    # Plant a half-written checkpoint as a crash would leave it: it must be ignored.
+    complete = sorted(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
+    partial = ckpts / f"{complete[-1] + 1000}.orbax-checkpoint-tmp-123"
+    partial.mkdir()
+    (partial / "garbage").write_text("half")
+
+    target = complete[-1] + 80
+    out = run(
+        "experiments.train", "--resume", str(run_dir), "--total-steps", str(target), "--no-progress"
+    )
+    assert "resumed" in out.stderr
+    resumed_from = int(out.stderr.split("checkpoint at env step ")[1].split()[0])
+    assert resumed_from in complete
+    steps = [int(r["env_steps"]) for r in rows(run_dir)]
+    assert steps == sorted(set(steps)) and steps[-1] == target
+
+
+def test_non_finite_loss_stops_run_and_keeps_checkpoint(tmp_path):
+    run_dir = tmp_path / "nan"
+    proc = run(
+        "experiments.train", *CARTPOLE, "--run-dir", str(run_dir), "--total-steps", "4000",
+        "--checkpoint-every", "20", "--lr", "1e30", "--max-grad-norm", "1e30", "--no-progress",
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    message = proc.stderr.strip().splitlines()[-1]
+    assert message.startswith("error: non-finite ") and "iteration" in message
+    assert "Traceback" not in proc.stderr
+    assert not (run_dir / "summary.json").exists()
+    if "last good checkpoint: none" not in message:
+        kept = Path(message.split("last good checkpoint: ")[1])
+        assert kept.exists()
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--env", "Pongg-v5"], "did you mean: Pong-v5"),
+        (["--buffer-size", "10"], "buffer_size 10 holds 0 traces"),
+        (["--buffer-size", "100000000000000"], "lower --buffer-size"),
+        (["--preset", "acer-nope"], "unknown preset"),
+        (["--microbatch-traces", "3"], "not divisible by microbatch_traces=3"),
+    ],
+)
+def test_bad_config_gives_one_line_error(tmp_path, args, needle):
+    proc = run("experiments.train", *args, "--run-dir", str(tmp_path / "x"), check=False)
+    assert proc.returncode != 0
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_help_lists_every_flag():
+    out = run("experiments.train", "--help").stdout
+    for flag in (
+        "--agent", "--env", "--total-steps", "--seed", "--num-envs", "--run-dir", "--preset",
+        "--trace-len", "--batch-size", "--replay-ratio", "--buffer-size", "--start-train-at",
+        "--discount", "--c", "--trust-region", "--trust-region-threshold", "--tau", "--lr",
+        "--reward-clip", "--entropy-weight", "--max-grad-norm", "--exp-name", "--debug",
+        "--resume",
+    ):  # fmt: skip
+        assert flag in out, flag
