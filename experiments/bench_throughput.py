@@ -1,0 +1,209 @@
+"""Training throughput against envpool's raw speed and the compute-bound ceiling.
+
+`python -m experiments.bench_throughput [--env Pong-v5] [--num-envs 16]` measures, in one
+process and on the same machine:
+
+1. envpool's raw random-action steps/s (host `step` loop; same num_envs and threads);
+2. ACER's training-loop steps/s at replay ratio 0 and at 4 (steady state; compile timed
+   apart);
+3. the compute-bound ceiling: env steps/s if the only costs were envpool's raw step plus the
+   network passes ACER needs per env step, each timed alone at its best batch size. Per env
+   step ACER runs (1 + replay_ratio)·(T+1)/T forward+backward passes (one on-policy and
+   replay_ratio replayed traces of T+1 observations per T steps), as many forward passes of
+   the averaged network (trust region), and one acting forward pass.
+
+It prints the ratios training/raw and training/ceiling. Timings on shared 2-core CPUs move
+10–25% from run to run: compare the ratios, which are measured side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import tyro
+
+from agents.acer.agent import ACERAgent
+from envs import make_env
+from experiments.args import PRESETS, TrainArgs
+
+
+@dataclass(frozen=True)
+class BenchArgs:
+    """Measure ACER's training steps/s against envpool's raw steps/s and the ceiling."""
+
+    agent: str = "acer"
+    """Agent to benchmark (acer)."""
+    env: str = "Pong-v5"
+    """Environment id."""
+    preset: str = "acer-atari"
+    """Hyper-parameter preset of the training loop."""
+    num_envs: int = 16
+    """Parallel envs (same for the raw envpool measurement)."""
+    num_threads: int = 0
+    """envpool threads (0: envpool's default)."""
+    replay_ratios: tuple[float, ...] = (0.0, 4.0)
+    """Replay ratios of the training-loop measurements."""
+    iterations: int = 12
+    """Timed training iterations per replay ratio (after 3 warm-up iterations)."""
+    raw_steps: int = 3000
+    """Batched envpool steps timed for the raw speed."""
+    batch_sizes: tuple[int, ...] = (16, 32, 64, 128)
+    """Batch sizes (observations) tried for the network-pass timings."""
+    json_out: str | None = None
+    """Optional JSON file for all numbers."""
+
+
+def raw_env_sps(env_id: str, num_envs: int, num_threads: int, steps: int) -> float:
+    env = make_env(env_id, num_envs, 0, num_threads=num_threads)
+    rng = np.random.default_rng(0)
+    n = env.spec.num_actions
+    env.reset()
+    actions = rng.integers(0, n, size=(steps, num_envs)).astype(np.int32)
+    for a in actions[:50]:
+        env.step(a)
+    t0 = time.perf_counter()
+    for a in actions:
+        env.step(a)
+    dt = time.perf_counter() - t0
+    env.close()
+    return steps * num_envs / dt
+
+
+def _best_per_sample(fn_for_batch, batch_sizes, reps=5) -> tuple[float, int]:
+    """Seconds per sample at the best batch size, and that batch size."""
+    best = (float("inf"), 0)
+    for b in batch_sizes:
+        fn, args = fn_for_batch(b)
+        jax.block_until_ready(fn(*args))
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            times.append(time.perf_counter() - t0)
+        best = min(best, (float(np.median(times)) / b, b))
+    return best
+
+
+def network_pass_costs(agent: ACERAgent, batch_sizes) -> dict:
+    """Per-sample seconds of a forward pass and of forward+backward+Adam, best batch size."""
+    net, spec = agent.network, agent.env.spec
+    params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
+    opt = optax.adam(1e-4)
+    opt_state = opt.init(params)
+
+    def obs(b):
+        return jax.random.randint(jax.random.PRNGKey(b), (b, *spec.obs_shape), 0, 255).astype(
+            spec.obs_dtype
+        )
+
+    fwd = jax.jit(lambda p, o: net.apply(p, o))
+
+    def train_step(p, s, o):
+        def loss(p):
+            logits, q = net.apply(p, o)
+            return jnp.mean(jax.nn.log_softmax(logits)[:, 0]) + jnp.mean(q**2)
+
+        g = jax.grad(loss)(p)
+        u, s = opt.update(g, s, p)
+        return optax.apply_updates(p, u), s
+
+    train = jax.jit(train_step)
+    f, fb = _best_per_sample(lambda b: (fwd, (params, obs(b))), batch_sizes)
+    t, tb = _best_per_sample(lambda b: (train, (params, opt_state, obs(b))), batch_sizes)
+    return {"forward_s": f, "forward_batch": fb, "train_s": t, "train_batch": tb}
+
+
+def training_sps(args: BenchArgs, replay_ratio: float) -> dict:
+    base = TrainArgs(**{**TrainArgs().__dict__, **PRESETS[args.preset]})
+    cfg = base.acer_config().replace(num_envs=args.num_envs, replay_ratio=replay_ratio)
+    env = make_env(args.env, args.num_envs, 0, num_threads=args.num_threads)
+    agent = ACERAgent(cfg, env, seed=0)
+    state = agent.init(jax.random.PRNGKey(0))
+    compile_s = agent.compile(state)
+    steps = cfg.trace_len * cfg.num_envs
+    it = 0
+    for _ in range(3):  # warm-up: fills the replay so replay updates run
+        state, out = agent.train_iteration(state, it, it * steps)
+        jax.device_get(out)
+        it += 1
+    updates, t0 = 0, time.perf_counter()
+    for _ in range(args.iterations):
+        state, out = agent.train_iteration(state, it, it * steps)
+        jax.device_get(out)  # the loop's one sync per iteration
+        updates += len(out.metrics)
+        it += 1
+    dt = time.perf_counter() - t0
+    return {
+        "replay_ratio": replay_ratio,
+        "sps": args.iterations * steps / dt,
+        "compile_s": compile_s,
+        "updates_per_iteration": updates / args.iterations,
+        "agent": agent,
+        "config": cfg,
+    }
+
+
+def ceiling_sps(raw_sps: float, costs: dict, cfg, replay_ratio: float) -> float:
+    per_trace = (cfg.trace_len + 1) / cfg.trace_len
+    n_train = (1 + replay_ratio) * per_trace
+    n_fwd = 1 + ((1 + replay_ratio) * per_trace if cfg.trust_region else 0)
+    seconds = 1 / raw_sps + n_train * costs["train_s"] + n_fwd * costs["forward_s"]
+    return 1 / seconds
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = tyro.cli(BenchArgs, args=argv)
+    if args.agent != "acer":
+        raise SystemExit(f"error: bench_throughput supports --agent acer, not {args.agent!r}")
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {args.env}, {args.num_envs} envs")
+    raw = raw_env_sps(args.env, args.num_envs, args.num_threads, args.raw_steps)
+    print(f"envpool raw random-action steps/s: {raw:,.0f}")
+    results = []
+    for rr in args.replay_ratios:
+        r = training_sps(args, rr)
+        results.append(r)
+        print(
+            f"ACER replay ratio {rr:g}: {r['sps']:,.1f} steps/s "
+            f"({r['updates_per_iteration']:.2f} updates/iteration), compile {r['compile_s']:.1f} s"
+        )
+    costs = network_pass_costs(results[0]["agent"], args.batch_sizes)
+    print(
+        f"network: forward {costs['forward_s'] * 1e6:.0f} µs/sample (batch "
+        f"{costs['forward_batch']}), forward+backward+Adam {costs['train_s'] * 1e6:.0f} µs/sample "
+        f"(batch {costs['train_batch']})"
+    )
+    rows = []
+    for r in results:
+        ceiling = ceiling_sps(raw, costs, r["config"], r["replay_ratio"])
+        rows.append(
+            {
+                "replay_ratio": r["replay_ratio"],
+                "train_sps": r["sps"],
+                "compile_s": r["compile_s"],
+                "raw_env_sps": raw,
+                "ceiling_sps": ceiling,
+                "train_over_raw": r["sps"] / raw,
+                "train_over_ceiling": r["sps"] / ceiling,
+            }
+        )
+    print(f"\n{'replay ratio':>12} {'train sps':>10} {'ceiling':>9} {'/ceiling':>9} {'/raw':>7}")
+    for row in rows:
+        print(
+            f"{row['replay_ratio']:>12g} {row['train_sps']:>10.1f} {row['ceiling_sps']:>9.1f} "
+            f"{row['train_over_ceiling']:>9.2f} {row['train_over_raw']:>7.3f}"
+        )
+    out = {"env": args.env, "num_envs": args.num_envs, "network": costs, "rows": rows}
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(out, f, indent=2)
+    return out
+
+
+if __name__ == "__main__":
+    main()
