@@ -105,16 +105,19 @@ def main(argv: list[str] | None = None) -> dict:
     if args.debug:
         jax.config.update("jax_debug_nans", True)
 
-    env = make_env(
-        args.env,
-        args.num_envs,
-        args.seed,
-        train=True,
-        reward_clip=args.reward_clip,
-        num_threads=args.num_threads,
-    )
-    config = args.acer_config()
-    agent = ACERAgent(config, env, seed=args.seed)
+    try:  # bad input (unknown env, impossible config, replay too large) -> one-line error
+        config = args.acer_config()
+        env = make_env(
+            args.env,
+            args.num_envs,
+            args.seed,
+            train=True,
+            reward_clip=args.reward_clip,
+            num_threads=args.num_threads,
+        )
+        agent = ACERAgent(config, env, seed=args.seed)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
     run_dir.mkdir(parents=True, exist_ok=True)
     state = agent.init(jax.random.PRNGKey(args.seed))
     checkpointer = Checkpointer(ckpt_dir, keep=args.keep_checkpoints)
