@@ -65,8 +65,8 @@ def _dist_retrace_core(za, vd, c, r, d, mask, atoms):
     C_{t,s} = Π_{u=t+1}^{s} c_u, shifted atoms G_{t,s} + Γ_{t,s}·z and masses
     vd[s+1] − c_{s+1}·za[s+1] (the last term only for s+1 ≤ T−1).
     """
-    T, K = za.shape
-    zero_k = jnp.zeros((T, K), za.dtype)
+    T = za.shape[0]
+    zero_k = jnp.zeros_like(za)  # derived from inputs: keeps shard_map's varying type
     pad = lambda x: jnp.concatenate([x, jnp.zeros((T, *x.shape[1:]), x.dtype)], axis=0)  # noqa: E731
     r_p, d_p, c_p = pad(r), pad(d), pad(c)
     za_p = pad(za)
@@ -87,7 +87,7 @@ def _dist_retrace_core(za, vd, c, r, d, mask, atoms):
         weight = weight * c_next
         return (weight, ret, disc, acc), None
 
-    init = (jnp.ones((T,), za.dtype), jnp.zeros((T,), za.dtype), jnp.ones((T,), za.dtype), zero_k)
+    init = (jnp.ones_like(r), jnp.zeros_like(r), jnp.ones_like(r), zero_k)
     (_, _, _, target), _ = jax.lax.scan(body, init, jnp.arange(T))
     return jnp.where(mask[:, None] > 0, target, za)
 

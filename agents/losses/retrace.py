@@ -26,7 +26,11 @@ def trace_coefficients(pi_a_t, mu_a_t, lambda_, c_max, mask_t):
 
 
 def _retrace_core(q_a, v, c, r, d, mask, bootstrap_value):
-    """Single-sequence recursion over `[T]` arrays (vmapped over the batch by the caller)."""
+    """Single-sequence recursion over `[T]` arrays (vmapped over the batch by the caller).
+
+    Initial scan carries are derived from the inputs (`zeros_like`), so that inside
+    `shard_map` they carry the inputs' device-varying type and the scan type-checks.
+    """
     v_next = jnp.concatenate([v[1:], bootstrap_value[None]])
 
     def step(carry, xs):
@@ -38,7 +42,7 @@ def _retrace_core(q_a, v, c, r, d, mask, bootstrap_value):
         return c_t * (q_ret - q_a_t), q_ret
 
     _, q_ret = jax.lax.scan(
-        step, jnp.zeros((), q_a.dtype), (q_a, c, r, d, v_next, mask), reverse=True
+        step, jnp.zeros_like(q_a[0]), (q_a, c, r, d, v_next, mask), reverse=True
     )
     return q_ret
 
