@@ -37,7 +37,8 @@ def entropy(logits_t):
     """Entropy −Σ_a π(a|x) log π(a|x) of softmax policies, shape `logits_t.shape[:-1]`."""
     C.check_float("logits_t", logits_t)
     log_pi = jax.nn.log_softmax(logits_t, axis=-1)
-    return -jnp.sum(jnp.exp(log_pi) * log_pi, axis=-1)
+    # 0·log 0 = 0, so masked actions with −inf logits give a finite entropy.
+    return -jnp.sum(jnp.where(log_pi > -jnp.inf, jnp.exp(log_pi) * log_pi, 0.0), axis=-1)
 
 
 def acer_policy_loss(logits_t, q_t, mu_t, a_t, q_ret_t, c=10.0, *, mask_t=None):

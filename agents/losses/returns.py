@@ -12,6 +12,7 @@ References:
 
 from __future__ import annotations
 
+import operator
 from typing import NamedTuple
 
 import jax
@@ -105,6 +106,8 @@ def lambda_returns(r_t, discount_t, v_t, bootstrap_value, lambda_=1.0, *, mask_t
     `lambda_` may be a scalar or a `[T, B]` array.
     """
     mask = _check_value_inputs(r_t, discount_t, v_t, bootstrap_value, mask_t)
+    if jnp.ndim(lambda_) != 0:
+        C.check_shape("lambda_", lambda_, v_t.shape, "a scalar or one λ per step [T, B]")
     lam = jnp.broadcast_to(jnp.asarray(lambda_, v_t.dtype), v_t.shape)
     v_next = _next_values(v_t, bootstrap_value)
 
@@ -127,8 +130,12 @@ def n_step_returns(r_t, discount_t, v_t, bootstrap_value, n, *, mask_t=None):
     which bootstraps from V(x_{t+k}). `n` is a static Python int ≥ 1.
     """
     mask = _check_value_inputs(r_t, discount_t, v_t, bootstrap_value, mask_t)
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a Python int >= 1, got {n!r}")
+    try:
+        n = operator.index(n)  # Python or NumPy integer; it sets the (static) loop length
+    except TypeError:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}") from None
+    if n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
     T = r_t.shape[0]
     zeros = jnp.zeros((n, *r_t.shape[1:]), r_t.dtype)
     values = jnp.concatenate([v_t, bootstrap_value[None], zeros[:-1]], axis=0)  # V(x_{t}), t<T+n
