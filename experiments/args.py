@@ -47,6 +47,17 @@ class TrainArgs:
     """Resume the run in this folder from its latest complete checkpoint (other flags are read
     from its config.json; only --total-steps may be raised)."""
 
+    # Data parallelism (replaces Hogwild threads).
+    num_devices: int | None = None
+    """Devices per process for data parallelism (default: all local devices). Envs, replay
+    and batches are split evenly over the devices; gradients are averaged with lax.pmean."""
+    coordinator_address: str | None = None
+    """Multi-host: HOST:PORT of process 0 for jax.distributed.initialize."""
+    num_processes: int = 1
+    """Multi-host: number of processes (each runs its own envpool on num_envs / P envs)."""
+    process_id: int = 0
+    """Multi-host: this process's index; only process 0 writes logs and summary.json."""
+
     # ACER / REACTOR-torch hyper-parameters.
     trace_len: int = 20
     """Trace length T (steps per trace; stored traces hold T+1 observations)."""

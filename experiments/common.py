@@ -8,6 +8,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from agents.acer.agent import ACERAgent
 from experiments.args import TrainArgs
@@ -15,9 +16,16 @@ from experiments.checkpoint import Checkpointer
 
 
 def checkpoint_tree(state) -> dict:
-    """What a checkpoint holds: the whole learner state and the actor's RNG key. The replay
-    and the env states are not saved; a resumed run refills its replay."""
-    return {"learner": state.learner._asdict(), "actor_key": state.actor.key}
+    """The arrays a checkpoint holds: the whole learner state (replicated over the mesh when
+    data parallel). The actor's RNG key and the counters go into the JSON metadata
+    (`checkpoint_meta`). The replay and the env states are not saved; a resumed run refills
+    its replay and starts new episodes."""
+    return {"learner": state.learner._asdict()}
+
+
+def checkpoint_meta(state, counters: dict) -> dict:
+    key = np.asarray(jax.device_get(state.actor.key)).astype(np.uint32).tolist()
+    return {"counters": dict(counters), "actor_key": key}
 
 
 def load_args(run_dir: Path) -> TrainArgs:
@@ -37,7 +45,7 @@ def restore_learner(agent: ACERAgent, run_dir: Path, step: int | None = None):
     spec = agent.env.spec
     sample_obs = jnp.zeros((spec.num_envs, *spec.obs_shape), spec.obs_dtype)
     learner = jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0), sample_obs)
-    target = {"learner": learner._asdict(), "actor_key": jax.ShapeDtypeStruct((2,), jnp.uint32)}
+    target = {"learner": learner._asdict()}
     checkpointer = Checkpointer(Path(run_dir) / "checkpoints")
     try:
         restored, meta, step = checkpointer.restore(target, step)

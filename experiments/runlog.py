@@ -28,9 +28,15 @@ class RunLogger:
         tensorboard: bool = True,
         progress: bool = True,
         return_window: int = 20,
+        write: bool = True,
     ):
+        """`write=False` (processes other than 0) keeps the return window but writes nothing."""
         self.path = run_dir / "metrics.csv"
         self.columns = columns
+        self.write = write
+        self.recent = deque(maxlen=return_window)
+        if not write:
+            return
         if start_step > 0 and self.path.exists():
             _truncate_csv(self.path, start_step)
         new = not self.path.exists()
@@ -43,7 +49,6 @@ class RunLogger:
             from tensorboardX import SummaryWriter
 
             self._tb = SummaryWriter(str(run_dir / "tb"), purge_step=start_step or None)
-        self.recent = deque(maxlen=return_window)
         self._bar = tqdm(
             total=total_steps,
             initial=start_step,
@@ -62,6 +67,8 @@ class RunLogger:
         return sum(self.recent) / len(self.recent) if self.recent else math.nan
 
     def log(self, row: dict, advance: int):
+        if not self.write:
+            return
         self._csv.writerow(row)
         self._file.flush()
         step = int(row["env_steps"])
@@ -75,6 +82,8 @@ class RunLogger:
         )
 
     def close(self):
+        if not self.write:
+            return
         self._bar.close()
         self._file.close()
         if self._tb is not None:

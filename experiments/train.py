@@ -16,14 +16,16 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from agents.acer.agent import ACERAgent
 from agents.evaluation import evaluate
+from agents.parallel import check_divisible, local_replica, make_mesh
 from envs import make_env
 from experiments.args import TrainArgs, parse_train_args
 from experiments.checkpoint import Checkpointer
-from experiments.common import checkpoint_tree, load_args
+from experiments.common import checkpoint_meta, checkpoint_tree, load_args
 from experiments.runlog import RunLogger, write_json_atomic
 
 METRIC_ORDER = ("policy_loss", "value_loss", "loss", "grad_norm", "entropy", "q_ret_mean")
@@ -89,9 +91,27 @@ def check_finite(metrics: list[dict], iteration: int, env_steps: int, last_ckpt:
                 )
 
 
-def main(argv: list[str] | None = None) -> dict:
+def init_distributed(args: TrainArgs):
+    """Join the multi-controller runtime (must run before any other JAX call)."""
+    if args.num_processes > 1 or args.coordinator_address:
+        if not args.coordinator_address:
+            raise SystemExit("error: --num-processes > 1 needs --coordinator-address HOST:PORT")
+        if not 0 <= args.process_id < args.num_processes:
+            raise SystemExit(
+                f"error: --process-id {args.process_id} is not in [0, {args.num_processes})"
+            )
+        jax.distributed.initialize(
+            coordinator_address=args.coordinator_address,
+            num_processes=args.num_processes,
+            process_id=args.process_id,
+        )
+
+
+def main(argv: list[str] | None = None) -> dict | None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_train_args(argv)
+    init_distributed(args)
+    lead = jax.process_index() == 0  # only process 0 writes files
     resuming = args.resume is not None
     if resuming:
         args = load_resume_args(Path(args.resume), argv, args)
@@ -107,15 +127,18 @@ def main(argv: list[str] | None = None) -> dict:
 
     try:  # bad input (unknown env, impossible config, replay too large) -> one-line error
         config = args.acer_config()
+        procs = jax.process_count()
+        check_divisible("num_envs", args.num_envs, procs, "processes")
+        mesh = make_mesh(args.num_devices)
         env = make_env(
             args.env,
-            args.num_envs,
-            args.seed,
+            args.num_envs // procs,
+            args.seed + 1000 * jax.process_index(),
             train=True,
             reward_clip=args.reward_clip,
             num_threads=args.num_threads,
         )
-        agent = ACERAgent(config, env, seed=args.seed)
+        agent = ACERAgent(config, env, seed=args.seed, mesh=mesh)
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -129,29 +152,36 @@ def main(argv: list[str] | None = None) -> dict:
         learner = type(state.learner)(**restored["learner"])
         state = state._replace(learner=learner)
         counters = meta["counters"]
-        actor_key = jax.random.fold_in(restored["actor_key"], counters["iteration"])
+        actor_key = jax.random.fold_in(
+            jnp.asarray(meta["actor_key"], jnp.uint32), counters["iteration"]
+        )
+        actor_key = jax.random.fold_in(actor_key, jax.process_index())
         state = agent.restart_actor(state, actor_key)
         last_ckpt = str(ckpt_dir / str(step))
         print(f"resumed {run_dir} from checkpoint at env step {step}", file=sys.stderr)
 
-    write_json_atomic(
-        run_dir / "config.json",
-        {
-            "args": dataclasses.asdict(args),
-            "acer_config": dataclasses.asdict(config),
-            "env_spec": {
-                "env_id": env.spec.env_id,
-                "obs_shape": list(env.spec.obs_shape),
-                "num_actions": env.spec.num_actions,
-                "backend": env.spec.backend,
-                "is_atari": env.spec.is_atari,
+    if lead:
+        write_json_atomic(
+            run_dir / "config.json",
+            {
+                "args": dataclasses.asdict(args),
+                "acer_config": dataclasses.asdict(config),
+                "env_spec": {
+                    "env_id": env.spec.env_id,
+                    "obs_shape": list(env.spec.obs_shape),
+                    "num_actions": env.spec.num_actions,
+                    "backend": env.spec.backend,
+                    "is_atari": env.spec.is_atari,
+                },
+                "replay_bytes_per_transition": agent.replay.bytes_per_transition,
+                "jax": jax.__version__,
+                "devices": [
+                    str(d) for d in (agent.mesh.devices.flat if agent.mesh else jax.devices()[:1])
+                ],
+                "processes": jax.process_count(),
+                "python": platform.python_version(),
             },
-            "replay_bytes_per_transition": agent.replay.bytes_per_transition,
-            "jax": jax.__version__,
-            "devices": [str(d) for d in jax.devices()],
-            "python": platform.python_version(),
-        },
-    )
+        )
 
     compile_s = agent.compile(state)
     logger = RunLogger(
@@ -160,7 +190,8 @@ def main(argv: list[str] | None = None) -> dict:
         args.total_steps,
         start_step=counters["env_steps"],
         tensorboard=not args.debug,
-        progress=args.progress,
+        progress=args.progress and lead,
+        write=lead,
         return_window=args.return_window,
     )
     steps_per_iter = config.trace_len * config.num_envs
@@ -206,7 +237,7 @@ def main(argv: list[str] | None = None) -> dict:
             logger.log(row, steps_per_iter)
             if counters["env_steps"] >= next_ckpt or counters["env_steps"] >= args.total_steps:
                 path = checkpointer.save(
-                    counters["env_steps"], checkpoint_tree(state), {"counters": counters}
+                    counters["env_steps"], checkpoint_tree(state), checkpoint_meta(state, counters)
                 )
                 last_ckpt = str(path)
                 next_ckpt = (counters["env_steps"] // args.checkpoint_every + 1) * (
@@ -216,12 +247,21 @@ def main(argv: list[str] | None = None) -> dict:
         logger.close()
         raise SystemExit(f"error: {err}") from None
     logger.close()
+    checkpointer.close()
+    if jax.process_count() > 1:  # lets users (and the tests) see that replicas agree
+        local = jax.device_get(local_replica(state.learner.params))
+        checksum = sum(
+            float(np.abs(np.asarray(x, np.float64)).sum()) for x in jax.tree.leaves(local)
+        )
+        print(f"process {jax.process_index()}: params checksum {checksum:.12e}", flush=True)
+    if not lead:
+        return None  # process 0 evaluates and writes the summary
 
     eval_env = make_env(args.env, min(args.eval_episodes, 16), args.seed + 10_000, train=False)
     t0 = time.perf_counter()
     returns, _ = evaluate(
         agent.act_fn(args.eval_greedy),
-        state.learner.params,
+        local_replica(state.learner.params) if agent.mesh else state.learner.params,
         eval_env,
         args.eval_episodes,
         jax.random.PRNGKey(args.seed + 1),
@@ -247,7 +287,7 @@ def main(argv: list[str] | None = None) -> dict:
         "eval_policy": "greedy" if args.eval_greedy else "sample",
         "eval_s": eval_s,
         "replay_bytes_per_transition": agent.replay.bytes_per_transition,
-        "devices": jax.device_count(),
+        "devices": agent.shards,
         "processes": jax.process_count(),
         "last_checkpoint": last_ckpt,
     }

@@ -13,11 +13,13 @@ until the caller fetches the metrics, once per iteration.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding
 
 from agents.acer.actor import (
     ActorState,
@@ -29,6 +31,7 @@ from agents.acer.actor import (
 )
 from agents.acer.config import ACERConfig
 from agents.acer.learner import ACERLearner, LearnerState, TraceBatch
+from agents.parallel import DATA, P, check_divisible, local_replica, to_global
 from networks import ACERNetwork
 from replay import TraceReplay
 
@@ -50,6 +53,19 @@ class IterationOutput(NamedTuple):
     game_over: Array  # [T, B]
 
 
+# How an on-policy rollout is laid out over the mesh: split along the env axis.
+_TRAJ_SPECS = Rollout(
+    obs=P(None, DATA),
+    steps=P(None, DATA),
+    core_state=P(DATA),
+    last_obs=P(DATA),
+    last_first=P(DATA),
+    finished_return=None,
+    finished_length=None,
+    game_over=None,
+)
+
+
 def _core_state_spec(lstm_size: int):
     if not lstm_size:
         return None
@@ -60,15 +76,31 @@ def _core_state_spec(lstm_size: int):
 class ACERAgent:
     """Builds and runs ACER on a `VecEnv`. All learning maths is in `ACERLearner`."""
 
-    def __init__(self, config: ACERConfig, env, seed: int = 0, replay_memory_limit=None):
+    def __init__(self, config: ACERConfig, env, seed: int = 0, replay_memory_limit=None, mesh=None):
+        """`mesh`: a 1-D mesh from `agents.parallel.make_mesh` for data parallelism; None or a
+        single device keeps the plain jitted path."""
         spec = env.spec
         if not spec.discrete:
             raise ValueError(
                 f"ACER here is discrete; {spec.env_id} has a continuous action space "
                 f"{spec.action_shape} (continuous ACER is a later issue)"
             )
-        if config.num_envs != spec.num_envs:
-            raise ValueError(f"config.num_envs={config.num_envs} but the env has {spec.num_envs}")
+        procs = jax.process_count()
+        if config.num_envs != spec.num_envs * procs:
+            raise ValueError(
+                f"config.num_envs={config.num_envs} but the env has {spec.num_envs} envs "
+                f"x {procs} process(es)"
+            )
+        self.mesh = mesh if mesh is not None and mesh.size > 1 else None
+        self.shards = self.mesh.size if self.mesh is not None else 1
+        check_divisible("num_envs", config.num_envs, self.shards)
+        check_divisible("batch_size", config.batch_size, self.shards)
+        if config.microbatch_traces:
+            for name in ("num_envs", "batch_size"):
+                check_divisible(
+                    f"{name} per device", getattr(config, name) // self.shards,
+                    config.microbatch_traces, "microbatch traces",
+                )  # fmt: skip
         self.config = config
         self.env = env
         self.seed = seed
@@ -78,10 +110,16 @@ class ACERAgent:
         self.learner = ACERLearner(config, self.network)
         A = spec.num_actions
         sds = jax.ShapeDtypeStruct
+        if replay_memory_limit is None and self.shards > 1 and jax.devices()[0].platform == "cpu":
+            from replay import available_memory_bytes
+
+            avail = available_memory_bytes(jax.devices()[0])  # CPU shards share host memory
+            replay_memory_limit = None if avail is None else int(0.8 * avail) // self.shards
+        # One replay per shard: each device owns the streams of its num_envs / N envs.
         self.replay = TraceReplay(
-            num_envs=spec.num_envs,
+            num_envs=config.num_envs // self.shards,
             trace_len=config.trace_len,
-            capacity=config.buffer_size,
+            capacity=config.buffer_size // self.shards,
             obs_shape=spec.obs_shape,
             obs_dtype=spec.obs_dtype,
             frame_stack=spec.frame_stack,
@@ -102,27 +140,64 @@ class ACERAgent:
         self.select_action = select_action
         if env.has_xla:
             rollout = make_xla_rollout(env, select_action, config.trace_len, config.discount)
-
-            def collect_and_learn(learner, replay, actor):
-                actor, traj = rollout(learner.params, actor)
-                learner, replay, metrics = self._learn_on_policy(learner, replay, traj)
-                return learner, replay, actor, traj, metrics
-
-            self._collect_and_learn = jax.jit(collect_and_learn, donate_argnums=(0, 1))
             self._host_rollout = None
         else:
-            self._host_rollout = make_host_rollout(
-                env, select_action, config.trace_len, config.discount
+            rollout = make_host_rollout(env, select_action, config.trace_len, config.discount)
+            self._host_rollout = rollout
+        if self.mesh is None:
+            if env.has_xla:
+
+                def collect_and_learn(learner, replay, actor):
+                    actor, traj = rollout(learner.params, actor)
+                    learner, replay, metrics = self._learn_on_policy(learner, replay, traj)
+                    return learner, replay, actor, traj, metrics
+
+                self._collect_and_learn = jax.jit(collect_and_learn, donate_argnums=(0, 1))
+            else:
+                self._learn = jax.jit(self._learn_on_policy, donate_argnums=(0, 1))
+            self._replay_update = jax.jit(self._replay_update_fn, donate_argnums=(0,))
+        else:
+            self._rollout_fn = rollout
+            self._rollout = jax.jit(rollout) if env.has_xla else rollout
+            rs = self.replay_specs()
+            shard = partial(jax.shard_map, mesh=self.mesh)
+            self._learn = jax.jit(
+                shard(
+                    partial(self._learn_on_policy, axis_name=DATA),
+                    in_specs=(P(), rs, _TRAJ_SPECS),
+                    out_specs=(P(), rs, P()),
+                ),
+                donate_argnums=(0, 1),
             )
-            self._learn = jax.jit(self._learn_on_policy, donate_argnums=(0, 1))
-        self._replay_update = jax.jit(self._replay_update_fn, donate_argnums=(0,))
+            self._replay_update = jax.jit(
+                shard(
+                    partial(self._replay_update_fn, axis_name=DATA),
+                    in_specs=(P(), rs),
+                    out_specs=(P(), P()),
+                ),
+                donate_argnums=(0,),
+            )
+            self._replay_init = jax.jit(shard(self.replay.init, in_specs=(), out_specs=rs))
         self.compile_s = 0.0
+
+    def replay_specs(self):
+        """How the replay state is laid out over the mesh: env streams split, counters shared."""
+        from replay import TraceReplayState
+
+        return TraceReplayState(
+            frames=P(DATA),
+            steps=P(DATA),
+            extras=P(DATA),
+            priorities=P(DATA),
+            write_slot=P(),
+            count=P(),
+        )
 
     # ----------------------------------------------------------------- pure pieces
     def _initial_core(self, n):
         return self.network.initial_state(n) if self.recurrent else ()
 
-    def _learn_on_policy(self, learner: LearnerState, replay, traj: Rollout):
+    def _learn_on_policy(self, learner: LearnerState, replay, traj, axis_name=None):
         batch = TraceBatch(
             obs=jnp.concatenate([traj.obs, traj.last_obs[None]], axis=0),
             first=jnp.concatenate([traj.steps["first"], traj.last_first[None]], axis=0),
@@ -133,16 +208,18 @@ class ACERAgent:
             mask=traj.steps["mask"],
             core_state=traj.core_state,
         )
-        learner, metrics = self.learner.update(learner, batch)
+        learner, metrics = self.learner.update(learner, batch, axis_name)
         extras = None
         if self.recurrent:
             extras = {"core_c": traj.core_state[0], "core_h": traj.core_state[1]}
         replay = self.replay.add(replay, traj.obs, traj.steps, extras)
         return learner, replay, metrics
 
-    def _replay_update_fn(self, learner: LearnerState, replay):
+    def _replay_update_fn(self, learner: LearnerState, replay, axis_name=None):
         key, sub = jax.random.split(learner.key)
-        sample = self.replay.sample(replay, sub, self.config.batch_size)
+        if axis_name is not None:  # each shard draws its own traces from its own envs
+            sub = jax.random.fold_in(sub, jax.lax.axis_index(axis_name))
+        sample = self.replay.sample(replay, sub, self.config.batch_size // self.shards)
         T = self.config.trace_len
         s = sample.steps
         core = (sample.extras["core_c"], sample.extras["core_h"]) if self.recurrent else ()
@@ -156,16 +233,21 @@ class ACERAgent:
             mask=s["mask"][:T],
             core_state=core,
         )
-        learner, metrics = self.learner.update(learner._replace(key=key), batch)
+        learner, metrics = self.learner.update(learner._replace(key=key), batch, axis_name)
         return learner, metrics
 
     # ----------------------------------------------------------------- host driver
     def init(self, key) -> TrainState:
         """Fresh learner, empty replay, reset envs."""
         learner_key, actor_key = jax.random.split(key)
+        if jax.process_count() > 1:  # same learner everywhere, different actions per process
+            actor_key = jax.random.fold_in(actor_key, jax.process_index())
         actor = initial_actor_state(self.env, self._initial_core(self.env.spec.num_envs), actor_key)
         learner = self.learner.init(learner_key, actor.obs)
-        return TrainState(learner, self.replay.init(), actor)
+        if self.mesh is None:
+            return TrainState(learner, self.replay.init(), actor)
+        learner = to_global(learner, self.mesh, P())  # replicated: same seed in every process
+        return TrainState(learner, self._replay_init(), actor)
 
     def restart_actor(self, state: TrainState, key) -> TrainState:
         """New episodes for every env (after a resume: env states are not checkpointed)."""
@@ -173,16 +255,49 @@ class ACERAgent:
         return state._replace(actor=actor)
 
     def num_replay_updates(self, iteration: int, env_steps: int) -> int:
-        """Poisson(replay_ratio), a pure function of (seed, iteration): resume-safe."""
+        """Poisson(replay_ratio), a pure function of (seed, iteration): resume-safe, and the
+        same in every process, so all of them run the same collective updates."""
         cfg = self.config
         if cfg.replay_ratio <= 0 or iteration < 1 or env_steps < cfg.start_train_at:
             return 0  # a trace becomes sampleable once the next one is written (iteration ≥ 1)
         return int(np.random.default_rng([self.seed, iteration]).poisson(cfg.replay_ratio))
 
+    def _place(self, traj, fn):
+        """Apply `fn(spec, leaf)` over the on-policy fields of a rollout (stats dropped)."""
+        trimmed = traj._replace(finished_return=None, finished_length=None, game_over=None)
+        return jax.tree.map(
+            lambda spec, x: x if spec is None else jax.tree.map(lambda y: fn(spec, y), x),
+            _TRAJ_SPECS,
+            trimmed,
+            is_leaf=lambda x: isinstance(x, P) or x is None,
+        )
+
+    def _global_abstract(self, spec, x):
+        """The global array that `to_global` builds from this process's `x`."""
+        shape = list(x.shape)
+        axis = list(spec).index(DATA)
+        shape[axis] *= jax.process_count()  # every process contributes its own envs
+        return jax.ShapeDtypeStruct(tuple(shape), x.dtype, sharding=NamedSharding(self.mesh, spec))
+
+    def _collect_sharded(self, learner, actor):
+        """Act on this process's first device with its replica of the params, then split the
+        traces over the mesh (each device gets the traces of its own envs)."""
+        actor, traj = self._rollout(local_replica(learner.params), actor)
+        placed = self._place(traj, lambda spec, x: to_global(x, self.mesh, spec))
+        return actor, traj, placed
+
     def compile(self, state: TrainState) -> float:
-        """Ahead-of-time compile both programs; returns the seconds it took."""
+        """Ahead-of-time compile the programs; returns the seconds it took."""
         t0 = time.perf_counter()
-        if self._host_rollout is None:
+        if self.mesh is not None and self._host_rollout is None:
+            params0 = local_replica(state.learner.params)
+            _, traj = jax.eval_shape(self._rollout_fn, params0, state.actor)
+            self._rollout = self._rollout.lower(params0, state.actor).compile()
+            placed = self._place(traj, self._global_abstract)
+            self._learn = self._learn.lower(state.learner, state.replay, placed).compile()
+        elif self.mesh is not None:
+            pass  # host-stepped envs: the sharded learner compiles on its first call
+        elif self._host_rollout is None:
             self._collect_and_learn = self._collect_and_learn.lower(*state).compile()
         else:
             _, traj = jax.eval_shape(self._host_rollout, state.learner.params, state.actor)
@@ -194,7 +309,10 @@ class ACERAgent:
     def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
         """Run one iteration; returns the new state and device-side outputs (no host sync)."""
         learner, replay, actor = state
-        if self._host_rollout is None:
+        if self.mesh is not None:
+            actor, traj, placed = self._collect_sharded(learner, actor)
+            learner, replay, metrics = self._learn(learner, replay, placed)
+        elif self._host_rollout is None:
             learner, replay, actor, traj, metrics = self._collect_and_learn(learner, replay, actor)
         else:
             actor, traj = self._host_rollout(learner.params, actor)

@@ -163,21 +163,38 @@ class ACERLearner:
         }
         return total, stats
 
-    def update(self, state: LearnerState, batch: TraceBatch):
-        """One gradient step on a batch of traces. Pure; jit it with the state donated."""
+    def update(self, state: LearnerState, batch: TraceBatch, axis_name: str | None = None):
+        """One gradient step on a batch of traces. Pure; jit it with the state donated.
+
+        Data parallel: inside `shard_map` over a mesh axis `axis_name`, each device passes its
+        own shard of the traces; gradients are averaged with `lax.pmean` (equal shards, so the
+        result is the gradient of the global mean) and the statistics summed with `lax.psum`,
+        so every device applies the same update to its replica of the parameters.
+        """
         cfg = self.config
         T, B = batch.action.shape
         chunk = cfg.microbatch_traces or B
         if B % chunk:
             raise ValueError(f"batch of {B} traces is not divisible by microbatch_traces={chunk}")
         grad_fn = jax.grad(self.chunk_loss, has_aux=True)
+        params = state.params
+        if axis_name is not None:
+            # Mark the replicated params as device-varying before differentiating: otherwise
+            # shard_map's autodiff psums the cotangent of a replicated input itself, and the
+            # gradients would come out summed over devices instead of local. With this, each
+            # device holds its local gradient and the pmean below does the averaging.
+            params = jax.tree.map(lambda x: jax.lax.pcast(x, (axis_name,), to="varying"), params)
         grads, stats = None, None
         for start in range(0, B, chunk):
             part = _slice_traces(batch, start, chunk)
-            g, s = grad_fn(state.params, state.avg_params, part, T * B)
+            g, s = grad_fn(params, state.avg_params, part, T * B)
             grads = g if grads is None else jax.tree.map(jnp.add, grads, g)
             stats = s if stats is None else jax.tree.map(jnp.add, stats, s)
 
+        if axis_name is not None:
+            grads = jax.lax.pmean(grads, axis_name)
+            stats = jax.lax.psum(stats, axis_name)
+            B = B * jax.lax.psum(1, axis_name)  # the global batch, for the metrics
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)

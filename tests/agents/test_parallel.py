@@ -1,0 +1,205 @@
+"""Data parallelism: the sharded learner equals the single-device one, bad splits are refused,
+and the CLI runs on 2 fake devices and as 2 jax.distributed processes on 127.0.0.1."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from agents.acer.agent import ACERAgent
+from agents.acer.config import ACERConfig
+from agents.parallel import make_mesh, to_global
+from envs import make_env
+
+ROOT = Path(__file__).resolve().parents[2]
+CFG = ACERConfig(num_envs=8, trace_len=5, batch_size=8, buffer_size=8 * 5 * 3, hidden=(16,))
+
+
+def _one_update(num_devices: int, trust_region: bool):
+    """One on-policy update on the same global batch of traces, with `num_devices` shards."""
+    # adam_eps = 1 makes the step proportional to the gradient. With a tiny ε, Adam's first
+    # step is ≈ lr·sign(g), which turns float32 summation-order noise in near-zero gradient
+    # entries into visible parameter differences; that would test Adam, not the sharding.
+    cfg = CFG.replace(trust_region=trust_region, microbatch_traces=0, adam_eps=1.0)
+    ref_env = make_env("CartPole-v1", 8, 3, max_episode_steps=6)  # boundaries inside traces
+    ref = ACERAgent(cfg, ref_env)
+    state = ref.init(jax.random.PRNGKey(0))
+    learner = state.learner._replace(  # an average that differs: the trust region is active
+        avg_params=jax.tree.map(lambda p: -300.0 * p, state.learner.params)
+    )
+    _, traj = jax.jit(_rollout(ref))(learner.params, state.actor)
+    if num_devices == 1:
+        new, _, metrics = jax.jit(ref._learn_on_policy)(learner, ref.replay.init(), traj)
+        return jax.device_get((new.params, new.avg_params, metrics))
+    agent = ACERAgent(cfg, make_env("CartPole-v1", 8, 3), mesh=make_mesh(num_devices))
+    placed = agent._place(traj, lambda spec, x: to_global(x, agent.mesh, spec))
+    new, _, metrics = agent._learn(
+        to_global(learner, agent.mesh, P()), agent._replay_init(), placed
+    )
+    return jax.device_get((new.params, new.avg_params, metrics))
+
+
+def _rollout(agent):
+    from agents.acer.actor import make_xla_rollout
+
+    return make_xla_rollout(agent.env, agent.select_action, CFG.trace_len, CFG.discount)
+
+
+@pytest.mark.parametrize("trust_region", [True, False])
+def test_sharded_update_equals_single_device(trust_region):
+    assert jax.device_count() >= 4, "conftest fakes 4 CPU devices"
+    p1, a1, m1 = _one_update(1, trust_region)
+    for n in (2, 4):
+        pn, an, mn = _one_update(n, trust_region)
+        close = lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6)  # noqa: E731
+        jax.tree.map(close, p1, pn)
+        jax.tree.map(close, a1, an)
+        for k in m1:
+            close(m1[k], mn[k])
+    if trust_region:
+        assert m1["tr_active"] > 0
+
+
+def test_indivisible_batch_or_envs_is_refused():
+    mesh = make_mesh(4)
+    with pytest.raises(ValueError, match="num_envs=6 is not divisible by the number of devices"):
+        ACERAgent(CFG.replace(num_envs=6, batch_size=8), make_env("CartPole-v1", 6, 0), mesh=mesh)
+    with pytest.raises(ValueError, match="batch_size=6 is not divisible by the number of devices"):
+        ACERAgent(CFG.replace(batch_size=6), make_env("CartPole-v1", 8, 0), mesh=mesh)
+    with pytest.raises(ValueError, match="--num-devices 9 is not possible"):
+        make_mesh(9)
+
+
+def test_sharded_agent_trains_and_keeps_replicas_identical():
+    agent = ACERAgent(
+        CFG.replace(replay_ratio=2.0), make_env("CartPole-v1", 8, 0), mesh=make_mesh(2)
+    )
+    state = agent.init(jax.random.PRNGKey(0))
+    agent.compile(state)
+    for it in range(4):
+        state, out = agent.train_iteration(state, it, it * 40)
+    assert len(jax.device_get(out.metrics)) >= 1
+    for leaf in jax.tree.leaves(state.learner.params):
+        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+        for s in shards[1:]:
+            np.testing.assert_array_equal(shards[0], s)
+    assert state.replay.frames.sharding.spec == P("data")
+
+
+def _env_with(devices=None):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    env.pop("XLA_FLAGS", None)
+    if devices:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    return env
+
+
+def test_cli_num_devices_2_runs_end_to_end(tmp_path):
+    run_dir = tmp_path / "dp"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.train",
+            "--num-devices",
+            "2",
+            "--num-envs",
+            "4",
+            "--trace-len",
+            "5",
+            "--batch-size",
+            "4",
+            "--buffer-size",
+            "400",
+            "--total-steps",
+            "200",
+            "--checkpoint-every",
+            "100",
+            "--eval-episodes",
+            "2",
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+        ],
+        cwd=ROOT,
+        env=_env_with(2),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["devices"] == 2 and summary["processes"] == 1
+    resumed = subprocess.run(
+        [sys.executable, "-m", "experiments.train", "--resume", str(run_dir),
+         "--total-steps", "260", "--no-progress"],
+        cwd=ROOT, env=_env_with(2), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 260
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _two_processes(run_dir, extra):
+    port = _free_port()
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "experiments.train",
+                "--coordinator-address",
+                f"127.0.0.1:{port}",
+                "--num-processes",
+                "2",
+                "--process-id",
+                str(i),
+                "--no-progress",
+                *extra,
+            ],
+            cwd=ROOT,
+            env=_env_with(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    return [o for o, _ in outs]
+
+
+def test_two_processes_with_jax_distributed(tmp_path):
+    run_dir = tmp_path / "mh"
+    common = [
+        "--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-size", "200",
+        "--checkpoint-every", "100", "--eval-episodes", "2", "--run-dir", str(run_dir),
+    ]  # fmt: skip
+    outs = _two_processes(run_dir, [*common, "--total-steps", "200"])
+    sums = [o.split("params checksum ")[1].split()[0] for o in outs]
+    assert sums[0] == sums[1]  # identical replicas at the end
+    assert "summary.json" in outs[0] and "summary.json" not in outs[1]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["processes"] == 2 and summary["devices"] == 2
+    lines = (run_dir / "metrics.csv").read_text().splitlines()
+    assert len(lines) == 1 + 200 // 20  # one writer: a header and one row per iteration
+    assert len(list((run_dir / "tb").iterdir())) == 1
+    # Every process resumes from process 0's checkpoint.
+    outs = _two_processes(run_dir, ["--resume", str(run_dir), "--total-steps", "240"])
+    sums = [o.split("params checksum ")[1].split()[0] for o in outs]
+    assert sums[0] == sums[1]
+    assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 240
