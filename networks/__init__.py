@@ -1,7 +1,25 @@
-"""Flax linen modules: torsos (Nature CNN, MLP), cores (LSTM with episode resets), heads."""
+"""Flax linen modules: torsos (Nature CNN, MLP), cores (LSTM with episode resets), heads, and
+the Reactor network."""
 
 from networks.cores import ResetLSTM
 from networks.heads import ACERNetwork, PolicyQHead
+from networks.reactor import (
+    DuelingDistributionalHead,
+    ReactorNetwork,
+    ReactorOutput,
+    ReactorState,
+)
 from networks.torsos import MLP, NatureCNN, make_torso
 
-__all__ = ["MLP", "ACERNetwork", "NatureCNN", "PolicyQHead", "ResetLSTM", "make_torso"]
+__all__ = [
+    "MLP",
+    "ACERNetwork",
+    "DuelingDistributionalHead",
+    "NatureCNN",
+    "PolicyQHead",
+    "ReactorNetwork",
+    "ReactorOutput",
+    "ReactorState",
+    "ResetLSTM",
+    "make_torso",
+]
