@@ -21,17 +21,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding
 
-from agents.acer.actor import (
+from agents.acer.actor import make_select_action
+from agents.acer.config import ACERConfig
+from agents.acer.learner import ACERLearner, LearnerState, TraceBatch
+from agents.parallel import DATA, P, check_divisible, local_replica, to_global
+from agents.rollout import (
     ActorState,
     Rollout,
     initial_actor_state,
     make_host_rollout,
-    make_select_action,
     make_xla_rollout,
 )
-from agents.acer.config import ACERConfig
-from agents.acer.learner import ACERLearner, LearnerState, TraceBatch
-from agents.parallel import DATA, P, check_divisible, local_replica, to_global
 from networks import ACERNetwork
 from replay import TraceReplay
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from agents import losses
-from agents.acer.actor import initial_actor_state, make_host_rollout, make_xla_rollout
 from agents.acer.agent import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.acer.learner import ACERLearner, TraceBatch
+from agents.rollout import initial_actor_state, make_host_rollout, make_xla_rollout
 from envs import make_env
 from networks import ACERNetwork
 

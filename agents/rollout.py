@@ -1,0 +1,152 @@
+"""Rollouts shared by the agents: time-major trace recording over a pure `select_action`.
+
+`select_action(params, obs, first, core_state, key) -> ActorOutput` is the agent's policy
+step (ACER: agents/acer/actor.py; Reactor: agents/reactor/actor.py).
+
+The rollout has two modes that share one recording function:
+- XLA (envpool): policy step and envpool's XLA env step inside one `lax.scan`, so a whole
+  T-step rollout is a single device program with no host round trip.
+- Host (gymnasium fallback): a Python loop of jitted policy steps and host env steps, then
+  the same recording scan over the stacked results.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envs import TimeStep
+
+Array = jax.Array
+
+
+class ActorOutput(NamedTuple):
+    action: Array  # [B] int32
+    mu: Array  # [B, A] behaviour probabilities: what the learner needs for off-policy terms
+    core_state: Any  # recurrent state after this step (() for feed-forward networks)
+
+
+class ActorState(NamedTuple):
+    env_state: Any  # envs.XlaEnvState in XLA mode, None in host mode
+    obs: Array  # [B, *obs_shape] current observation x_t
+    first: Array  # [B] bool
+    frame_reset: Array  # [B] bool
+    core_state: Any  # recurrent state before x_t
+    episode_return: Array  # [B] running unclipped return of the current game
+    episode_length: Array  # [B] int32
+    key: Array
+
+
+class Rollout(NamedTuple):
+    """Time-major `[T, B, ...]` record of one rollout, plus what the learner needs at x_T."""
+
+    obs: Array  # x_0..x_{T-1}
+    steps: dict  # first, frame_reset (of x_t); action, mu, reward, discount, mask (of step t)
+    core_state: Any  # recurrent state before x_0 (stored with the trace)
+    last_obs: Array  # [B, ...] x_T
+    last_first: Array  # [B]
+    finished_return: Array  # [T, B] return of a game that ended at this step, else 0
+    finished_length: Array  # [T, B]
+    game_over: Array  # [T, B] bool
+
+
+def _record(discount: float, actor: ActorState, out: ActorOutput, ts: TimeStep):
+    """One step of bookkeeping: the trace fields for step t and the actor state at t+1."""
+    steps = {
+        "first": actor.first,
+        "frame_reset": actor.frame_reset,
+        "action": out.action,
+        "mu": out.mu,
+        "reward": ts.reward.astype(jnp.float32),
+        "discount": discount * (1.0 - ts.terminated.astype(jnp.float32)),
+        "mask": 1.0 - ts.first.astype(jnp.float32),
+    }
+    ret = actor.episode_return + ts.raw_reward
+    length = actor.episode_length + 1 - ts.first.astype(jnp.int32)  # the fake step is not counted
+    stats = (jnp.where(ts.game_over, ret, 0.0), jnp.where(ts.game_over, length, 0), ts.game_over)
+    nxt = actor._replace(
+        obs=ts.obs,
+        first=ts.first,
+        frame_reset=ts.frame_reset,
+        core_state=out.core_state,
+        episode_return=jnp.where(ts.game_over, 0.0, ret),
+        episode_length=jnp.where(ts.game_over, 0, length),
+    )
+    return nxt, (actor.obs, steps, stats)
+
+
+def _assemble(start: ActorState, end: ActorState, recorded) -> Rollout:
+    obs, steps, (fin_ret, fin_len, over) = recorded
+    return Rollout(obs, steps, start.core_state, end.obs, end.first, fin_ret, fin_len, over)
+
+
+def make_xla_rollout(env, select_action, trace_len: int, discount: float):
+    """A pure `rollout(params, actor) -> (actor, Rollout)` over envpool's XLA step."""
+
+    def rollout(params, actor: ActorState):
+        def body(actor, _):
+            key, sub = jax.random.split(actor.key)
+            out = select_action(params, actor.obs, actor.first, actor.core_state, sub)
+            env_state, ts = env.xla_step(actor.env_state, out.action)
+            actor = actor._replace(env_state=env_state, key=key)
+            return _record(discount, actor, out, ts)
+
+        end, recorded = jax.lax.scan(body, actor, None, length=trace_len)
+        return end, _assemble(actor, end, recorded)
+
+    return rollout
+
+
+def make_host_rollout(env, select_action, trace_len: int, discount: float):
+    """The same rollout for host-stepped envs (gymnasium backend). Not jittable as a whole:
+    T jitted policy steps, T host env steps, then one jitted recording scan."""
+    policy = jax.jit(select_action)
+
+    @jax.jit
+    def record(actor: ActorState, outs: ActorOutput, tss: TimeStep):
+        def body(actor, xs):
+            out, ts = xs
+            return _record(discount, actor, out, ts)
+
+        end, recorded = jax.lax.scan(body, actor, (outs, tss))
+        # The recurrent state after each step is in `outs`; `_record` already carried it.
+        return end, _assemble(actor, end, recorded)
+
+    def rollout(params, actor: ActorState):
+        outs, tss = [], []
+        obs, first, core, key = actor.obs, actor.first, actor.core_state, actor.key
+        for _ in range(trace_len):
+            key, sub = jax.random.split(key)
+            out = policy(params, obs, first, core, sub)
+            ts = env.step(np.asarray(out.action))
+            outs.append(out)
+            tss.append(ts)
+            obs, first, core = ts.obs, ts.first, out.core_state
+        stack = lambda *xs: jnp.stack([jnp.asarray(x) for x in xs])  # noqa: E731
+        outs = jax.tree.map(stack, *outs)
+        tss = jax.tree.map(stack, *tss)
+        return record(actor._replace(key=key), outs, tss)
+
+    return rollout
+
+
+def initial_actor_state(env, network_initial_state, key, use_xla: bool | None = None) -> ActorState:
+    """Reset the envs (XLA mode when available, unless `use_xla=False`) and build the state."""
+    if env.has_xla if use_xla is None else use_xla:
+        env_state, ts = env.xla_reset()
+    else:
+        env_state, ts = None, env.reset()
+    n = env.spec.num_envs
+    return ActorState(
+        env_state=env_state,
+        obs=jnp.asarray(ts.obs),
+        first=jnp.asarray(ts.first),
+        frame_reset=jnp.asarray(ts.frame_reset),
+        core_state=network_initial_state,
+        episode_return=jnp.zeros((n,), jnp.float32),
+        episode_length=jnp.zeros((n,), jnp.int32),
+        key=key,
+    )
