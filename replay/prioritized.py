@@ -1,0 +1,423 @@
+"""Prioritized sequence replay for the Reactor (Gruslys et al. 2018, arXiv:1704.04651, §3.3).
+
+:class:`PrioritizedTraceReplay` wraps a :class:`~replay.trace_replay.TraceReplay` (composition)
+and adds a sum tree over its ``num_envs * C`` trace slots plus an ``assigned`` flag per slot.
+Leaf ``env * C + slot`` of the tree holds the sampling priority of trace ``(env, slot)``.
+
+Priorities
+----------
+``state.base.priorities [num_envs, C]`` stores each slot's priority: the learner's value once
+:meth:`~PrioritizedTraceReplay.update_priorities` has set it (``assigned`` True), otherwise the
+lazily initialised value (``assigned`` False), or 0 while the slot is the newest, not yet
+sampleable one. Invariant, after every function:
+
+    ``tree leaf (env, slot) == priorities[env, slot] if valid_mask[slot] else 0``
+
+so only valid slots can ever be drawn by the tree, and the slot that stops being valid (the one
+overwritten, and with frame stacking also the oldest one, which lost its context frames)
+drops to 0 in the same ``add``.
+
+Lazy initialisation (paper §3.3)
+--------------------------------
+A new trace has no priority until the learner has seen it. Its priority is computed once, **at
+the moment it becomes valid** (the ``add`` after the one that wrote it, when its last step
+exists), rather than when it is written, so that it uses the neighbours' freshest priorities.
+For env ``e`` and the slot ``s`` becoming valid, with ``valid`` the valid mask after the add:
+
+* neighbours: the slots ``s - d (mod C)`` for ``d = 1 .. K``, ``K = min(neighbours, C - 1)``,
+  that are ``valid`` and ``assigned`` (same env stream, ``d`` traces earlier in time);
+  neighbour ``d`` has weight ``w_d = decay ** (d - 1)``;
+* if there is at least one: ``p = sum_d w_d * priorities[e, s - d] / sum_d w_d`` over them;
+* else, if any valid slot of any env is assigned: the plain mean of the priorities of all
+  valid assigned slots;
+* else ``1.0``.
+
+The result is clipped to ``[min_priority, max_priority]``; the slot stays ``assigned = False``
+until :meth:`~PrioritizedTraceReplay.update_priorities` sets it, and keeps its lazy value
+meanwhile (it is not recomputed when neighbours change later). Writing a slot clears its flag
+and sets its stored priority to 0 (the base replay's "1 on add" does not apply here). Slots
+that are no longer valid but not yet overwritten (frame stacking's oldest slot) keep their
+stored values but count neither as neighbours nor in the mean.
+
+Sampling
+--------
+Each of the ``batch_size`` draws is, with probability ``epsilon``, uniform over the
+``num_valid`` valid ``(env, slot)`` pairs and otherwise proportional to priority (sum tree),
+so ``P(i) = epsilon / num_valid + (1 - epsilon) * p_i / sum_j p_j``. The importance weight is
+``1 / (num_valid * P(i))`` (exponent 1, as in the paper), divided by its maximum over the batch.
+
+``p_i / sum_j p_j`` is computed along the tree path of the draw, so all tree reads happen in
+the descent (see :func:`~replay.sum_tree.sum_tree_descend`): a learner step that samples and
+updates priorities in one donated ``jit`` then updates the tree in place.
+
+Updates
+-------
+:meth:`~PrioritizedTraceReplay.update_priorities` identifies traces by ``(env, slot)``. Call
+it before the next ``add`` (as in a sample → learn → update loop): an ``add`` in between may
+overwrite a sampled slot, and the update would then land on the new trace (or, for a slot that
+is no longer valid, be ignored).
+
+Complexity: ``sample`` and ``update_priorities`` are ``O(B log(N C))`` besides building the
+traces; ``add`` does ``O(N log(N C))`` tree work plus one ``O(N C)`` masked mean (the fallback
+above) next to the base add. Memory: the tree adds at most ``4 * N * C`` float32 plus
+``N * C`` bools (not counted by the base replay's memory check).
+
+All functions are pure and jittable: ``jax.jit(r.add, donate_argnums=0)``,
+``jax.jit(r.update_priorities, donate_argnums=0)``,
+``jax.jit(r.sample, static_argnames="batch_size")``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jax import lax
+
+from replay.sum_tree import (
+    last_occurrence_mask,
+    sum_tree_descend,
+    sum_tree_init,
+    sum_tree_set,
+    sum_tree_size,
+    sum_tree_total,
+)
+from replay.trace_replay import TraceBatch, TraceReplay, TraceReplayState
+
+
+@struct.dataclass
+class PrioritizedReplayState:
+    """State of a :class:`PrioritizedTraceReplay`; a pytree of device arrays.
+
+    Attributes:
+      base: the wrapped replay's state; ``base.priorities`` holds every slot's priority.
+      tree: ``[2 L]`` float32 sum tree over the ``num_envs * C`` slots (leaf ``env * C + slot``),
+        nonzero only at valid slots.
+      assigned: ``[num_envs, C]`` bool; True once the learner set the slot's priority.
+    """
+
+    base: TraceReplayState
+    tree: jax.Array
+    assigned: jax.Array
+
+
+class SampleInfo(NamedTuple):
+    """How a prioritized batch was drawn.
+
+    Attributes:
+      env_index: ``[B]`` int32 env stream of each trace.
+      slot: ``[B]`` int32 ring slot of each trace.
+      probability: ``[B]`` float32 probability of drawing that trace in one draw,
+        ``epsilon / num_valid + (1 - epsilon) * p_i / sum_j p_j``.
+      is_weight: ``[B]`` float32 importance weight ``1 / (num_valid * probability)`` divided by
+        its maximum over the batch (so in ``(0, 1]``).
+    """
+
+    env_index: jax.Array
+    slot: jax.Array
+    probability: jax.Array
+    is_weight: jax.Array
+
+
+def _check_vector(name: str, x: Any, size: int | None, kind: str) -> jax.Array:
+    x = jnp.asarray(x)
+    dtype_ok = jnp.issubdtype(x.dtype, jnp.integer if kind == "integer" else jnp.floating)
+    if x.ndim != 1 or (size is not None and x.shape[0] != size) or not dtype_ok:
+        want = "[B]" if size is None else f"[{size}]"
+        raise ValueError(
+            f"{name} must be a 1-D {kind} array {want}; got shape {x.shape} and dtype {x.dtype}"
+        )
+    return x
+
+
+def _concrete_float(x: Any) -> float | None:
+    """``float(x)`` for a concrete scalar; None for a traced or non-scalar value."""
+    try:
+        return float(x)
+    except (TypeError, jax.errors.ConcretizationTypeError):
+        return None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PrioritizedTraceReplay:
+    """Prioritized sequence replay over a :class:`TraceReplay`; see the module docstring.
+
+    Args:
+      base: the trace replay holding the data.
+      epsilon: default probability of a uniform draw (per draw), ``0 <= epsilon <= 1``.
+      neighbours: ``K``, how many preceding slots lazy initialisation looks at (``>= 0``).
+      decay: weight ratio between neighbours one step apart, ``0 < decay <= 1``.
+      min_priority: floor applied to every priority (learner values, NaN ones included, and
+        lazy ones), ``> 0`` so a valid slot always keeps a nonzero chance under ``epsilon = 0``.
+      max_priority: ceiling applied the same way (also to ``+inf``), to keep the float32 total
+        finite and meaningful.
+    """
+
+    base: TraceReplay
+    epsilon: float = 0.01
+    neighbours: int = 8
+    decay: float = 0.9
+    min_priority: float = 1e-6
+    max_priority: float = 1e6
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.base, TraceReplay):
+            raise ValueError(f"base must be a TraceReplay, got {type(self.base).__name__}")
+        eps = self.epsilon
+        if not (isinstance(eps, int | float) and 0.0 <= eps <= 1.0):
+            raise ValueError(f"epsilon must be a number in [0, 1], got {eps!r}")
+        k = self.neighbours
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"neighbours must be a non-negative integer, got {k!r}")
+        if not (isinstance(self.decay, int | float) and 0.0 < self.decay <= 1.0):
+            raise ValueError(f"decay must be in (0, 1], got {self.decay!r}")
+        lo, hi = self.min_priority, self.max_priority
+        if not (
+            isinstance(lo, int | float)
+            and isinstance(hi, int | float)
+            and math.isfinite(lo)
+            and math.isfinite(hi)
+            and 0.0 < lo <= hi
+        ):
+            raise ValueError(
+                f"need finite 0 < min_priority <= max_priority, got min_priority={lo!r}, "
+                f"max_priority={hi!r}"
+            )
+
+    # ------------------------------------------------------------------ sizes and delegates
+
+    @property
+    def num_envs(self) -> int:
+        return self.base.num_envs
+
+    @property
+    def traces_per_env(self) -> int:
+        """``C``: ring slots per env."""
+        return self.base.traces_per_env
+
+    @property
+    def num_leaves(self) -> int:
+        """Leaves of the sum tree: ``num_envs * C``."""
+        return self.num_envs * self.traces_per_env
+
+    def can_sample(self, state: PrioritizedReplayState) -> jax.Array:
+        return self.base.can_sample(state.base)
+
+    def num_valid(self, state: PrioritizedReplayState) -> jax.Array:
+        return self.base.num_valid(state.base)
+
+    def valid_mask(self, state: PrioritizedReplayState) -> jax.Array:
+        """``[C]`` bool, the same for every env (see :meth:`TraceReplay.valid_mask`)."""
+        return self.base.valid_mask(state.base)
+
+    def _check_state(self, state: Any) -> None:
+        if not isinstance(state, PrioritizedReplayState):
+            raise ValueError(f"state must be a PrioritizedReplayState, got {type(state).__name__}")
+        n, c = self.num_envs, self.traces_per_env
+        want_tree = (sum_tree_size(self.num_leaves),)
+        if tuple(np.shape(state.tree)) != want_tree:
+            raise ValueError(
+                f"state.tree has shape {tuple(np.shape(state.tree))}, expected {want_tree} "
+                "(does the state belong to this replay?)"
+            )
+        if tuple(np.shape(state.assigned)) != (n, c) or state.assigned.dtype != jnp.bool_:
+            raise ValueError(
+                f"state.assigned has shape {tuple(np.shape(state.assigned))} and dtype "
+                f"{state.assigned.dtype}, expected bool [{n}, {c}]"
+            )
+
+    def _first_valid_slot(self, state: PrioritizedReplayState) -> jax.Array:
+        # The valid slots are the contiguous block (in ring order) that ends at the slot before
+        # the newest one.
+        valid_slots = self.base.num_valid_slots(state.base)
+        return (state.base.write_slot - 1 - valid_slots) % self.traces_per_env
+
+    def _slot_is_valid(self, state: PrioritizedReplayState, slot: jax.Array) -> jax.Array:
+        """``valid_mask(state)[slot]`` in ``O(len(slot))`` rather than ``O(C)``."""
+        age = (slot - self._first_valid_slot(state)) % self.traces_per_env
+        return age < self.base.num_valid_slots(state.base)
+
+    # ------------------------------------------------------------------ state functions
+
+    def init(self) -> PrioritizedReplayState:
+        """An empty replay: base zeros, an all-zero tree, nothing assigned."""
+        n, c = self.num_envs, self.traces_per_env
+        device = self.base.device
+        return PrioritizedReplayState(
+            base=self.base.init(),
+            tree=sum_tree_init(self.num_leaves, jnp.float32, device=device),
+            assigned=jnp.zeros((n, c), jnp.bool_, device=device),
+        )
+
+    def add(
+        self,
+        state: PrioritizedReplayState,
+        obs: jax.Array,
+        steps: Mapping[str, jax.Array],
+        extras: Mapping[str, jax.Array] | None = None,
+    ) -> PrioritizedReplayState:
+        """Writes one trace per env (:meth:`TraceReplay.add`) and maintains the priorities.
+
+        The written slot ``w`` gets priority 0 and ``assigned = False``; the slot ``w - 1`` that
+        becomes valid gets its lazily initialised priority (module docstring); the tree leaves
+        of slots ``w - 1``, ``w``, ``w + 1`` of every env are rewritten from the new valid mask,
+        which covers every slot whose validity can change in one add.
+        """
+        self._check_state(state)
+        n, c = self.num_envs, self.traces_per_env
+        before = state.base
+        base = self.base.add(before, obs, steps, extras)
+        w = before.write_slot
+        s = (w - 1) % c  # the slot becoming valid (when something was written before)
+        valid = self.base.valid_mask(base)
+
+        assigned = lax.dynamic_update_slice(state.assigned, jnp.zeros((n, 1), jnp.bool_), (0, w))
+        priorities = lax.dynamic_update_slice(
+            base.priorities, jnp.zeros((n, 1), base.priorities.dtype), (0, w)
+        )
+        lazy = self._lazy_priorities(priorities, assigned, valid, s)
+        current = lax.dynamic_slice(priorities, (0, s), (n, 1))[:, 0]
+        new_s = jnp.where(before.count >= 1, lazy, current)
+        priorities = lax.dynamic_update_slice(priorities, new_s[:, None], (0, s))
+
+        slots = jnp.stack([s, w, (w + 1) % c]).astype(jnp.int32)  # [3], distinct as C >= 3
+        leaves = jnp.arange(n, dtype=jnp.int32)[:, None] * c + slots[None, :]
+        values = jnp.where(valid[slots][None, :], priorities[:, slots], 0.0)
+        tree = sum_tree_set(state.tree, leaves.reshape(-1), values.reshape(-1))
+        return PrioritizedReplayState(
+            base=base.replace(priorities=priorities), tree=tree, assigned=assigned
+        )
+
+    def _lazy_priorities(
+        self, priorities: jax.Array, assigned: jax.Array, valid: jax.Array, s: jax.Array
+    ) -> jax.Array:
+        """``[num_envs]`` lazy priority of slot ``s`` in every env (module docstring)."""
+        n, c = self.num_envs, self.traces_per_env
+        k = min(self.neighbours, c - 1)
+        usable = valid[None, :] & assigned  # [N, C]
+        count_all = jnp.sum(usable)
+        mean_all = jnp.sum(jnp.where(usable, priorities, 0.0)) / jnp.maximum(count_all, 1)
+        fallback = jnp.where(count_all > 0, mean_all, 1.0)
+        if k > 0:
+            distance = np.arange(1, k + 1)
+            weight = jnp.asarray(float(self.decay) ** (distance - 1), jnp.float32)  # [K]
+            neighbour = (s - jnp.asarray(distance, jnp.int32)) % c  # [K]
+            use = usable[:, neighbour]  # [N, K]
+            weight_sum = jnp.sum(jnp.where(use, weight, 0.0), axis=1)
+            weighted = jnp.sum(jnp.where(use, weight * priorities[:, neighbour], 0.0), axis=1)
+            local = weighted / jnp.where(weight_sum > 0, weight_sum, 1.0)
+            lazy = jnp.where(jnp.any(use, axis=1), local, fallback)
+        else:
+            lazy = jnp.broadcast_to(fallback, (n,))
+        return jnp.clip(lazy, self.min_priority, self.max_priority).astype(priorities.dtype)
+
+    def sample(
+        self,
+        state: PrioritizedReplayState,
+        key: jax.Array,
+        batch_size: int,
+        epsilon: float | jax.Array | None = None,
+    ) -> tuple[TraceBatch, SampleInfo]:
+        """Draws ``batch_size`` traces with replacement from the ε-mixture (module docstring).
+
+        Args:
+          state: the replay state.
+          key: a PRNG key.
+          batch_size: static number of draws.
+          epsilon: probability of a uniform draw; the constructor's ``epsilon`` when None. May
+            be a traced scalar.
+
+        Returns:
+          The traces, built by :meth:`TraceReplay.gather`, and their :class:`SampleInfo`.
+          The caller must make sure :meth:`can_sample` holds; otherwise the result is garbage.
+        """
+        self._check_state(state)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        if epsilon is None:
+            epsilon = self.epsilon
+        if np.ndim(epsilon) != 0:
+            raise ValueError(f"epsilon must be a scalar, got shape {np.shape(epsilon)}")
+        concrete = _concrete_float(epsilon)
+        if concrete is not None and not 0.0 <= concrete <= 1.0:
+            raise ValueError(f"epsilon must be in [0, 1], got {epsilon!r}")
+        eps = jnp.asarray(epsilon, jnp.float32)
+        n, c = self.num_envs, self.traces_per_env
+        key_mix, key_uniform, key_tree = jax.random.split(key, 3)
+
+        valid_slots = self.base.num_valid_slots(state.base)
+        num_valid = valid_slots * n
+        first = self._first_valid_slot(state)
+        draw = jax.random.randint(
+            key_uniform, (batch_size,), 0, jnp.maximum(num_valid, 1), jnp.int32
+        )
+        uniform_env, uniform_slot = draw % n, (first + draw // n) % c
+
+        total = sum_tree_total(state.tree)
+        u = jax.random.uniform(key_tree, (batch_size,), jnp.float32) * total
+        use_uniform = jax.random.uniform(key_mix, (batch_size,), jnp.float32) < eps
+        forced = jnp.where(use_uniform, uniform_env * c + uniform_slot, -1)
+        # One pass finds the proportional draws and the share p_i / sum_j p_j of every drawn
+        # leaf (the uniform draws walk to their leaf), reading the tree nowhere else; see
+        # sum_tree_descend on why that keeps a later in-place update from copying the tree.
+        leaf, _, share = sum_tree_descend(state.tree, u, forced)
+        env_index, slot = leaf // c, leaf % c
+        num_valid_f = jnp.maximum(num_valid, 1).astype(jnp.float32)
+        probability = eps / num_valid_f + (1.0 - eps) * share
+        weight = 1.0 / (num_valid_f * jnp.maximum(probability, jnp.finfo(jnp.float32).tiny))
+        is_weight = weight / jnp.max(weight)
+        batch = self.base.gather(state.base, env_index, slot)
+        return batch, SampleInfo(env_index, slot, probability, is_weight)
+
+    def update_priorities(
+        self,
+        state: PrioritizedReplayState,
+        env_index: jax.Array,
+        slot: jax.Array,
+        priorities: jax.Array,
+    ) -> PrioritizedReplayState:
+        """Sets the priorities of sampled traces and marks them assigned.
+
+        Args:
+          state: the replay state (may be donated).
+          env_index: ``[B]`` integer env streams (``SampleInfo.env_index``).
+          slot: ``[B]`` integer slots (``SampleInfo.slot``).
+          priorities: ``[B]`` float new priorities (e.g. the learner's TD or total-variation
+            signal). NaN and values below ``min_priority`` become ``min_priority``, values above
+            ``max_priority`` (``+inf`` too) become ``max_priority``.
+
+        Returns:
+          The new state. When a pair repeats, the last one in the batch wins. Pairs that are out
+          of range or not valid *now* are ignored: call this before the next :meth:`add`, or a
+          slot overwritten in between is skipped once it is no longer valid (and one that
+          became valid again with new data would receive the old trace's priority).
+        """
+        self._check_state(state)
+        env_index = _check_vector("env_index", env_index, None, "integer")
+        size = env_index.shape[0]
+        slot = _check_vector("slot", slot, size, "integer")
+        priorities = _check_vector("priorities", priorities, size, "floating")
+        n, c = self.num_envs, self.traces_per_env
+        lo, hi = self.min_priority, self.max_priority
+        value = jnp.nan_to_num(priorities.astype(jnp.float32), nan=lo, posinf=hi, neginf=lo)
+        value = jnp.clip(value, lo, hi)
+
+        env_index, slot = env_index.astype(jnp.int32), slot.astype(jnp.int32)
+        in_range = (env_index >= 0) & (env_index < n) & (slot >= 0) & (slot < c)
+        keep = in_range & self._slot_is_valid(state, slot)
+        leaf = jnp.where(keep, env_index * c + slot, -1)
+        write = keep & last_occurrence_mask(leaf)
+        flat = jnp.where(write, leaf, n * c)  # out of bounds: dropped
+        stored = state.base.priorities.reshape(-1).at[flat].set(value, mode="drop")
+        assigned = state.assigned.reshape(-1).at[flat].set(True, mode="drop")
+        return PrioritizedReplayState(
+            base=state.base.replace(priorities=stored.reshape(n, c)),
+            tree=sum_tree_set(state.tree, leaf, value),
+            assigned=assigned.reshape(n, c),
+        )
