@@ -14,6 +14,7 @@ from typing import Literal
 import tyro
 
 from agents.acer.config import ACERConfig
+from agents.reactor.config import ReactorConfig
 
 
 @dataclass(frozen=True)
@@ -24,10 +25,11 @@ class TrainArgs:
     checkpoints/ and summary.json.
     """
 
-    agent: Literal["acer"] = "acer"
+    agent: Literal["acer", "reactor"] = "acer"
     """Which agent to train."""
     preset: str | None = None
-    """Named hyper-parameter preset (acer-classic, acer-atari); explicit flags override it."""
+    """Named hyper-parameter preset (acer-classic, acer-atari, reactor-classic, reactor-atari;
+    default: <agent>-classic); explicit flags override it."""
     env: str = "CartPole-v1"
     """Environment id: envpool ids (Pong-v5, CartPole-v1, Acrobot-v1, HalfCheetah-v5, ...) or
     any gymnasium id envpool lacks."""
@@ -105,6 +107,33 @@ class TrainArgs:
     """Traces per gradient chunk inside one update (0: no split). On CPU, chunks of about 32
     frames are fastest (see PERF-NOTES.md)."""
 
+    # Reactor (Gruslys et al. 2018) only.
+    distributional: bool = True
+    """Reactor: distributional Retrace critic; --no-distributional gives "Reactor ND"."""
+    num_atoms: int = 51
+    """Reactor: atoms of the fixed categorical support."""
+    v_min: float = -10.0
+    """Reactor: lowest atom of the support."""
+    v_max: float = 10.0
+    """Reactor: highest atom of the support."""
+    beta_loo_c: float = 1.0
+    """Reactor: β-LOO truncation c, β = min(c, 1/μ(A)); 1 gives plain leave-one-out."""
+    target_update_period: int = 1000
+    """Reactor: learner steps between target-network copies."""
+    env_steps_per_update: float = 8.0
+    """Reactor: acting steps per learning step (the paper uses 4-6)."""
+    decoupled: bool = True
+    """Reactor: act and learn in concurrent threads; --no-decoupled runs them in lock-step
+    (deterministic, for debugging)."""
+    uniform_mix: float = 0.01
+    """Reactor: weight of the uniform component mixed into the policy."""
+    priority_epsilon: float = 0.01
+    """Reactor: probability of a uniform draw in prioritized sequence replay."""
+    adam_b1: float = 0.9
+    """Adam β1 (Reactor's paper uses 0)."""
+    torso_out: int = 128
+    """Reactor: width of the linear layer after the torso."""
+
     # Logging, evaluation, checkpoints.
     eval_episodes: int = 20
     """Full episodes (no life loss, no reward clipping) to evaluate at the end."""
@@ -120,6 +149,36 @@ class TrainArgs:
     """Show a live progress bar."""
     debug: bool = False
     """Debug mode: jax_debug_nans on, no TensorBoard."""
+
+    def reactor_config(self) -> ReactorConfig:
+        return ReactorConfig(
+            num_envs=self.num_envs,
+            trace_len=self.trace_len,
+            batch_size=self.batch_size,
+            buffer_size=self.buffer_size,
+            start_train_at=self.start_train_at,
+            discount=self.discount,
+            retrace_lambda=self.retrace_lambda,
+            beta_loo_c=self.beta_loo_c,
+            entropy_weight=self.entropy_weight,
+            distributional=self.distributional,
+            num_atoms=self.num_atoms,
+            v_min=self.v_min,
+            v_max=self.v_max,
+            uniform_mix=self.uniform_mix,
+            target_update_period=self.target_update_period,
+            lr=self.lr,
+            adam_b1=self.adam_b1,
+            adam_eps=self.adam_eps,
+            max_grad_norm=self.max_grad_norm,
+            value_weight=self.value_weight,
+            hidden=tuple(self.hidden),
+            torso_out=self.torso_out,
+            lstm_size=self.lstm_size,
+            priority_epsilon=self.priority_epsilon,
+            env_steps_per_update=self.env_steps_per_update,
+            decoupled=self.decoupled,
+        )
 
     def acer_config(self) -> ACERConfig:
         return ACERConfig(
@@ -176,14 +235,65 @@ PRESETS: dict[str, dict] = {
         "checkpoint_every": 200_000,
         "return_window": 10,
     },
+    # The Reactor on CartPole-v1 / Acrobot-v1: our choices for a 2-core CPU (small LSTMs,
+    # support [-10, 110] covering CartPole's discounted returns of at most 100).
+    "reactor-classic": {
+        "agent": "reactor",
+        "num_envs": 8,
+        "trace_len": 32,
+        "batch_size": 8,
+        "buffer_size": 50_000,
+        "start_train_at": 2_000,
+        "lr": 1e-3,
+        "adam_b1": 0.0,
+        "adam_eps": 1e-6,
+        "entropy_weight": 0.01,
+        "v_min": -10.0,
+        "v_max": 110.0,
+        "hidden": (64,),
+        "torso_out": 64,
+        "lstm_size": 64,
+        "target_update_period": 200,
+        "env_steps_per_update": 8.0,
+        "total_steps": 200_000,
+    },
+    # Gruslys et al. 2018, "The Reactor", arXiv:1704.04651: Adam lr 5e-5 with β1 = 0, λ = 1,
+    # β-LOO c = 1, sequences of 33 (T = 32), target update every 1000 learner steps, 51 atoms.
+    # Not given in the paper's text available to us, so our choices: support [-10, 10] (rewards
+    # are clipped), torso → linear 128 → LSTMs of 128, batch 8 sequences, 16 envs, policy
+    # uniform mix 0.01, entropy 0.01, 4 acting steps per learning step.
+    "reactor-atari": {
+        "agent": "reactor",
+        "env": "Pong-v5",
+        "total_steps": 10_000_000,
+        "num_envs": 16,
+        "trace_len": 32,
+        "batch_size": 8,
+        "buffer_size": 200_000,
+        "start_train_at": 20_000,
+        "lr": 5e-5,
+        "adam_b1": 0.0,
+        "adam_eps": 1e-6,
+        "retrace_lambda": 1.0,
+        "beta_loo_c": 1.0,
+        "entropy_weight": 0.01,
+        "v_min": -10.0,
+        "v_max": 10.0,
+        "torso_out": 128,
+        "lstm_size": 128,
+        "target_update_period": 1000,
+        "env_steps_per_update": 4.0,
+        "checkpoint_every": 200_000,
+        "return_window": 10,
+    },
 }
 
 
-def _preset_name(argv: list[str]) -> str | None:
+def _flag_value(argv: list[str], flag: str) -> str | None:
     for i, arg in enumerate(argv):
-        if arg == "--preset" and i + 1 < len(argv):
+        if arg == flag and i + 1 < len(argv):
             return argv[i + 1]
-        if arg.startswith("--preset="):
+        if arg.startswith(flag + "="):
             return arg.split("=", 1)[1]
     return None
 
@@ -191,10 +301,17 @@ def _preset_name(argv: list[str]) -> str | None:
 def parse_train_args(argv: list[str] | None = None) -> TrainArgs:
     """Parse the CLI: preset values become the defaults, explicit flags override them."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    name = _preset_name(argv)
+    name = _flag_value(argv, "--preset")
+    agent = _flag_value(argv, "--agent")
+    if name is None and agent not in (None, "acer"):
+        name = f"{agent}-classic"  # each agent's own defaults
     default = TrainArgs()
     if name is not None:
         if name not in PRESETS:
             raise SystemExit(f"error: unknown preset {name!r}; choose from {', '.join(PRESETS)}")
         default = dataclasses.replace(default, preset=name, **PRESETS[name])
-    return tyro.cli(TrainArgs, default=default, args=argv)
+    args = tyro.cli(TrainArgs, default=default, args=argv)
+    preset_agent = PRESETS.get(args.preset or "", {}).get("agent", "acer")
+    if args.preset and preset_agent != args.agent:
+        raise SystemExit(f"error: preset {args.preset!r} is for --agent {preset_agent}")
+    return args

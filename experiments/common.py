@@ -15,6 +15,18 @@ from experiments.args import TrainArgs
 from experiments.checkpoint import Checkpointer
 
 
+def build_agent(args: TrainArgs, env, mesh=None, seed: int | None = None):
+    """The agent named by `args.agent`, configured from `args`."""
+    seed = args.seed if seed is None else seed
+    if args.agent == "reactor":
+        from agents.reactor.agent import ReactorAgent
+
+        config = args.reactor_config().replace(num_envs=env.spec.num_envs * jax.process_count())
+        return ReactorAgent(config, env, seed=seed, mesh=mesh)
+    config = args.acer_config().replace(num_envs=env.spec.num_envs * jax.process_count())
+    return ACERAgent(config, env, seed=seed, mesh=mesh)
+
+
 def checkpoint_tree(state) -> dict:
     """The arrays a checkpoint holds: the whole learner state (replicated over the mesh when
     data parallel). The actor's RNG key and the counters go into the JSON metadata
@@ -37,7 +49,7 @@ def load_args(run_dir: Path) -> TrainArgs:
     return TrainArgs(**saved)
 
 
-def restore_learner(agent: ACERAgent, run_dir: Path, step: int | None = None):
+def restore_learner(agent, run_dir: Path, step: int | None = None):
     """Restore the learner state of a run without building its replay or stepping envs.
 
     Returns (learner_state, meta, step).

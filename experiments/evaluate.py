@@ -15,10 +15,9 @@ import jax
 import numpy as np
 import tyro
 
-from agents.acer.agent import ACERAgent
 from agents.evaluation import evaluate
 from envs import make_env
-from experiments.common import load_args, restore_learner
+from experiments.common import build_agent, load_args, restore_learner
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ def main(argv: list[str] | None = None) -> dict:
     train_args = load_args(run_dir)
     n = args.num_envs or min(args.episodes, 16)
     env = make_env(train_args.env, n, args.seed, train=False)
-    agent = ACERAgent(train_args.acer_config().replace(num_envs=n), env, seed=args.seed)
+    agent = build_agent(train_args, env, seed=args.seed)
     learner, _, step = restore_learner(agent, run_dir, args.step)
     act = agent.act_fn(args.greedy)
     returns, lengths = evaluate(

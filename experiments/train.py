@@ -19,13 +19,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agents.acer.agent import ACERAgent
 from agents.evaluation import evaluate
 from agents.parallel import check_divisible, local_replica, make_mesh
 from envs import make_env
 from experiments.args import TrainArgs, parse_train_args
 from experiments.checkpoint import Checkpointer
-from experiments.common import checkpoint_meta, checkpoint_tree, load_args
+from experiments.common import build_agent, checkpoint_meta, checkpoint_tree, load_args
 from experiments.runlog import RunLogger, write_json_atomic
 
 METRIC_ORDER = ("policy_loss", "value_loss", "loss", "grad_norm", "entropy", "q_ret_mean")
@@ -46,6 +45,7 @@ CSV_COLUMNS = [
     "rho_mean",
     "tr_active",
     "tr_scale",
+    "td_abs",
     "replay_updates",
     "sps",
     "wall_s",
@@ -126,7 +126,6 @@ def main(argv: list[str] | None = None) -> dict | None:
         jax.config.update("jax_debug_nans", True)
 
     try:  # bad input (unknown env, impossible config, replay too large) -> one-line error
-        config = args.acer_config()
         procs = jax.process_count()
         check_divisible("num_envs", args.num_envs, procs, "processes")
         mesh = make_mesh(args.num_devices)
@@ -138,7 +137,8 @@ def main(argv: list[str] | None = None) -> dict | None:
             reward_clip=args.reward_clip,
             num_threads=args.num_threads,
         )
-        agent = ACERAgent(config, env, seed=args.seed, mesh=mesh)
+        agent = build_agent(args, env, mesh)
+        config = agent.config
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> dict | None:
             run_dir / "config.json",
             {
                 "args": dataclasses.asdict(args),
-                "acer_config": dataclasses.asdict(config),
+                "agent_config": dataclasses.asdict(config),
                 "env_spec": {
                     "env_id": env.spec.env_id,
                     "obs_shape": list(env.spec.obs_shape),
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> dict | None:
                     "backend": env.spec.backend,
                     "is_atari": env.spec.is_atari,
                 },
-                "replay_bytes_per_transition": agent.replay.bytes_per_transition,
+                "replay_bytes_per_transition": agent.bytes_per_transition,
                 "jax": jax.__version__,
                 "devices": [
                     str(d) for d in (agent.mesh.devices.flat if agent.mesh else jax.devices()[:1])
@@ -220,7 +220,8 @@ def main(argv: list[str] | None = None) -> dict | None:
             if counters["iteration"] > 1:
                 steady_steps += steps_per_iter
                 steady_time += dt
-            mean = {k: float(np.mean([m[k] for m in host.metrics])) for k in host.metrics[0]}
+            keys = host.metrics[0] if host.metrics else {}
+            mean = {k: float(np.mean([m[k] for m in host.metrics])) for k in keys}
             row = {
                 **mean,
                 "env_steps": counters["env_steps"],
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> dict | None:
                 "episodes": counters["episodes"],
                 "return_mean": logger.return_mean,
                 "length_mean": float(np.mean(lengths)) if lengths else math.nan,
-                "replay_updates": len(host.metrics) - 1,
+                "replay_updates": len(host.metrics) - agent.on_policy_updates,
                 "sps": steps_per_iter / dt,
                 "wall_s": counters["wall_s"],
             }
@@ -245,9 +246,11 @@ def main(argv: list[str] | None = None) -> dict | None:
                 )
     except NonFiniteError as err:
         logger.close()
+        agent.close()
         raise SystemExit(f"error: {err}") from None
     logger.close()
     checkpointer.close()
+    agent.close()
     if jax.process_count() > 1:  # lets users (and the tests) see that replicas agree
         local = jax.device_get(local_replica(state.learner.params))
         checksum = sum(
@@ -286,7 +289,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         "eval_episodes": len(returns),
         "eval_policy": "greedy" if args.eval_greedy else "sample",
         "eval_s": eval_s,
-        "replay_bytes_per_transition": agent.replay.bytes_per_transition,
+        "replay_bytes_per_transition": agent.bytes_per_transition,
         "devices": agent.shards,
         "processes": jax.process_count(),
         "last_checkpoint": last_ckpt,

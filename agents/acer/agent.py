@@ -76,6 +76,8 @@ def _core_state_spec(lstm_size: int):
 class ACERAgent:
     """Builds and runs ACER on a `VecEnv`. All learning maths is in `ACERLearner`."""
 
+    on_policy_updates = 1  # per iteration, before the replay updates
+
     def __init__(self, config: ACERConfig, env, seed: int = 0, replay_memory_limit=None, mesh=None):
         """`mesh`: a 1-D mesh from `agents.parallel.make_mesh` for data parallelism; None or a
         single device keeps the plain jitted path."""
@@ -325,6 +327,13 @@ class ACERAgent:
             all_metrics, traj.finished_return, traj.finished_length, traj.game_over
         )
         return TrainState(learner, replay, actor), out
+
+    @property
+    def bytes_per_transition(self) -> float:
+        return self.replay.bytes_per_transition
+
+    def close(self):
+        """Nothing runs in the background in ACER; present for a uniform agent interface."""
 
     def act_fn(self, greedy: bool):
         """`act(params, obs, first, core, key) -> (action, core)` for evaluation."""

@@ -1,0 +1,271 @@
+"""The Reactor system: recurrent actor, prioritized sequence replay, learner, and
+decoupled acting and learning (Gruslys et al. 2018, §3.5 "Parallelism").
+
+Decoupled mode (the default): an actor thread steps envpool with a jitted recurrent policy,
+T steps at a time, and hands each rollout (with its behaviour μ and the LSTM states at its
+start) to the learner through a bounded queue. The learner, on the calling thread, writes the
+rollout into the prioritized replay, runs the learning steps due, and publishes a copy of
+its parameters, which the actor picks up for its next rollout. Acting and learning overlap
+in time; the actor's policy is at most two rollouts stale, and Retrace/β-LOO correct for that
+through the stored μ. The learner runs exactly one update per `env_steps_per_update` env
+steps (a pure function of the step count, so it is resume-safe), which fixes the
+acting-to-learning ratio; the queue makes the faster side wait.
+
+Lock-step mode (`decoupled=False`) runs the same pieces one after the other on one thread:
+deterministic, for debugging and tests.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from agents.reactor.config import ReactorConfig
+from agents.reactor.learner import ReactorLearner, ReactorLearnerState, SequenceBatch
+from agents.rollout import (
+    ActorOutput,
+    initial_actor_state,
+    make_host_rollout,
+    make_xla_rollout,
+)
+from networks import ReactorNetwork, ReactorState
+from replay import PrioritizedTraceReplay, TraceReplay
+
+_EXTRAS = ("policy_c", "policy_h", "q_c", "q_h")
+
+
+class TrainState(NamedTuple):
+    learner: ReactorLearnerState
+    replay: object  # PrioritizedReplayState
+    actor: object  # the ActorState that came with the latest rollout
+
+
+class IterationOutput(NamedTuple):
+    metrics: list
+    finished_return: jax.Array
+    finished_length: jax.Array
+    game_over: jax.Array
+
+
+def _state_to_extras(core: ReactorState) -> dict:
+    return dict(zip(_EXTRAS, (*core.policy, *core.q), strict=True))
+
+
+def _extras_to_state(extras: dict) -> ReactorState:
+    return ReactorState(
+        policy=(extras["policy_c"], extras["policy_h"]), q=(extras["q_c"], extras["q_h"])
+    )
+
+
+class ReactorAgent:
+    on_policy_updates = 0  # every learning step samples the prioritized replay
+
+    def __init__(
+        self, config: ReactorConfig, env, seed: int = 0, replay_memory_limit=None, mesh=None
+    ):
+        spec = env.spec
+        if not spec.discrete:
+            raise ValueError(f"Reactor is discrete; {spec.env_id} has continuous actions")
+        if config.num_envs != spec.num_envs:
+            raise ValueError(f"config.num_envs={config.num_envs} but the env has {spec.num_envs}")
+        if mesh is not None and mesh.size > 1:
+            raise ValueError(
+                "--num-devices > 1 is not supported for Reactor yet (its learner is "
+                "data-parallel ready; the sharded prioritized replay is not wired)"
+            )
+        self.config, self.env, self.seed = config, env, seed
+        self.mesh, self.shards = None, 1
+        self.network = ReactorNetwork(
+            obs_shape=spec.obs_shape,
+            num_actions=spec.num_actions,
+            num_atoms=config.num_atoms,
+            v_min=config.v_min,
+            v_max=config.v_max,
+            hidden=config.hidden,
+            torso_out=config.torso_out,
+            lstm_size=config.lstm_size,
+            uniform_mix=config.uniform_mix,
+        )
+        self.learner = ReactorLearner(config, self.network)
+        sds = jax.ShapeDtypeStruct
+        core = sds((config.lstm_size,), jnp.float32)
+        base = TraceReplay(
+            num_envs=spec.num_envs,
+            trace_len=config.trace_len,
+            capacity=config.buffer_size,
+            obs_shape=spec.obs_shape,
+            obs_dtype=spec.obs_dtype,
+            frame_stack=spec.frame_stack,
+            step_spec={
+                "first": sds((), jnp.bool_),
+                "frame_reset": sds((), jnp.bool_),
+                "action": sds((), jnp.int32),
+                "mu": sds((spec.num_actions,), jnp.float32),
+                "reward": sds((), jnp.float32),
+                "discount": sds((), jnp.float32),
+                "mask": sds((), jnp.float32),
+            },
+            trace_extras_spec={k: core for k in _EXTRAS},
+            memory_limit_bytes=replay_memory_limit,
+        )
+        self.replay = PrioritizedTraceReplay(
+            base, epsilon=config.priority_epsilon, neighbours=config.priority_neighbours
+        )
+        make = make_xla_rollout if env.has_xla else make_host_rollout
+        rollout = make(env, self.select_action, config.trace_len, config.discount)
+        self._rollout_fn = rollout
+        self._rollout = jax.jit(rollout) if env.has_xla else rollout
+        self._add = jax.jit(self._add_fn, donate_argnums=(0,))
+        self._update = jax.jit(self._update_fn, donate_argnums=(0, 1))
+        self._published = None  # params the actor thread uses
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._actor_error: BaseException | None = None
+        self.compile_s = 0.0
+        self.wait_s = {"learner_waiting_for_actor": 0.0}
+
+    # ------------------------------------------------------------------ pure pieces
+    def select_action(self, params, obs, first, core, key) -> ActorOutput:
+        out, core = self.network.apply(params, obs[None], first[None], core)
+        probs = out.policy_probs[0]
+        action = jax.random.categorical(key, jnp.log(probs)).astype(jnp.int32)
+        return ActorOutput(action, probs, core)
+
+    def _initial_core(self, n):
+        return self.network.initial_state(n)
+
+    def _add_fn(self, replay, traj):
+        return self.replay.add(replay, traj.obs, traj.steps, _state_to_extras(traj.core_state))
+
+    def _update_fn(self, learner: ReactorLearnerState, replay):
+        key, sub = jax.random.split(learner.key)
+        sample, info = self.replay.sample(replay, sub, self.config.batch_size)
+        T = self.config.trace_len
+        s = sample.steps
+        batch = SequenceBatch(
+            obs=sample.obs,
+            first=s["first"],
+            action=s["action"][:T],
+            mu=s["mu"][:T],
+            reward=s["reward"][:T],
+            discount=s["discount"][:T],
+            mask=s["mask"][:T],
+            core_state=_extras_to_state(sample.extras),
+            is_weight=info.is_weight,
+        )
+        learner, metrics, priorities = self.learner.update(learner._replace(key=key), batch)
+        replay = self.replay.update_priorities(replay, info.env_index, info.slot, priorities)
+        return learner, replay, metrics
+
+    # ------------------------------------------------------------------ host driver
+    def init(self, key) -> TrainState:
+        learner_key, actor_key = jax.random.split(key)
+        actor = initial_actor_state(self.env, self._initial_core(self.env.spec.num_envs), actor_key)
+        learner = self.learner.init(learner_key, actor.obs)
+        return TrainState(learner, self.replay.init(), actor)
+
+    def restart_actor(self, state: TrainState, key) -> TrainState:
+        self.close()
+        actor = initial_actor_state(self.env, self._initial_core(self.env.spec.num_envs), key)
+        return state._replace(actor=actor)
+
+    def updates_due(self, env_steps: int) -> int:
+        """Learner updates owed after `env_steps` env steps: a pure function of the count."""
+        cfg = self.config
+        if env_steps < cfg.start_train_at:
+            return 0
+        return math.floor((env_steps - cfg.start_train_at) / cfg.env_steps_per_update)
+
+    def compile(self, state: TrainState) -> float:
+        t0 = time.perf_counter()
+        if self.env.has_xla:
+            self._rollout = self._rollout.lower(state.learner.params, state.actor).compile()
+            _, traj = jax.eval_shape(self._rollout_fn, state.learner.params, state.actor)
+            self._add = self._add.lower(state.replay, traj).compile()
+        self._update = self._update.lower(state.learner, state.replay).compile()
+        self.compile_s = time.perf_counter() - t0
+        return self.compile_s
+
+    def _actor_loop(self, actor):
+        try:
+            while not self._stop.is_set():
+                actor, traj = self._rollout(self._published, actor)
+                jax.block_until_ready(traj)
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put((actor, traj), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as err:  # surfaced on the learner thread
+            self._actor_error = err
+
+    def _next_rollout(self, state: TrainState):
+        if not self.config.decoupled:
+            return self._rollout(state.learner.params, state.actor)
+        if self._thread is None:
+            self._published = jax.tree.map(jnp.copy, state.learner.params)
+            self._queue = queue.Queue(maxsize=1)
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._actor_loop, args=(state.actor,), daemon=True, name="reactor-actor"
+            )
+            self._thread.start()
+        t0 = time.perf_counter()
+        while True:
+            if self._actor_error is not None:
+                raise RuntimeError("the actor thread failed") from self._actor_error
+            try:
+                item = self._queue.get(timeout=0.1)
+                break
+            except queue.Empty:
+                continue
+        self.wait_s["learner_waiting_for_actor"] += time.perf_counter() - t0
+        return item
+
+    def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
+        learner, replay, _ = state
+        actor, traj = self._next_rollout(state)
+        replay = self._add(replay, traj)
+        steps = self.config.trace_len * self.config.num_envs
+        n_updates = self.updates_due(env_steps + steps) - self.updates_due(env_steps)
+        if iteration < 1:
+            n_updates = 0  # a sequence becomes sampleable once the next one is written
+        metrics = []
+        for _ in range(n_updates):
+            learner, replay, m = self._update(learner, replay)
+            metrics.append(m)
+        if self.config.decoupled and n_updates:
+            # A copy: the learner's own buffers are donated to the next update.
+            self._published = jax.tree.map(jnp.copy, learner.params)
+        out = IterationOutput(metrics, traj.finished_return, traj.finished_length, traj.game_over)
+        return TrainState(learner, replay, actor), out
+
+    def act_fn(self, greedy: bool):
+        def act(params, obs, first, core, key):
+            out, core = self.network.apply(params, obs[None], first[None], core)
+            if greedy:
+                action = jnp.argmax(out.policy_probs[0], axis=-1)
+            else:
+                action = jax.random.categorical(key, jnp.log(out.policy_probs[0]))
+            return action.astype(jnp.int32), core
+
+        return jax.jit(act)
+
+    def close(self):
+        """Stop the actor thread (idempotent)."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    @property
+    def bytes_per_transition(self) -> float:
+        return self.replay.base.bytes_per_transition
