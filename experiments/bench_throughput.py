@@ -29,6 +29,7 @@ import optax
 import tyro
 
 from agents.acer.agent import ACERAgent
+from agents.reactor.agent import ReactorAgent
 from envs import make_env
 from experiments.args import PRESETS, TrainArgs
 
@@ -38,11 +39,12 @@ class BenchArgs:
     """Measure ACER's training steps/s against envpool's raw steps/s and the ceiling."""
 
     agent: str = "acer"
-    """Agent to benchmark (acer)."""
+    """Agent to benchmark: acer (training vs raw vs ceiling) or reactor (decoupled vs
+    lock-step acting and learning, same preset)."""
     env: str = "Pong-v5"
     """Environment id."""
-    preset: str = "acer-atari"
-    """Hyper-parameter preset of the training loop."""
+    preset: str | None = None
+    """Hyper-parameter preset of the training loop (default: <agent>-atari)."""
     num_envs: int = 16
     """Parallel envs (same for the raw envpool measurement)."""
     num_threads: int = 0
@@ -119,8 +121,53 @@ def network_pass_costs(agent: ACERAgent, batch_sizes) -> dict:
     return {"forward_s": f, "forward_batch": fb, "train_s": t, "train_batch": tb}
 
 
+def reactor_modes(args: BenchArgs) -> list[dict]:
+    """Reactor steps/s with acting and learning decoupled (threads) and in lock-step."""
+    preset = args.preset or "reactor-atari"
+    base = TrainArgs(**{**TrainArgs().__dict__, **PRESETS[preset]})
+    rows = []
+    for decoupled in (True, False):
+        cfg = base.reactor_config().replace(
+            num_envs=args.num_envs, decoupled=decoupled, start_train_at=0
+        )
+        env = make_env(args.env, args.num_envs, 0, num_threads=args.num_threads)
+        agent = ReactorAgent(cfg, env, seed=0)
+        state = agent.init(jax.random.PRNGKey(0))
+        compile_s = agent.compile(state)
+        steps = cfg.trace_len * cfg.num_envs
+        try:
+            for it in range(3):
+                state, out = agent.train_iteration(state, it, it * steps)
+                jax.device_get(out)
+            updates, t0 = 0, time.perf_counter()
+            for it in range(3, 3 + args.iterations):
+                state, out = agent.train_iteration(state, it, it * steps)
+                jax.device_get(out)
+                updates += len(out.metrics)
+            dt = time.perf_counter() - t0
+        finally:
+            agent.close()
+        rows.append(
+            {
+                "mode": "decoupled" if decoupled else "lock-step",
+                "sps": args.iterations * steps / dt,
+                "updates_per_s": updates / dt,
+                "env_steps_per_update": args.iterations * steps / max(updates, 1),
+                "compile_s": compile_s,
+            }
+        )
+        print(
+            f"Reactor {rows[-1]['mode']:>9}: {rows[-1]['sps']:,.1f} env steps/s, "
+            f"{rows[-1]['updates_per_s']:.1f} updates/s "
+            f"({rows[-1]['env_steps_per_update']:.1f} acting steps per learning step), "
+            f"compile {compile_s:.1f} s"
+        )
+    print(f"decoupled / lock-step: {rows[0]['sps'] / rows[1]['sps']:.2f}x")
+    return rows
+
+
 def training_sps(args: BenchArgs, replay_ratio: float) -> dict:
-    base = TrainArgs(**{**TrainArgs().__dict__, **PRESETS[args.preset]})
+    base = TrainArgs(**{**TrainArgs().__dict__, **PRESETS[args.preset or "acer-atari"]})
     cfg = base.acer_config().replace(num_envs=args.num_envs, replay_ratio=replay_ratio)
     env = make_env(args.env, args.num_envs, 0, num_threads=args.num_threads)
     agent = ACERAgent(cfg, env, seed=0)
@@ -159,11 +206,18 @@ def ceiling_sps(raw_sps: float, costs: dict, cfg, replay_ratio: float) -> float:
 
 def main(argv: list[str] | None = None) -> dict:
     args = tyro.cli(BenchArgs, args=argv)
-    if args.agent != "acer":
-        raise SystemExit(f"error: bench_throughput supports --agent acer, not {args.agent!r}")
+    if args.agent not in ("acer", "reactor"):
+        raise SystemExit(f"error: unknown --agent {args.agent!r} (acer or reactor)")
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {args.env}, {args.num_envs} envs")
     raw = raw_env_sps(args.env, args.num_envs, args.num_threads, args.raw_steps)
     print(f"envpool raw random-action steps/s: {raw:,.0f}")
+    if args.agent == "reactor":
+        rows = reactor_modes(args)
+        out = {"env": args.env, "num_envs": args.num_envs, "raw_env_sps": raw, "rows": rows}
+        if args.json_out:
+            with open(args.json_out, "w") as f:
+                json.dump(out, f, indent=2)
+        return out
     results = []
     for rr in args.replay_ratios:
         r = training_sps(args, rr)
