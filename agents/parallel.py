@@ -13,6 +13,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from agents.rollout import Rollout
+
 DATA = "data"
 P = PartitionSpec
 
@@ -62,3 +64,60 @@ def to_global(tree, mesh: Mesh, spec: PartitionSpec):
     if jax.process_count() == 1:
         return jax.device_put(tree, sharding)
     return jax.tree.map(lambda x: jax.make_array_from_process_local_data(sharding, x), tree)
+
+
+# How an on-policy rollout is laid out over the mesh: split along the env axis. The episode
+# statistics stay on the acting device (they are only logged).
+ROLLOUT_SPECS = Rollout(
+    obs=P(None, DATA),
+    steps=P(None, DATA),
+    core_state=P(DATA),
+    last_obs=P(DATA),
+    last_first=P(DATA),
+    finished_return=None,
+    finished_length=None,
+    game_over=None,
+)
+
+
+def _map_rollout(traj: Rollout, fn) -> Rollout:
+    trimmed = traj._replace(finished_return=None, finished_length=None, game_over=None)
+    return jax.tree.map(
+        lambda spec, x: x if spec is None else jax.tree.map(lambda y: fn(spec, y), x),
+        ROLLOUT_SPECS,
+        trimmed,
+        is_leaf=lambda x: isinstance(x, PartitionSpec) or x is None,
+    )
+
+
+def place_rollout(traj: Rollout, mesh: Mesh) -> Rollout:
+    """This process's rollout, as global arrays split over the mesh by env."""
+    return _map_rollout(traj, lambda spec, x: to_global(x, mesh, spec))
+
+
+def abstract_rollout(traj: Rollout, mesh: Mesh) -> Rollout:
+    """ShapeDtypeStructs of `place_rollout`'s result (for ahead-of-time compilation)."""
+
+    def abstract(spec, x):
+        shape = list(x.shape)
+        shape[list(spec).index(DATA)] *= jax.process_count()  # every process adds its envs
+        return jax.ShapeDtypeStruct(tuple(shape), x.dtype, sharding=NamedSharding(mesh, spec))
+
+    return _map_rollout(traj, abstract)
+
+
+def trace_replay_specs():
+    """How a `TraceReplayState` is laid out over the mesh: env streams split, counters shared."""
+    from replay import TraceReplayState
+
+    return TraceReplayState(
+        frames=P(DATA), steps=P(DATA), extras=P(DATA), priorities=P(DATA),
+        write_slot=P(), count=P(),
+    )  # fmt: skip
+
+
+def prioritized_replay_specs():
+    """The same for a `PrioritizedReplayState`: each device keeps a sum tree of its slots."""
+    from replay import PrioritizedReplayState
+
+    return PrioritizedReplayState(base=trace_replay_specs(), tree=P(DATA), assigned=P(DATA))

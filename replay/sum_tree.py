@@ -256,6 +256,13 @@ def sum_tree_descend(
         )
 
     root = pairs.at[jnp.zeros(u.shape, jnp.int32)].get(mode="promise_in_bounds")[:, 1]
-    start = (jnp.ones(u.shape, jnp.int32), u, root, (root > 0).astype(tree.dtype))
+    # Carries are derived from `root` (a read of the tree), so that under `shard_map` they have
+    # the tree's device-varying type and the loop type-checks.
+    start = (
+        jnp.ones_like(root, dtype=jnp.int32),
+        u + jnp.zeros_like(root),
+        root,
+        (root > 0).astype(tree.dtype),
+    )
     node, _, value, share = lax.fori_loop(0, depth, descend, start)
     return node - capacity, value, share

@@ -19,15 +19,23 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding
 
 from agents.acer.actor import make_select_action
 from agents.acer.config import ACERConfig
 from agents.acer.learner import ACERLearner, LearnerState, TraceBatch
-from agents.parallel import DATA, P, check_divisible, local_replica, to_global
+from agents.parallel import (
+    DATA,
+    ROLLOUT_SPECS,
+    P,
+    abstract_rollout,
+    check_divisible,
+    local_replica,
+    place_rollout,
+    to_global,
+    trace_replay_specs,
+)
 from agents.rollout import (
     ActorState,
-    Rollout,
     initial_actor_state,
     make_host_rollout,
     make_xla_rollout,
@@ -51,19 +59,6 @@ class IterationOutput(NamedTuple):
     finished_return: Array  # [T, B]
     finished_length: Array  # [T, B]
     game_over: Array  # [T, B]
-
-
-# How an on-policy rollout is laid out over the mesh: split along the env axis.
-_TRAJ_SPECS = Rollout(
-    obs=P(None, DATA),
-    steps=P(None, DATA),
-    core_state=P(DATA),
-    last_obs=P(DATA),
-    last_first=P(DATA),
-    finished_return=None,
-    finished_length=None,
-    game_over=None,
-)
 
 
 def _core_state_spec(lstm_size: int):
@@ -161,12 +156,12 @@ class ACERAgent:
         else:
             self._rollout_fn = rollout
             self._rollout = jax.jit(rollout) if env.has_xla else rollout
-            rs = self.replay_specs()
+            rs = trace_replay_specs()
             shard = partial(jax.shard_map, mesh=self.mesh)
             self._learn = jax.jit(
                 shard(
                     partial(self._learn_on_policy, axis_name=DATA),
-                    in_specs=(P(), rs, _TRAJ_SPECS),
+                    in_specs=(P(), rs, ROLLOUT_SPECS),
                     out_specs=(P(), rs, P()),
                 ),
                 donate_argnums=(0, 1),
@@ -181,19 +176,6 @@ class ACERAgent:
             )
             self._replay_init = jax.jit(shard(self.replay.init, in_specs=(), out_specs=rs))
         self.compile_s = 0.0
-
-    def replay_specs(self):
-        """How the replay state is laid out over the mesh: env streams split, counters shared."""
-        from replay import TraceReplayState
-
-        return TraceReplayState(
-            frames=P(DATA),
-            steps=P(DATA),
-            extras=P(DATA),
-            priorities=P(DATA),
-            write_slot=P(),
-            count=P(),
-        )
 
     # ----------------------------------------------------------------- pure pieces
     def _initial_core(self, n):
@@ -264,28 +246,11 @@ class ACERAgent:
             return 0  # a trace becomes sampleable once the next one is written (iteration ≥ 1)
         return int(np.random.default_rng([self.seed, iteration]).poisson(cfg.replay_ratio))
 
-    def _place(self, traj, fn):
-        """Apply `fn(spec, leaf)` over the on-policy fields of a rollout (stats dropped)."""
-        trimmed = traj._replace(finished_return=None, finished_length=None, game_over=None)
-        return jax.tree.map(
-            lambda spec, x: x if spec is None else jax.tree.map(lambda y: fn(spec, y), x),
-            _TRAJ_SPECS,
-            trimmed,
-            is_leaf=lambda x: isinstance(x, P) or x is None,
-        )
-
-    def _global_abstract(self, spec, x):
-        """The global array that `to_global` builds from this process's `x`."""
-        shape = list(x.shape)
-        axis = list(spec).index(DATA)
-        shape[axis] *= jax.process_count()  # every process contributes its own envs
-        return jax.ShapeDtypeStruct(tuple(shape), x.dtype, sharding=NamedSharding(self.mesh, spec))
-
     def _collect_sharded(self, learner, actor):
         """Act on this process's first device with its replica of the params, then split the
         traces over the mesh (each device gets the traces of its own envs)."""
         actor, traj = self._rollout(local_replica(learner.params), actor)
-        placed = self._place(traj, lambda spec, x: to_global(x, self.mesh, spec))
+        placed = place_rollout(traj, self.mesh)
         return actor, traj, placed
 
     def compile(self, state: TrainState) -> float:
@@ -295,7 +260,7 @@ class ACERAgent:
             params0 = local_replica(state.learner.params)
             _, traj = jax.eval_shape(self._rollout_fn, params0, state.actor)
             self._rollout = self._rollout.lower(params0, state.actor).compile()
-            placed = self._place(traj, self._global_abstract)
+            placed = abstract_rollout(traj, self.mesh)
             self._learn = self._learn.lower(state.learner, state.replay, placed).compile()
         elif self.mesh is not None:
             pass  # host-stepped envs: the sharded learner compiles on its first call

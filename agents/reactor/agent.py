@@ -21,11 +21,23 @@ import math
 import queue
 import threading
 import time
+from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from agents.parallel import (
+    DATA,
+    ROLLOUT_SPECS,
+    P,
+    abstract_rollout,
+    check_divisible,
+    local_replica,
+    place_rollout,
+    prioritized_replay_specs,
+    to_global,
+)
 from agents.reactor.config import ReactorConfig
 from agents.reactor.learner import ReactorLearner, ReactorLearnerState, SequenceBatch
 from agents.rollout import (
@@ -35,7 +47,7 @@ from agents.rollout import (
     make_xla_rollout,
 )
 from networks import ReactorNetwork, ReactorState
-from replay import PrioritizedTraceReplay, TraceReplay
+from replay import PrioritizedTraceReplay, TraceReplay, available_memory_bytes
 
 _EXTRAS = ("policy_c", "policy_h", "q_c", "q_h")
 
@@ -72,15 +84,19 @@ class ReactorAgent:
         spec = env.spec
         if not spec.discrete:
             raise ValueError(f"Reactor is discrete; {spec.env_id} has continuous actions")
-        if config.num_envs != spec.num_envs:
-            raise ValueError(f"config.num_envs={config.num_envs} but the env has {spec.num_envs}")
-        if mesh is not None and mesh.size > 1:
+        if config.num_envs != spec.num_envs * jax.process_count():
             raise ValueError(
-                "--num-devices > 1 is not supported for Reactor yet (its learner is "
-                "data-parallel ready; the sharded prioritized replay is not wired)"
+                f"config.num_envs={config.num_envs} but the env has {spec.num_envs} envs "
+                f"x {jax.process_count()} process(es)"
             )
         self.config, self.env, self.seed = config, env, seed
-        self.mesh, self.shards = None, 1
+        self.mesh = mesh if mesh is not None and mesh.size > 1 else None
+        self.shards = self.mesh.size if self.mesh is not None else 1
+        check_divisible("num_envs", config.num_envs, self.shards)
+        check_divisible("batch_size", config.batch_size, self.shards)
+        if replay_memory_limit is None and self.shards > 1 and jax.devices()[0].platform == "cpu":
+            avail = available_memory_bytes(jax.devices()[0])  # CPU shards share host memory
+            replay_memory_limit = None if avail is None else int(0.8 * avail) // self.shards
         self.network = ReactorNetwork(
             obs_shape=spec.obs_shape,
             num_actions=spec.num_actions,
@@ -95,10 +111,10 @@ class ReactorAgent:
         self.learner = ReactorLearner(config, self.network)
         sds = jax.ShapeDtypeStruct
         core = sds((config.lstm_size,), jnp.float32)
-        base = TraceReplay(
-            num_envs=spec.num_envs,
+        base = TraceReplay(  # one per device: the streams of its num_envs / N envs
+            num_envs=config.num_envs // self.shards,
             trace_len=config.trace_len,
-            capacity=config.buffer_size,
+            capacity=config.buffer_size // self.shards,
             obs_shape=spec.obs_shape,
             obs_dtype=spec.obs_dtype,
             frame_stack=spec.frame_stack,
@@ -121,8 +137,25 @@ class ReactorAgent:
         rollout = make(env, self.select_action, config.trace_len, config.discount)
         self._rollout_fn = rollout
         self._rollout = jax.jit(rollout) if env.has_xla else rollout
-        self._add = jax.jit(self._add_fn, donate_argnums=(0,))
-        self._update = jax.jit(self._update_fn, donate_argnums=(0, 1))
+        if self.mesh is None:
+            self._add = jax.jit(self._add_fn, donate_argnums=(0,))
+            self._update = jax.jit(self._update_fn, donate_argnums=(0, 1))
+        else:
+            rs = prioritized_replay_specs()
+            shard = partial(jax.shard_map, mesh=self.mesh)
+            self._add = jax.jit(
+                shard(self._add_fn, in_specs=(rs, ROLLOUT_SPECS), out_specs=rs),
+                donate_argnums=(0,),
+            )
+            self._update = jax.jit(
+                shard(
+                    partial(self._update_fn, axis_name=DATA),
+                    in_specs=(P(), rs),
+                    out_specs=(P(), rs, P()),
+                ),
+                donate_argnums=(0, 1),
+            )
+            self._replay_init = jax.jit(shard(self.replay.init, in_specs=(), out_specs=rs))
         self._published = None  # params the actor thread uses
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
@@ -144,9 +177,11 @@ class ReactorAgent:
     def _add_fn(self, replay, traj):
         return self.replay.add(replay, traj.obs, traj.steps, _state_to_extras(traj.core_state))
 
-    def _update_fn(self, learner: ReactorLearnerState, replay):
+    def _update_fn(self, learner: ReactorLearnerState, replay, axis_name=None):
         key, sub = jax.random.split(learner.key)
-        sample, info = self.replay.sample(replay, sub, self.config.batch_size)
+        if axis_name is not None:  # each device samples its own envs' sequences
+            sub = jax.random.fold_in(sub, jax.lax.axis_index(axis_name))
+        sample, info = self.replay.sample(replay, sub, self.config.batch_size // self.shards)
         T = self.config.trace_len
         s = sample.steps
         batch = SequenceBatch(
@@ -160,16 +195,23 @@ class ReactorAgent:
             core_state=_extras_to_state(sample.extras),
             is_weight=info.is_weight,
         )
-        learner, metrics, priorities = self.learner.update(learner._replace(key=key), batch)
+        learner, metrics, priorities = self.learner.update(
+            learner._replace(key=key), batch, axis_name
+        )
         replay = self.replay.update_priorities(replay, info.env_index, info.slot, priorities)
         return learner, replay, metrics
 
     # ------------------------------------------------------------------ host driver
     def init(self, key) -> TrainState:
         learner_key, actor_key = jax.random.split(key)
+        if jax.process_count() > 1:  # same learner everywhere, different actions per process
+            actor_key = jax.random.fold_in(actor_key, jax.process_index())
         actor = initial_actor_state(self.env, self._initial_core(self.env.spec.num_envs), actor_key)
         learner = self.learner.init(learner_key, actor.obs)
-        return TrainState(learner, self.replay.init(), actor)
+        if self.mesh is None:
+            return TrainState(learner, self.replay.init(), actor)
+        learner = to_global(learner, self.mesh, P())  # replicated: same seed in every process
+        return TrainState(learner, self._replay_init(), actor)
 
     def restart_actor(self, state: TrainState, key) -> TrainState:
         self.close()
@@ -186,12 +228,19 @@ class ReactorAgent:
     def compile(self, state: TrainState) -> float:
         t0 = time.perf_counter()
         if self.env.has_xla:
-            self._rollout = self._rollout.lower(state.learner.params, state.actor).compile()
-            _, traj = jax.eval_shape(self._rollout_fn, state.learner.params, state.actor)
+            params = self._actor_params(state.learner.params)
+            self._rollout = self._rollout.lower(params, state.actor).compile()
+            _, traj = jax.eval_shape(self._rollout_fn, params, state.actor)
+            if self.mesh is not None:
+                traj = abstract_rollout(traj, self.mesh)
             self._add = self._add.lower(state.replay, traj).compile()
         self._update = self._update.lower(state.learner, state.replay).compile()
         self.compile_s = time.perf_counter() - t0
         return self.compile_s
+
+    def _actor_params(self, params):
+        """The params the actor uses: this process's replica when data parallel."""
+        return params if self.mesh is None else local_replica(params)
 
     def _actor_loop(self, actor):
         try:
@@ -209,9 +258,9 @@ class ReactorAgent:
 
     def _next_rollout(self, state: TrainState):
         if not self.config.decoupled:
-            return self._rollout(state.learner.params, state.actor)
+            return self._rollout(self._actor_params(state.learner.params), state.actor)
         if self._thread is None:
-            self._published = jax.tree.map(jnp.copy, state.learner.params)
+            self._published = jax.tree.map(jnp.copy, self._actor_params(state.learner.params))
             self._queue = queue.Queue(maxsize=1)
             self._stop.clear()
             self._thread = threading.Thread(
@@ -233,7 +282,7 @@ class ReactorAgent:
     def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
         learner, replay, _ = state
         actor, traj = self._next_rollout(state)
-        replay = self._add(replay, traj)
+        replay = self._add(replay, traj if self.mesh is None else place_rollout(traj, self.mesh))
         steps = self.config.trace_len * self.config.num_envs
         n_updates = self.updates_due(env_steps + steps) - self.updates_due(env_steps)
         if iteration < 1:
@@ -244,7 +293,7 @@ class ReactorAgent:
             metrics.append(m)
         if self.config.decoupled and n_updates:
             # A copy: the learner's own buffers are donated to the next update.
-            self._published = jax.tree.map(jnp.copy, learner.params)
+            self._published = jax.tree.map(jnp.copy, self._actor_params(learner.params))
         out = IterationOutput(metrics, traj.finished_return, traj.finished_length, traj.game_over)
         return TrainState(learner, replay, actor), out
 

@@ -15,7 +15,7 @@ from jax.sharding import PartitionSpec as P
 
 from agents.acer.agent import ACERAgent
 from agents.acer.config import ACERConfig
-from agents.parallel import make_mesh, to_global
+from agents.parallel import make_mesh, place_rollout, to_global
 from envs import make_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ def _one_update(num_devices: int, trust_region: bool):
         new, _, metrics = jax.jit(ref._learn_on_policy)(learner, ref.replay.init(), traj)
         return jax.device_get((new.params, new.avg_params, metrics))
     agent = ACERAgent(cfg, make_env("CartPole-v1", 8, 3), mesh=make_mesh(num_devices))
-    placed = agent._place(traj, lambda spec, x: to_global(x, agent.mesh, spec))
+    placed = place_rollout(traj, agent.mesh)
     new, _, metrics = agent._learn(
         to_global(learner, agent.mesh, P()), agent._replay_init(), placed
     )
@@ -101,13 +101,18 @@ def _env_with(devices=None):
     return env
 
 
-def test_cli_num_devices_2_runs_end_to_end(tmp_path):
+@pytest.mark.parametrize("agent", ["acer", "reactor"])
+def test_cli_num_devices_2_runs_end_to_end(tmp_path, agent):
     run_dir = tmp_path / "dp"
+    extra = ["--lstm-size", "8", "--start-train-at", "0"] if agent == "reactor" else []
     proc = subprocess.run(
         [
             sys.executable,
             "-m",
             "experiments.train",
+            "--agent",
+            agent,
+            *extra,
             "--num-devices",
             "2",
             "--num-envs",
