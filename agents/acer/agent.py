@@ -23,6 +23,7 @@ import numpy as np
 from agents.acer.actor import make_select_action
 from agents.acer.config import ACERConfig
 from agents.acer.learner import ACERLearner, LearnerState, TraceBatch
+from agents.base import AgentBase
 from agents.parallel import (
     DATA,
     ROLLOUT_SPECS,
@@ -31,12 +32,10 @@ from agents.parallel import (
     check_divisible,
     local_replica,
     place_rollout,
-    to_global,
     trace_replay_specs,
 )
 from agents.rollout import (
     ActorState,
-    initial_actor_state,
     make_host_rollout,
     make_xla_rollout,
 )
@@ -68,7 +67,7 @@ def _core_state_spec(lstm_size: int):
     return {"core_c": sds, "core_h": sds}
 
 
-class ACERAgent:
+class ACERAgent(AgentBase):
     """Builds and runs ACER on a `VecEnv`. All learning maths is in `ACERLearner`."""
 
     on_policy_updates = 1  # per iteration, before the replay updates
@@ -223,20 +222,7 @@ class ACERAgent:
     # ----------------------------------------------------------------- host driver
     def init(self, key) -> TrainState:
         """Fresh learner, empty replay, reset envs."""
-        learner_key, actor_key = jax.random.split(key)
-        if jax.process_count() > 1:  # same learner everywhere, different actions per process
-            actor_key = jax.random.fold_in(actor_key, jax.process_index())
-        actor = initial_actor_state(self.env, self._initial_core(self.env.spec.num_envs), actor_key)
-        learner = self.learner.init(learner_key, actor.obs)
-        if self.mesh is None:
-            return TrainState(learner, self.replay.init(), actor)
-        learner = to_global(learner, self.mesh, P())  # replicated: same seed in every process
-        return TrainState(learner, self._replay_init(), actor)
-
-    def restart_actor(self, state: TrainState, key) -> TrainState:
-        """New episodes for every env (after a resume: env states are not checkpointed)."""
-        actor = initial_actor_state(self.env, self._initial_core(self.env.spec.num_envs), key)
-        return state._replace(actor=actor)
+        return TrainState(*self._init_parts(key))
 
     def num_replay_updates(self, iteration: int, env_steps: int) -> int:
         """Poisson(replay_ratio), a pure function of (seed, iteration): resume-safe, and the
@@ -296,9 +282,6 @@ class ACERAgent:
     @property
     def bytes_per_transition(self) -> float:
         return self.replay.bytes_per_transition
-
-    def close(self):
-        """Nothing runs in the background in ACER; present for a uniform agent interface."""
 
     def act_fn(self, greedy: bool):
         """`act(params, obs, first, core, key) -> (action, core)` for evaluation."""

@@ -60,3 +60,15 @@ def optional_mask(mask_t, shape: tuple[int, int], dtype):
         return jnp.ones(shape, dtype)
     check_shape("mask_t", mask_t, shape, "[T, B]: 1 for real transitions, 0 for auto-reset steps")
     return jnp.asarray(mask_t, dtype)
+
+
+def check_trace_inputs(T: int, B: int, A: int, pi_t, mu_t, a_t, r_t, discount_t) -> None:
+    """The per-step inputs every Retrace variant takes, against (T, B, A)."""
+    check_prob("pi_t", pi_t, (T, B, A))
+    check_prob("mu_t", mu_t, (T, B, A))
+    check_int("a_t", a_t)
+    check_shape("a_t", a_t, (T, B))
+    check_float("r_t", r_t)
+    check_shape("r_t", r_t, (T, B))
+    check_float("discount_t", discount_t)
+    check_shape("discount_t", discount_t, (T, B))

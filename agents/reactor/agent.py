@@ -27,6 +27,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from agents.base import AgentBase
 from agents.parallel import (
     DATA,
     ROLLOUT_SPECS,
@@ -36,13 +37,11 @@ from agents.parallel import (
     local_replica,
     place_rollout,
     prioritized_replay_specs,
-    to_global,
 )
 from agents.reactor.config import ReactorConfig
 from agents.reactor.learner import ReactorLearner, ReactorLearnerState, SequenceBatch
 from agents.rollout import (
     ActorOutput,
-    initial_actor_state,
     make_host_rollout,
     make_xla_rollout,
 )
@@ -75,7 +74,7 @@ def _extras_to_state(extras: dict) -> ReactorState:
     )
 
 
-class ReactorAgent:
+class ReactorAgent(AgentBase):
     on_policy_updates = 0  # every learning step samples the prioritized replay
 
     def __init__(
@@ -203,20 +202,8 @@ class ReactorAgent:
 
     # ------------------------------------------------------------------ host driver
     def init(self, key) -> TrainState:
-        learner_key, actor_key = jax.random.split(key)
-        if jax.process_count() > 1:  # same learner everywhere, different actions per process
-            actor_key = jax.random.fold_in(actor_key, jax.process_index())
-        actor = initial_actor_state(self.env, self._initial_core(self.env.spec.num_envs), actor_key)
-        learner = self.learner.init(learner_key, actor.obs)
-        if self.mesh is None:
-            return TrainState(learner, self.replay.init(), actor)
-        learner = to_global(learner, self.mesh, P())  # replicated: same seed in every process
-        return TrainState(learner, self._replay_init(), actor)
-
-    def restart_actor(self, state: TrainState, key) -> TrainState:
-        self.close()
-        actor = initial_actor_state(self.env, self._initial_core(self.env.spec.num_envs), key)
-        return state._replace(actor=actor)
+        """Fresh learner, empty replay, reset envs."""
+        return TrainState(*self._init_parts(key))
 
     def updates_due(self, env_steps: int) -> int:
         """Learner updates owed after `env_steps` env steps: a pure function of the count."""

@@ -1,0 +1,38 @@
+"""What the agents share on the host side: building the training state and restarting the
+actor. An agent provides `learner`, `replay`, `mesh`, `env`, `_initial_core(n)` and, when
+sharded, `_replay_init()`."""
+
+from __future__ import annotations
+
+import jax
+
+from agents.parallel import P, to_global
+from agents.rollout import initial_actor_state
+
+
+class AgentBase:
+    mesh = None
+
+    def _initial_core(self, n):
+        return ()
+
+    def _init_parts(self, key):
+        """(learner, replay, actor): fresh learner, empty replay, reset envs."""
+        learner_key, actor_key = jax.random.split(key)
+        if jax.process_count() > 1:  # same learner everywhere, different actions per process
+            actor_key = jax.random.fold_in(actor_key, jax.process_index())
+        actor = initial_actor_state(self.env, self._initial_core(self.env.spec.num_envs), actor_key)
+        learner = self.learner.init(learner_key, actor.obs)
+        if self.mesh is None:
+            return learner, self.replay.init(), actor
+        learner = to_global(learner, self.mesh, P())  # replicated: same seed in every process
+        return learner, self._replay_init(), actor
+
+    def restart_actor(self, state, key):
+        """New episodes for every env (after a resume: env states are not checkpointed)."""
+        self.close()
+        actor = initial_actor_state(self.env, self._initial_core(self.env.spec.num_envs), key)
+        return state._replace(actor=actor)
+
+    def close(self):
+        """Stop background work (none by default)."""
