@@ -10,6 +10,18 @@ from agents.parallel import P, to_global
 from agents.rollout import initial_actor_state
 
 
+def slice_batch(batch, start: int, size: int, batch_major: tuple[str, ...] = ("core_state",)):
+    """Sequences start..start+size of a NamedTuple batch: fields are time-major `[T, B, ...]`
+    except those named in `batch_major` (`[B, ...]`, e.g. a recurrent state)."""
+    fields = {}
+    for name, value in batch._asdict().items():
+        axis = 0 if name in batch_major else 1
+        fields[name] = jax.tree.map(
+            lambda x, axis=axis: jax.lax.slice_in_dim(x, start, start + size, axis=axis), value
+        )
+    return type(batch)(**fields)
+
+
 class AgentBase:
     mesh = None
 

@@ -104,8 +104,8 @@ class TrainArgs:
     lstm_size: int = 0
     """LSTM core size after the torso (0: feed-forward)."""
     microbatch_traces: int = 0
-    """Traces per gradient chunk inside one update (0: no split). On CPU, chunks of about 32
-    frames are fastest (see PERF-NOTES.md)."""
+    """Traces (Reactor: sequences) per gradient chunk inside one update (0: no split). On
+    CPU, chunks of about 32 frames are fastest (see PERF-NOTES.md)."""
 
     # Reactor (Gruslys et al. 2018) only.
     distributional: bool = True
@@ -178,6 +178,7 @@ class TrainArgs:
             priority_epsilon=self.priority_epsilon,
             env_steps_per_update=self.env_steps_per_update,
             decoupled=self.decoupled,
+            microbatch_sequences=self.microbatch_traces,
         )
 
     def acer_config(self) -> ACERConfig:
@@ -283,6 +284,7 @@ PRESETS: dict[str, dict] = {
         "lstm_size": 128,
         "target_update_period": 1000,
         "env_steps_per_update": 4.0,
+        "microbatch_traces": 1,
         "checkpoint_every": 200_000,
         "return_window": 10,
     },

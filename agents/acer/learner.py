@@ -21,6 +21,7 @@ import optax
 
 from agents import losses
 from agents.acer.config import ACERConfig
+from agents.base import slice_batch
 
 Array = jax.Array
 
@@ -57,13 +58,6 @@ METRIC_NAMES = (
     "tr_active",
     "tr_scale",
 )
-
-
-def _slice_traces(batch: TraceBatch, start: int, size: int) -> TraceBatch:
-    """Traces start..start+size of a time-major batch (core state is batch-major)."""
-    sliced = jax.tree.map(lambda x: x[:, start : start + size], batch._replace(core_state=()))
-    core = jax.tree.map(lambda x: x[start : start + size], batch.core_state)
-    return sliced._replace(core_state=core)
 
 
 def make_optimizer(config: ACERConfig) -> optax.GradientTransformation:
@@ -186,7 +180,7 @@ class ACERLearner:
             params = jax.tree.map(lambda x: jax.lax.pcast(x, (axis_name,), to="varying"), params)
         grads, stats = None, None
         for start in range(0, B, chunk):
-            part = _slice_traces(batch, start, chunk)
+            part = slice_batch(batch, start, chunk)
             g, s = grad_fn(params, state.avg_params, part, T * B)
             grads = g if grads is None else jax.tree.map(jnp.add, grads, g)
             stats = s if stats is None else jax.tree.map(jnp.add, stats, s)

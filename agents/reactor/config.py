@@ -39,6 +39,7 @@ class ReactorConfig:
     priority_neighbours: int = 8  # lazy priority initialisation: neighbours considered
     env_steps_per_update: float = 8.0  # acting steps per learning step (paper: 4–6)
     decoupled: bool = True  # acting and learning in concurrent threads; False: lock-step
+    microbatch_sequences: int = 0  # sequences per gradient chunk inside an update (0: no split)
 
     def __post_init__(self):
         def need(cond: bool, msg: str):
@@ -59,6 +60,12 @@ class ReactorConfig:
         need(0.0 <= self.priority_epsilon <= 1.0, "priority_epsilon must be in [0, 1]")
         need(self.env_steps_per_update > 0, "env_steps_per_update must be > 0")
         need(self.start_train_at >= 0, "start_train_at must be >= 0")
+        if self.microbatch_sequences:
+            need(
+                self.batch_size % self.microbatch_sequences == 0,
+                f"batch_size={self.batch_size} is not divisible by "
+                f"microbatch_sequences={self.microbatch_sequences}",
+            )
         per_env = self.buffer_size // (self.num_envs * self.trace_len)
         need(
             per_env >= 3,

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
+from agents.base import slice_batch
 from agents.reactor.config import ReactorConfig
 
 Array = jax.Array
@@ -75,10 +76,12 @@ class ReactorLearner:
             key=key,
         )
 
-    def loss(self, params, target_params, batch: SequenceBatch):
-        """Per-batch loss, its metrics and the new per-sequence priorities `[B]`."""
+    def loss(self, params, target_params, batch: SequenceBatch, normaliser=None):
+        """Loss summed over the batch ÷ `normaliser` (default T·B), its summed statistics and
+        the new per-sequence priorities `[B]`."""
         cfg = self.config
         T, B = batch.action.shape
+        normaliser = T * B if normaliser is None else normaliser
         a, mask = batch.action, batch.mask
         out, _ = self.network.apply(params, batch.obs, batch.first, batch.core_state)
         tgt, _ = self.network.apply(target_params, batch.obs, batch.first, batch.core_state)
@@ -111,7 +114,7 @@ class ReactorLearner:
         entropy = mask * losses.entropy(out.policy_logits[:T])
         per_step = cfg.value_weight * critic + actor - cfg.entropy_weight * entropy
         w = sg(batch.is_weight)[None, :]
-        total = jnp.sum(w * per_step) / (T * B)
+        total = jnp.sum(w * per_step) / normaliser
 
         valid = jnp.maximum(jnp.sum(mask, axis=0), 1.0)
         td = sg(jnp.abs(ret - q_online_a))
@@ -134,9 +137,19 @@ class ReactorLearner:
         params = state.params
         if axis_name is not None:
             params = jax.tree.map(lambda x: jax.lax.pcast(x, (axis_name,), to="varying"), params)
-        grads, (stats, priorities) = jax.grad(self.loss, has_aux=True)(
-            params, state.target_params, batch
-        )
+        # Chunks of sequences, gradients summed inside this jit (unrolled Python loop): on CPU
+        # several small batches are faster than one big one (PERF-NOTES.md). Same maths.
+        chunk = cfg.microbatch_sequences or B
+        if B % chunk:
+            raise ValueError(f"batch of {B} sequences is not divisible by {chunk} per chunk")
+        grads, stats, priorities = None, None, []
+        for start in range(0, B, chunk):
+            part = slice_batch(batch, start, chunk, ("core_state", "is_weight"))
+            g, (s, p) = jax.grad(self.loss, has_aux=True)(params, state.target_params, part, T * B)
+            grads = g if grads is None else jax.tree.map(jnp.add, grads, g)
+            stats = s if stats is None else jax.tree.map(jnp.add, stats, s)
+            priorities.append(p)
+        priorities = jnp.concatenate(priorities)
         if axis_name is not None:
             grads = jax.lax.pmean(grads, axis_name)
             stats = jax.lax.psum(stats, axis_name)

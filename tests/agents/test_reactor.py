@@ -183,3 +183,15 @@ def test_reactor_cli_train_resume_evaluate(tmp_path):
     assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 192
     out = run("experiments.evaluate", str(run_dir), "--episodes", "2").stdout
     assert "CartPole-v1 @ step 192" in out
+
+
+def test_microbatched_update_equals_whole_batch():
+    whole, state = _learner()
+    split, _ = _learner(microbatch_sequences=1)
+    batch = _batch(3)
+    s1, m1, p1 = jax.jit(whole.update)(state, batch)
+    s2, m2, p2 = jax.jit(split.update)(state, batch)
+    close = lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6)  # noqa: E731
+    jax.tree.map(close, s1.params, s2.params)
+    jax.tree.map(close, m1, m2)
+    close(p1, p2)
