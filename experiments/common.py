@@ -40,6 +40,20 @@ def checkpoint_meta(state, counters: dict) -> dict:
     return {"counters": dict(counters), "actor_key": key}
 
 
+def restore_checkpoint(checkpointer: Checkpointer, target: dict, step: int | None = None):
+    """Restore `target` ({"learner": ...}); returns (restored, meta, step).
+
+    Checkpoints written before the actor's RNG key moved into the JSON metadata also hold an
+    `actor_key` array; those still load (the key is then read from that array)."""
+    try:
+        return checkpointer.restore(target, step)
+    except ValueError:
+        legacy = {**target, "actor_key": jax.ShapeDtypeStruct((2,), jnp.uint32)}
+        restored, meta, step = checkpointer.restore(legacy, step)
+        meta.setdefault("actor_key", np.asarray(restored.pop("actor_key")).tolist())
+        return restored, meta, step
+
+
 def load_args(run_dir: Path) -> TrainArgs:
     cfg_path = Path(run_dir) / "config.json"
     if not cfg_path.exists():
@@ -60,7 +74,7 @@ def restore_learner(agent, run_dir: Path, step: int | None = None):
     target = {"learner": learner._asdict()}
     checkpointer = Checkpointer(Path(run_dir) / "checkpoints")
     try:
-        restored, meta, step = checkpointer.restore(target, step)
+        restored, meta, step = restore_checkpoint(checkpointer, target, step)
     finally:
         checkpointer.close()
     return type(learner)(**restored["learner"]), meta, step

@@ -24,7 +24,13 @@ from agents.parallel import check_divisible, local_replica, make_mesh
 from envs import make_env
 from experiments.args import TrainArgs, parse_train_args
 from experiments.checkpoint import Checkpointer
-from experiments.common import build_agent, checkpoint_meta, checkpoint_tree, load_args
+from experiments.common import (
+    build_agent,
+    checkpoint_meta,
+    checkpoint_tree,
+    load_args,
+    restore_checkpoint,
+)
 from experiments.runlog import RunLogger, write_json_atomic
 
 METRIC_ORDER = ("policy_loss", "value_loss", "loss", "grad_norm", "entropy", "q_ret_mean")
@@ -148,7 +154,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     counters = {"env_steps": 0, "iteration": 0, "episodes": 0, "updates": 0, "wall_s": 0.0}
     last_ckpt = "none"
     if resuming:
-        restored, meta, step = checkpointer.restore(checkpoint_tree(state))
+        restored, meta, step = restore_checkpoint(checkpointer, checkpoint_tree(state))
         learner = type(state.learner)(**restored["learner"])
         state = state._replace(learner=learner)
         counters = meta["counters"]
