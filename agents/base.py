@@ -5,9 +5,45 @@ sharded, `_replay_init()`."""
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 
 from agents.parallel import P, to_global
 from agents.rollout import initial_actor_state
+
+
+def make_trace_replay(
+    spec, *, trace_len: int, buffer_size: int, shards: int, extras_spec=None, memory_limit=None
+):
+    """The trace replay of one device: the streams of its num_envs / `shards` envs, each step
+    holding the flags, action, behaviour μ, reward, discount and mask the losses need.
+
+    On CPU all shards share host memory, so by default each gets 1/`shards` of it."""
+    from replay import TraceReplay, available_memory_bytes
+
+    if memory_limit is None and shards > 1 and jax.devices()[0].platform == "cpu":
+        avail = available_memory_bytes(jax.devices()[0])
+        memory_limit = None if avail is None else int(0.8 * avail) // shards
+    sds = jax.ShapeDtypeStruct
+    num_envs = spec.num_envs * jax.process_count()
+    return TraceReplay(
+        num_envs=num_envs // shards,
+        trace_len=trace_len,
+        capacity=buffer_size // shards,
+        obs_shape=spec.obs_shape,
+        obs_dtype=spec.obs_dtype,
+        frame_stack=spec.frame_stack,
+        step_spec={
+            "first": sds((), jnp.bool_),
+            "frame_reset": sds((), jnp.bool_),
+            "action": sds((), jnp.int32),
+            "mu": sds((spec.num_actions,), jnp.float32),
+            "reward": sds((), jnp.float32),
+            "discount": sds((), jnp.float32),
+            "mask": sds((), jnp.float32),
+        },
+        trace_extras_spec=extras_spec,
+        memory_limit_bytes=memory_limit,
+    )
 
 
 def slice_batch(batch, start: int, size: int, batch_major: tuple[str, ...] = ("core_state",)):

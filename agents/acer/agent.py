@@ -23,7 +23,7 @@ import numpy as np
 from agents.acer.actor import make_select_action
 from agents.acer.config import ACERConfig
 from agents.acer.learner import ACERLearner, LearnerState, TraceBatch
-from agents.base import AgentBase
+from agents.base import AgentBase, make_trace_replay
 from agents.parallel import (
     DATA,
     ROLLOUT_SPECS,
@@ -40,7 +40,6 @@ from agents.rollout import (
     make_xla_rollout,
 )
 from networks import ACERNetwork
-from replay import TraceReplay
 
 Array = jax.Array
 
@@ -104,32 +103,13 @@ class ACERAgent(AgentBase):
             spec.obs_shape, spec.num_actions, config.hidden, config.lstm_size
         )
         self.learner = ACERLearner(config, self.network)
-        A = spec.num_actions
-        sds = jax.ShapeDtypeStruct
-        if replay_memory_limit is None and self.shards > 1 and jax.devices()[0].platform == "cpu":
-            from replay import available_memory_bytes
-
-            avail = available_memory_bytes(jax.devices()[0])  # CPU shards share host memory
-            replay_memory_limit = None if avail is None else int(0.8 * avail) // self.shards
-        # One replay per shard: each device owns the streams of its num_envs / N envs.
-        self.replay = TraceReplay(
-            num_envs=config.num_envs // self.shards,
+        self.replay = make_trace_replay(
+            spec,
             trace_len=config.trace_len,
-            capacity=config.buffer_size // self.shards,
-            obs_shape=spec.obs_shape,
-            obs_dtype=spec.obs_dtype,
-            frame_stack=spec.frame_stack,
-            step_spec={
-                "first": sds((), jnp.bool_),
-                "frame_reset": sds((), jnp.bool_),
-                "action": sds((), jnp.int32),
-                "mu": sds((A,), jnp.float32),
-                "reward": sds((), jnp.float32),
-                "discount": sds((), jnp.float32),
-                "mask": sds((), jnp.float32),
-            },
-            trace_extras_spec=_core_state_spec(config.lstm_size),
-            memory_limit_bytes=replay_memory_limit,
+            buffer_size=config.buffer_size,
+            shards=self.shards,
+            extras_spec=_core_state_spec(config.lstm_size),
+            memory_limit=replay_memory_limit,
         )
         self.recurrent = bool(config.lstm_size)
         select_action = make_select_action(self.network, self.recurrent)

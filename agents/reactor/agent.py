@@ -27,7 +27,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from agents.base import AgentBase
+from agents.base import AgentBase, make_trace_replay
 from agents.parallel import (
     DATA,
     ROLLOUT_SPECS,
@@ -46,7 +46,7 @@ from agents.rollout import (
     make_xla_rollout,
 )
 from networks import ReactorNetwork, ReactorState
-from replay import PrioritizedTraceReplay, TraceReplay, available_memory_bytes
+from replay import PrioritizedTraceReplay
 
 _EXTRAS = ("policy_c", "policy_h", "q_c", "q_h")
 
@@ -93,9 +93,6 @@ class ReactorAgent(AgentBase):
         self.shards = self.mesh.size if self.mesh is not None else 1
         check_divisible("num_envs", config.num_envs, self.shards)
         check_divisible("batch_size", config.batch_size, self.shards)
-        if replay_memory_limit is None and self.shards > 1 and jax.devices()[0].platform == "cpu":
-            avail = available_memory_bytes(jax.devices()[0])  # CPU shards share host memory
-            replay_memory_limit = None if avail is None else int(0.8 * avail) // self.shards
         self.network = ReactorNetwork(
             obs_shape=spec.obs_shape,
             num_actions=spec.num_actions,
@@ -108,26 +105,14 @@ class ReactorAgent(AgentBase):
             uniform_mix=config.uniform_mix,
         )
         self.learner = ReactorLearner(config, self.network)
-        sds = jax.ShapeDtypeStruct
-        core = sds((config.lstm_size,), jnp.float32)
-        base = TraceReplay(  # one per device: the streams of its num_envs / N envs
-            num_envs=config.num_envs // self.shards,
+        core = jax.ShapeDtypeStruct((config.lstm_size,), jnp.float32)
+        base = make_trace_replay(
+            spec,
             trace_len=config.trace_len,
-            capacity=config.buffer_size // self.shards,
-            obs_shape=spec.obs_shape,
-            obs_dtype=spec.obs_dtype,
-            frame_stack=spec.frame_stack,
-            step_spec={
-                "first": sds((), jnp.bool_),
-                "frame_reset": sds((), jnp.bool_),
-                "action": sds((), jnp.int32),
-                "mu": sds((spec.num_actions,), jnp.float32),
-                "reward": sds((), jnp.float32),
-                "discount": sds((), jnp.float32),
-                "mask": sds((), jnp.float32),
-            },
-            trace_extras_spec={k: core for k in _EXTRAS},
-            memory_limit_bytes=replay_memory_limit,
+            buffer_size=config.buffer_size,
+            shards=self.shards,
+            extras_spec={k: core for k in _EXTRAS},
+            memory_limit=replay_memory_limit,
         )
         self.replay = PrioritizedTraceReplay(
             base, epsilon=config.priority_epsilon, neighbours=config.priority_neighbours
