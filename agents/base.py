@@ -46,6 +46,23 @@ def make_trace_replay(
     )
 
 
+def sample_key(key, axis_name=None):
+    """Split the learner's key; under data parallelism each device folds in its index so it
+    samples its own envs' traces. Returns (next learner key, sampling key)."""
+    key, sub = jax.random.split(key)
+    if axis_name is not None:
+        sub = jax.random.fold_in(sub, jax.lax.axis_index(axis_name))
+    return key, sub
+
+
+def replayed_steps(sample, trace_len: int) -> dict:
+    """The learner fields of a replayed trace: obs and `first` for all T+1 steps, the
+    transition fields (action, μ, reward, discount, mask) for the first T."""
+    s = sample.steps
+    per_step = {k: s[k][:trace_len] for k in ("action", "mu", "reward", "discount", "mask")}
+    return {"obs": sample.obs, "first": s["first"], **per_step}
+
+
 def slice_batch(batch, start: int, size: int, batch_major: tuple[str, ...] = ("core_state",)):
     """Sequences start..start+size of a NamedTuple batch: fields are time-major `[T, B, ...]`
     except those named in `batch_major` (`[B, ...]`, e.g. a recurrent state)."""

@@ -23,7 +23,7 @@ import numpy as np
 from agents.acer.actor import make_select_action
 from agents.acer.config import ACERConfig
 from agents.acer.learner import ACERLearner, LearnerState, TraceBatch
-from agents.base import AgentBase, make_trace_replay
+from agents.base import AgentBase, make_trace_replay, replayed_steps, sample_key
 from agents.parallel import (
     DATA,
     ROLLOUT_SPECS,
@@ -179,23 +179,10 @@ class ACERAgent(AgentBase):
         return learner, replay, metrics
 
     def _replay_update_fn(self, learner: LearnerState, replay, axis_name=None):
-        key, sub = jax.random.split(learner.key)
-        if axis_name is not None:  # each shard draws its own traces from its own envs
-            sub = jax.random.fold_in(sub, jax.lax.axis_index(axis_name))
+        key, sub = sample_key(learner.key, axis_name)
         sample = self.replay.sample(replay, sub, self.config.batch_size // self.shards)
-        T = self.config.trace_len
-        s = sample.steps
         core = (sample.extras["core_c"], sample.extras["core_h"]) if self.recurrent else ()
-        batch = TraceBatch(
-            obs=sample.obs,
-            first=s["first"],
-            action=s["action"][:T],
-            mu=s["mu"][:T],
-            reward=s["reward"][:T],
-            discount=s["discount"][:T],
-            mask=s["mask"][:T],
-            core_state=core,
-        )
+        batch = TraceBatch(**replayed_steps(sample, self.config.trace_len), core_state=core)
         learner, metrics = self.learner.update(learner._replace(key=key), batch, axis_name)
         return learner, metrics
 

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from agents.base import AgentBase, make_trace_replay
+from agents.base import AgentBase, make_trace_replay, replayed_steps, sample_key
 from agents.parallel import (
     DATA,
     ROLLOUT_SPECS,
@@ -162,20 +162,10 @@ class ReactorAgent(AgentBase):
         return self.replay.add(replay, traj.obs, traj.steps, _state_to_extras(traj.core_state))
 
     def _update_fn(self, learner: ReactorLearnerState, replay, axis_name=None):
-        key, sub = jax.random.split(learner.key)
-        if axis_name is not None:  # each device samples its own envs' sequences
-            sub = jax.random.fold_in(sub, jax.lax.axis_index(axis_name))
+        key, sub = sample_key(learner.key, axis_name)
         sample, info = self.replay.sample(replay, sub, self.config.batch_size // self.shards)
-        T = self.config.trace_len
-        s = sample.steps
         batch = SequenceBatch(
-            obs=sample.obs,
-            first=s["first"],
-            action=s["action"][:T],
-            mu=s["mu"][:T],
-            reward=s["reward"][:T],
-            discount=s["discount"][:T],
-            mask=s["mask"][:T],
+            **replayed_steps(sample, self.config.trace_len),
             core_state=_extras_to_state(sample.extras),
             is_weight=info.is_weight,
         )
