@@ -1,7 +1,10 @@
 """Plot learning curves: `python -m experiments.plot runs/<a> [runs/<b> ...] [--out curves.png]`.
 
 Draws the mean episode return (unclipped, full games) against env steps, and against wall
-time, for every run given, plus the critic and policy losses of each.
+time, for every run given, plus the critic and policy losses of each. With two or more runs
+it also prints a comparison at their common env-step budget: the return each run had reached
+by then, and the env steps and training seconds each took to first reach every
+`--thresholds` return.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ class PlotArgs:
     """Horizontal axis of the return-vs-experience panel."""
     title: str | None = None
     """Figure title."""
+    thresholds: tuple[float, ...] = ()
+    """Returns to report the first-reached env steps and training seconds of (per run)."""
 
 
 def read_metrics(run: Path) -> dict[str, list[float]]:
@@ -43,6 +48,41 @@ def read_metrics(run: Path) -> dict[str, list[float]]:
     return out
 
 
+def _last_at_or_before(m: dict[str, list[float]], budget: float) -> int:
+    """Index of the last logged row with env_steps <= budget (the first row if none)."""
+    idx = 0
+    for i, steps in enumerate(m["env_steps"]):
+        if steps <= budget:
+            idx = i
+    return idx
+
+
+def first_reached(m: dict[str, list[float]], threshold: float) -> tuple[float, float] | None:
+    """(env_steps, wall_s) of the first logged row whose mean return is >= threshold."""
+    for steps, ret, wall in zip(m["env_steps"], m["return_mean"], m["wall_s"], strict=True):
+        if not math.isnan(ret) and ret >= threshold:
+            return steps, wall
+    return None
+
+
+def compare(runs: dict[str, dict[str, list[float]]], thresholds=()) -> list[str]:
+    """Lines comparing runs at their common env-step budget and at return thresholds."""
+    budget = min(m["env_steps"][-1] for m in runs.values())
+    lines = [f"common budget: {budget:,.0f} env steps"]
+    for name, m in runs.items():
+        i = _last_at_or_before(m, budget)
+        lines.append(
+            f"{name}: return {m['return_mean'][i]:.1f} at {m['env_steps'][i]:,.0f} env steps, "
+            f"{m['wall_s'][i]:,.0f} s of training ({m['env_steps'][i] / m['wall_s'][i]:.1f} "
+            "steps/s)"
+        )
+        for threshold in thresholds:
+            hit = first_reached(m, threshold)
+            where = "not reached" if hit is None else f"{hit[0]:,.0f} env steps, {hit[1]:,.0f} s"
+            lines.append(f"  first return >= {threshold:g}: {where}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> Path:
     import matplotlib
 
@@ -52,9 +92,11 @@ def main(argv: list[str] | None = None) -> Path:
     args = tyro.cli(PlotArgs, args=argv)
     runs = [Path(r) for r in args.runs]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    for run in runs:
-        m = read_metrics(run)
-        label = run.name
+    names = [run.name for run in runs]
+    if len(set(names)) < len(names):  # same folder name under different parents
+        names = [str(run) for run in runs]
+    metrics = {name: read_metrics(run) for name, run in zip(names, runs, strict=True)}
+    for label, m in metrics.items():
         axes[0, 0].plot(m[args.x], m["return_mean"], label=label)
         axes[0, 1].plot([w / 60 for w in m["wall_s"]], m["return_mean"], label=label)
         axes[1, 0].plot(m["env_steps"], m["value_loss"], label=label)
@@ -72,6 +114,8 @@ def main(argv: list[str] | None = None) -> Path:
     out = Path(args.out) if args.out else runs[0] / "curves.png"
     fig.savefig(out, dpi=100)
     print(f"wrote {out}")
+    if len(runs) > 1 or args.thresholds:
+        print("\n".join(compare(metrics, args.thresholds)))
     return out
 
 
