@@ -11,7 +11,9 @@ import dataclasses
 import math
 import os
 import platform
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -70,15 +72,57 @@ def resolve_run_dir(args: TrainArgs) -> Path:
 
 
 def load_resume_args(run_dir: Path, argv: list[str], cli: TrainArgs) -> TrainArgs:
-    """The resumed run's saved args; only --total-steps and --progress may change."""
+    """The resumed run's saved args; only --total-steps, --max-minutes and --progress may
+    change."""
     saved = load_args(run_dir)
     explicit = {a.split("=")[0] for a in argv if a.startswith("--")}
-    changes = {"resume": str(run_dir), "run_dir": str(run_dir)}
+    changes = {"resume": str(run_dir), "run_dir": str(run_dir), "max_minutes": cli.max_minutes}
     if "--total-steps" in explicit:
         changes["total_steps"] = cli.total_steps
     if explicit & {"--progress", "--no-progress"}:
         changes["progress"] = cli.progress
     return dataclasses.replace(saved, **changes)
+
+
+class StopRequest:
+    """Ends training early but cleanly: after `max_minutes`, or on SIGTERM / SIGINT, the
+    loop finishes its iteration, checkpoints, evaluates and writes summary.json. A second
+    signal aborts at once (the default handler)."""
+
+    def __init__(self, max_minutes: float | None):
+        self.max_minutes = max_minutes
+        self.deadline = math.inf if max_minutes is None else time.monotonic() + 60 * max_minutes
+        self.reason: str | None = None
+        self._previous: dict = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _on_signal(self, signum, frame):
+        name = signal.Signals(signum).name
+        signal.signal(signum, self._previous.pop(signum))  # the next one aborts
+        self.reason = self.reason or name
+        print(f"{name}: stopping after this iteration (send it again to abort)", file=sys.stderr)
+
+    def requested(self) -> bool:
+        """Whether to stop now; every process of a multi-process run gets process 0's answer."""
+        if self.reason is None and time.monotonic() >= self.deadline:
+            self.reason = f"max_minutes={self.max_minutes:g}"
+        stop = self.reason is not None
+        if jax.process_count() > 1:  # one decision, or the collectives would hang
+            from jax.experimental import multihost_utils
+
+            stop = bool(multihost_utils.broadcast_one_to_all(np.int32(stop)))
+            self.reason = self.reason or ("process 0" if stop else None)
+        return stop
 
 
 def frames_per_step(env) -> int:
@@ -205,55 +249,68 @@ def main(argv: list[str] | None = None) -> dict | None:
     steady_steps, steady_time = 0, 0.0
     lengths = []
     next_ckpt = (counters["env_steps"] // args.checkpoint_every + 1) * args.checkpoint_every
-    try:
-        while counters["env_steps"] < args.total_steps:
-            t0 = time.perf_counter()
-            state, out = agent.train_iteration(state, counters["iteration"], counters["env_steps"])
-            host = jax.device_get(out)  # the one host sync of the iteration
-            dt = time.perf_counter() - t0
-            check_finite(host.metrics, counters["iteration"], counters["env_steps"], last_ckpt)
+    stop = StopRequest(args.max_minutes)
+    with stop:
+        try:
+            while counters["env_steps"] < args.total_steps:
+                t0 = time.perf_counter()
+                state, out = agent.train_iteration(
+                    state, counters["iteration"], counters["env_steps"]
+                )
+                host = jax.device_get(out)  # the one host sync of the iteration
+                dt = time.perf_counter() - t0
+                check_finite(host.metrics, counters["iteration"], counters["env_steps"], last_ckpt)
 
-            counters["iteration"] += 1
-            counters["env_steps"] += steps_per_iter
-            counters["updates"] += len(host.metrics)
-            counters["wall_s"] += dt
-            over = np.asarray(host.game_over)
-            counters["episodes"] += int(over.sum())
-            logger.add_returns(np.asarray(host.finished_return)[over])
-            lengths = (lengths + list(np.asarray(host.finished_length)[over]))[
-                -args.return_window :
-            ]
-            if counters["iteration"] > 1:
-                steady_steps += steps_per_iter
-                steady_time += dt
-            keys = host.metrics[0] if host.metrics else {}
-            mean = {k: float(np.mean([m[k] for m in host.metrics])) for k in keys}
-            row = {
-                **mean,
-                "env_steps": counters["env_steps"],
-                "frames": counters["env_steps"] * fps,
-                "iteration": counters["iteration"],
-                "updates": counters["updates"],
-                "episodes": counters["episodes"],
-                "return_mean": logger.return_mean,
-                "length_mean": float(np.mean(lengths)) if lengths else math.nan,
-                "replay_updates": len(host.metrics) - agent.on_policy_updates,
-                "sps": steps_per_iter / dt,
-                "wall_s": counters["wall_s"],
-            }
-            logger.log(row, steps_per_iter)
-            if counters["env_steps"] >= next_ckpt or counters["env_steps"] >= args.total_steps:
-                path = checkpointer.save(
-                    counters["env_steps"], checkpoint_tree(state), checkpoint_meta(state, counters)
-                )
-                last_ckpt = str(path)
-                next_ckpt = (counters["env_steps"] // args.checkpoint_every + 1) * (
-                    args.checkpoint_every
-                )
-    except NonFiniteError as err:
-        logger.close()
-        agent.close()
-        raise SystemExit(f"error: {err}") from None
+                counters["iteration"] += 1
+                counters["env_steps"] += steps_per_iter
+                counters["updates"] += len(host.metrics)
+                counters["wall_s"] += dt
+                over = np.asarray(host.game_over)
+                counters["episodes"] += int(over.sum())
+                logger.add_returns(np.asarray(host.finished_return)[over])
+                lengths = (lengths + list(np.asarray(host.finished_length)[over]))[
+                    -args.return_window :
+                ]
+                if counters["iteration"] > 1:
+                    steady_steps += steps_per_iter
+                    steady_time += dt
+                keys = host.metrics[0] if host.metrics else {}
+                mean = {k: float(np.mean([m[k] for m in host.metrics])) for k in keys}
+                row = {
+                    **mean,
+                    "env_steps": counters["env_steps"],
+                    "frames": counters["env_steps"] * fps,
+                    "iteration": counters["iteration"],
+                    "updates": counters["updates"],
+                    "episodes": counters["episodes"],
+                    "return_mean": logger.return_mean,
+                    "length_mean": float(np.mean(lengths)) if lengths else math.nan,
+                    "replay_updates": len(host.metrics) - agent.on_policy_updates,
+                    "sps": steps_per_iter / dt,
+                    "wall_s": counters["wall_s"],
+                }
+                logger.log(row, steps_per_iter)
+                stopping = stop.requested()
+                if (
+                    stopping
+                    or counters["env_steps"] >= next_ckpt
+                    or counters["env_steps"] >= args.total_steps
+                ):
+                    path = checkpointer.save(
+                        counters["env_steps"],
+                        checkpoint_tree(state),
+                        checkpoint_meta(state, counters),
+                    )
+                    last_ckpt = str(path)
+                    next_ckpt = (counters["env_steps"] // args.checkpoint_every + 1) * (
+                        args.checkpoint_every
+                    )
+                if stopping:
+                    break
+        except NonFiniteError as err:
+            logger.close()
+            agent.close()
+            raise SystemExit(f"error: {err}") from None
     logger.close()
     checkpointer.close()
     agent.close()
@@ -299,10 +356,12 @@ def main(argv: list[str] | None = None) -> dict | None:
         "devices": agent.shards,
         "processes": jax.process_count(),
         "last_checkpoint": last_ckpt,
+        "stopped_by": stop.reason or "total_steps",
     }
     write_json_atomic(run_dir / "summary.json", summary)
+    early = f" (stopped early: {stop.reason})" if stop.reason else ""
     print(
-        f"{args.agent} on {args.env}: {counters['env_steps']} env steps in "
+        f"{args.agent} on {args.env}: {counters['env_steps']} env steps{early} in "
         f"{counters['wall_s']:.1f} s ({summary['sps']:.0f} steps/s, compile {compile_s:.1f} s); "
         f"eval return {summary['eval_return_mean']:.1f} ± {summary['eval_return_std']:.1f} "
         f"over {len(returns)} episodes -> {run_dir}/summary.json"

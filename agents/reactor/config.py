@@ -13,7 +13,7 @@ class ReactorConfig:
 
     num_envs: int = 16
     trace_len: int = 32  # paper: sequences of 33 observations overlapping on 32-step cells
-    batch_size: int = 8  # sequences per learner update (our choice)
+    batch_size: int = 8  # sequences per learner update (paper's Atari runs: 4, §3.4)
     buffer_size: int = 50_000  # replay capacity in transitions, all envs together
     start_train_at: int = 2_000  # env steps before learning starts
     discount: float = 0.99
