@@ -146,6 +146,56 @@ def test_kill_9_resumes_from_last_complete_checkpoint(tmp_path):
     assert steps == sorted(set(steps)) and steps[-1] == target
 
 
+def _stopped_cleanly(run_dir, reason):
+    """A run that stopped early still checkpointed its last step, logged it, and evaluated."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stopped_by"] == reason
+    steps = summary["env_steps"]
+    assert 0 < steps < 100_000_000 and summary["eval_episodes"] == 3
+    assert int(rows(run_dir)[-1]["env_steps"]) == steps
+    assert max(int(p.name) for p in (run_dir / "checkpoints").iterdir()) == steps
+    assert summary["last_checkpoint"].endswith(f"/{steps}")
+    return steps
+
+
+def test_max_minutes_stops_cleanly_and_the_run_resumes(tmp_path):
+    run_dir = tmp_path / "timed"
+    out = run(
+        "experiments.train", *CARTPOLE, "--run-dir", str(run_dir), "--no-progress",
+        "--eval-episodes", "3", "--total-steps", "100000000", "--checkpoint-every", "10000000",
+        "--max-minutes", "0.05",
+    )  # fmt: skip
+    steps = _stopped_cleanly(run_dir, "max_minutes=0.05")
+    assert "stopped early: max_minutes=0.05" in out.stdout
+    # The limit belongs to one invocation: the resumed run goes on to --total-steps.
+    run(
+        "experiments.train", "--resume", str(run_dir), "--no-progress",
+        "--total-steps", str(steps + 40),
+    )  # fmt: skip
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stopped_by"] == "total_steps" and summary["env_steps"] == steps + 40
+
+
+def test_sigterm_stops_after_the_iteration_and_keeps_everything(tmp_path):
+    run_dir = tmp_path / "term"
+    cmd = [
+        sys.executable, "-m", "experiments.train", *CARTPOLE, "--run-dir", str(run_dir),
+        "--total-steps", "100000000", "--checkpoint-every", "10000000", "--no-progress",
+        "--eval-episodes", "3",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if (run_dir / "metrics.csv").exists() and len(rows(run_dir)) >= 3:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err.decode()
+    assert b"SIGTERM: stopping after this iteration" in err
+    _stopped_cleanly(run_dir, "SIGTERM")
+
+
 def test_non_finite_loss_stops_run_and_keeps_checkpoint(tmp_path):
     run_dir = tmp_path / "nan"
     proc = run(
