@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> Path:
         axes[1, 1].plot(m["env_steps"], m["entropy"], label=label)
     axes[0, 0].set(xlabel=args.x.replace("_", " "), ylabel="mean episode return")
     axes[0, 1].set(xlabel="training wall time (min)", ylabel="mean episode return")
-    axes[1, 0].set(xlabel="env steps", ylabel="critic loss", yscale="log")
+    axes[1, 0].set(xlabel="env steps", ylabel="critic loss (each agent's own)", yscale="log")
     axes[1, 1].set(xlabel="env steps", ylabel="policy entropy")
     for ax in axes.flat:
         ax.grid(alpha=0.3)
