@@ -18,6 +18,7 @@ It prints the ratios training/raw and training/ceiling. Timings on shared 2-core
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -45,8 +46,8 @@ class BenchArgs:
     """Environment id."""
     preset: str | None = None
     """Hyper-parameter preset of the training loop (default: <agent>-atari)."""
-    num_envs: int = 16
-    """Parallel envs (same for the raw envpool measurement)."""
+    num_envs: int | None = None
+    """Parallel envs, the same for the raw envpool measurement (default: the preset's)."""
     num_threads: int = 0
     """envpool threads (0: envpool's default)."""
     replay_ratios: tuple[float, ...] = (0.0, 4.0)
@@ -59,6 +60,11 @@ class BenchArgs:
     """Batch sizes (observations) tried for the network-pass timings."""
     json_out: str | None = None
     """Optional JSON file for all numbers."""
+
+
+def preset_args(args: BenchArgs) -> TrainArgs:
+    """The training args of the benchmarked preset."""
+    return dataclasses.replace(TrainArgs(), **PRESETS[args.preset])
 
 
 def raw_env_sps(env_id: str, num_envs: int, num_threads: int, steps: int) -> float:
@@ -123,8 +129,7 @@ def network_pass_costs(agent: ACERAgent, batch_sizes) -> dict:
 
 def reactor_modes(args: BenchArgs) -> list[dict]:
     """Reactor steps/s with acting and learning decoupled (threads) and in lock-step."""
-    preset = args.preset or "reactor-atari"
-    base = TrainArgs(**{**TrainArgs().__dict__, **PRESETS[preset]})
+    base = preset_args(args)
     rows = []
     for decoupled in (True, False):
         cfg = base.reactor_config().replace(
@@ -167,8 +172,7 @@ def reactor_modes(args: BenchArgs) -> list[dict]:
 
 
 def training_sps(args: BenchArgs, replay_ratio: float) -> dict:
-    base = TrainArgs(**{**TrainArgs().__dict__, **PRESETS[args.preset or "acer-atari"]})
-    cfg = base.acer_config().replace(num_envs=args.num_envs, replay_ratio=replay_ratio)
+    cfg = preset_args(args).acer_config().replace(num_envs=args.num_envs, replay_ratio=replay_ratio)
     env = make_env(args.env, args.num_envs, 0, num_threads=args.num_threads)
     agent = ACERAgent(cfg, env, seed=0)
     state = agent.init(jax.random.PRNGKey(0))
@@ -208,6 +212,11 @@ def main(argv: list[str] | None = None) -> dict:
     args = tyro.cli(BenchArgs, args=argv)
     if args.agent not in ("acer", "reactor"):
         raise SystemExit(f"error: unknown --agent {args.agent!r} (acer or reactor)")
+    preset = args.preset or f"{args.agent}-atari"
+    if preset not in PRESETS:
+        raise SystemExit(f"error: unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    num_envs = args.num_envs or PRESETS[preset].get("num_envs", TrainArgs().num_envs)
+    args = dataclasses.replace(args, preset=preset, num_envs=num_envs)
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {args.env}, {args.num_envs} envs")
     raw = raw_env_sps(args.env, args.num_envs, args.num_threads, args.raw_steps)
     print(f"envpool raw random-action steps/s: {raw:,.0f}")

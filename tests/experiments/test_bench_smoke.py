@@ -6,14 +6,18 @@ from experiments import bench_scaling, bench_throughput
 
 
 def test_bench_throughput_acer_and_reactor():
-    common = ["--env", "CartPole-v1", "--num-envs", "4", "--iterations", "1", "--raw-steps", "20"]
+    tiny = ["--env", "CartPole-v1", "--iterations", "1", "--raw-steps", "20"]
+    common = [*tiny, "--num-envs", "4"]
     out = bench_throughput.main(
         [*common, "--preset", "acer-classic", "--batch-sizes", "8", "--replay-ratios", "0", "2"]
     )
     assert [r["replay_ratio"] for r in out["rows"]] == [0.0, 2.0]
     for r in out["rows"]:
         assert r["train_sps"] > 0 and math.isfinite(r["train_over_ceiling"])
-    out = bench_throughput.main([*common, "--agent", "reactor", "--preset", "reactor-classic"])
+    # Without --num-envs the benchmark runs the preset's env count (reactor-classic: 8).
+    reactor = ["--agent", "reactor", "--preset", "reactor-classic"]
+    out = bench_throughput.main([*tiny, *reactor])
+    assert out["num_envs"] == 8
     assert [r["mode"] for r in out["rows"]] == ["decoupled", "lock-step"]
 
 
