@@ -103,12 +103,12 @@ class StopRequest:
 
     def __exit__(self, *exc):
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, handler or signal.SIG_DFL)
         self._previous.clear()
 
     def _on_signal(self, signum, frame):
         name = signal.Signals(signum).name
-        signal.signal(signum, self._previous.pop(signum))  # the next one aborts
+        signal.signal(signum, self._previous.pop(signum) or signal.SIG_DFL)  # next one aborts
         self.reason = self.reason or name
         print(f"{name}: stopping after this iteration (send it again to abort)", file=sys.stderr)
 
