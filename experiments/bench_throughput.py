@@ -12,8 +12,14 @@ process and on the same machine:
    replay_ratio replayed traces of T+1 observations per T steps), as many forward passes of
    the averaged network (trust region), and one acting forward pass.
 
-It prints the ratios training/raw and training/ceiling. Timings on shared 2-core CPUs move
-10–25% from run to run: compare the ratios, which are measured side by side.
+It prints the ratios training/raw and training/ceiling.
+
+`--agent reactor` instead times Reactor's training loop (preset reactor-atari) with acting
+and learning decoupled in threads and in lock-step, in alternating rounds, and prints the
+median ratio and the share of time the decoupled learner waited for its actor.
+
+Timings on shared 2-core CPUs move 10–25% from run to run: compare the ratios, which are
+measured side by side.
 """
 
 from __future__ import annotations
@@ -53,7 +59,10 @@ class BenchArgs:
     replay_ratios: tuple[float, ...] = (0.0, 4.0)
     """Replay ratios of the training-loop measurements."""
     iterations: int = 12
-    """Timed training iterations per replay ratio (after 3 warm-up iterations)."""
+    """Timed training iterations per replay ratio, or per Reactor mode and round (after 3
+    warm-up iterations)."""
+    rounds: int = 3
+    """Reactor: alternating rounds of decoupled and lock-step timings (median reported)."""
     raw_steps: int = 3000
     """Batched envpool steps timed for the raw speed."""
     batch_sizes: tuple[int, ...] = (16, 32, 64, 128)
@@ -128,46 +137,84 @@ def network_pass_costs(agent: ACERAgent, batch_sizes) -> dict:
 
 
 def reactor_modes(args: BenchArgs) -> list[dict]:
-    """Reactor steps/s with acting and learning decoupled (threads) and in lock-step."""
+    """Reactor steps/s with acting and learning decoupled (threads) and in lock-step.
+
+    Both agents are built and warmed up first; then `rounds` rounds time `iterations`
+    iterations of each, alternating which goes first, so machine noise hits both alike. The
+    ratio is the median of the per-round ratios.
+    """
     base = preset_args(args)
-    rows = []
-    for decoupled in (True, False):
-        cfg = base.reactor_config().replace(
-            num_envs=args.num_envs, decoupled=decoupled, start_train_at=0
-        )
-        env = make_env(args.env, args.num_envs, 0, num_threads=args.num_threads)
-        agent = ReactorAgent(cfg, env, seed=0)
-        state = agent.init(jax.random.PRNGKey(0))
-        compile_s = agent.compile(state)
-        steps = cfg.trace_len * cfg.num_envs
-        try:
-            for it in range(3):
-                state, out = agent.train_iteration(state, it, it * steps)
-                jax.device_get(out)
-            updates, t0 = 0, time.perf_counter()
-            for it in range(3, 3 + args.iterations):
-                state, out = agent.train_iteration(state, it, it * steps)
-                jax.device_get(out)
+    runs = {}
+    try:
+        for mode, decoupled in (("decoupled", True), ("lock-step", False)):
+            cfg = base.reactor_config().replace(
+                num_envs=args.num_envs, decoupled=decoupled, start_train_at=0
+            )
+            env = make_env(args.env, args.num_envs, 0, num_threads=args.num_threads)
+            agent = ReactorAgent(cfg, env, seed=0)
+            state = agent.init(jax.random.PRNGKey(0))
+            runs[mode] = {"agent": agent, "state": state, "it": 0, "sps": [], "ups": []}
+            runs[mode]["compile_s"] = agent.compile(state)
+            runs[mode]["steps"] = cfg.trace_len * cfg.num_envs
+
+        def timed(run, n):
+            agent, steps, updates = run["agent"], run["steps"], 0
+            t0 = time.perf_counter()
+            for _ in range(n):
+                run["state"], out = agent.train_iteration(
+                    run["state"], run["it"], run["it"] * steps
+                )
+                jax.device_get(out)  # the loop's one sync per iteration
                 updates += len(out.metrics)
+                run["it"] += 1
             dt = time.perf_counter() - t0
-        finally:
-            agent.close()
+            return n * steps / dt, updates / dt
+
+        for run in runs.values():
+            timed(run, 3)  # warm-up: replay has sequences to sample, learning steps run
+        ratios, wait0 = [], runs["decoupled"]["agent"].wait_s["learner_waiting_for_actor"]
+        for r in range(args.rounds):
+            order = ("decoupled", "lock-step") if r % 2 == 0 else ("lock-step", "decoupled")
+            for mode in order:
+                sps, ups = timed(runs[mode], args.iterations)
+                runs[mode]["sps"].append(sps)
+                runs[mode]["ups"].append(ups)
+            ratios.append(runs["decoupled"]["sps"][-1] / runs["lock-step"]["sps"][-1])
+        waited = runs["decoupled"]["agent"].wait_s["learner_waiting_for_actor"] - wait0
+    finally:
+        for run in runs.values():
+            run["agent"].close()
+    rows = []
+    for mode, run in runs.items():
+        sps, ups = float(np.median(run["sps"])), float(np.median(run["ups"]))
         rows.append(
             {
-                "mode": "decoupled" if decoupled else "lock-step",
-                "sps": args.iterations * steps / dt,
-                "updates_per_s": updates / dt,
-                "env_steps_per_update": args.iterations * steps / max(updates, 1),
-                "compile_s": compile_s,
+                "mode": mode,
+                "sps": sps,
+                "sps_rounds": run["sps"],
+                "updates_per_s": ups,
+                "env_steps_per_update": sps / max(ups, 1e-9),
+                "compile_s": run["compile_s"],
             }
         )
         print(
-            f"Reactor {rows[-1]['mode']:>9}: {rows[-1]['sps']:,.1f} env steps/s, "
-            f"{rows[-1]['updates_per_s']:.1f} updates/s "
+            f"Reactor {mode:>9}: {sps:,.1f} env steps/s, {ups:.1f} updates/s "
             f"({rows[-1]['env_steps_per_update']:.1f} acting steps per learning step), "
-            f"compile {compile_s:.1f} s"
+            f"compile {run['compile_s']:.1f} s  [median of {args.rounds} rounds]"
         )
-    print(f"decoupled / lock-step: {rows[0]['sps'] / rows[1]['sps']:.2f}x")
+    timed_s = (
+        args.rounds
+        * args.iterations
+        * runs["decoupled"]["steps"]
+        / np.mean(runs["decoupled"]["sps"])
+    )
+    rows[0]["learner_waiting_for_actor_fraction"] = waited / timed_s
+    print(f"decoupled: the learner waited for the actor {100 * waited / timed_s:.1f}% of the time")
+    print(
+        f"decoupled / lock-step: {np.median(ratios):.2f}x "
+        f"(median of per-round ratios {', '.join(f'{x:.2f}' for x in ratios)})"
+    )
+    rows[0]["ratio_rounds"] = ratios
     return rows
 
 

@@ -16,9 +16,10 @@ def test_bench_throughput_acer_and_reactor():
         assert r["train_sps"] > 0 and math.isfinite(r["train_over_ceiling"])
     # Without --num-envs the benchmark runs the preset's env count (reactor-classic: 8).
     reactor = ["--agent", "reactor", "--preset", "reactor-classic"]
-    out = bench_throughput.main([*tiny, *reactor])
+    out = bench_throughput.main([*tiny, *reactor, "--rounds", "2"])
     assert out["num_envs"] == 8
     assert [r["mode"] for r in out["rows"]] == ["decoupled", "lock-step"]
+    assert len(out["rows"][0]["ratio_rounds"]) == 2
 
 
 def test_bench_scaling_one_and_two_devices():
