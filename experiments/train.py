@@ -98,17 +98,19 @@ class StopRequest:
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                self._previous[sig] = signal.signal(sig, self._on_signal)
+                previous = signal.signal(sig, self._on_signal)
+                # None: a handler not installed from Python; restore the default then.
+                self._previous[sig] = signal.SIG_DFL if previous is None else previous
         return self
 
     def __exit__(self, *exc):
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler or signal.SIG_DFL)
+            signal.signal(sig, handler)
         self._previous.clear()
 
     def _on_signal(self, signum, frame):
         name = signal.Signals(signum).name
-        signal.signal(signum, self._previous.pop(signum) or signal.SIG_DFL)  # next one aborts
+        signal.signal(signum, self._previous.pop(signum))  # the next one aborts
         self.reason = self.reason or name
         print(f"{name}: stopping after this iteration (send it again to abort)", file=sys.stderr)
 
