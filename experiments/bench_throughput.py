@@ -71,9 +71,9 @@ class BenchArgs:
     """Optional JSON file for all numbers."""
 
 
-def preset_args(args: BenchArgs) -> TrainArgs:
-    """The training args of the benchmarked preset."""
-    return dataclasses.replace(TrainArgs(), **PRESETS[args.preset])
+def preset_args(preset: str) -> TrainArgs:
+    """The training args of a preset."""
+    return dataclasses.replace(TrainArgs(), **PRESETS[preset])
 
 
 def raw_env_sps(env_id: str, num_envs: int, num_threads: int, steps: int) -> float:
@@ -143,7 +143,7 @@ def reactor_modes(args: BenchArgs) -> list[dict]:
     iterations of each, alternating which goes first, so machine noise hits both alike. The
     ratio is the median of the per-round ratios.
     """
-    base = preset_args(args)
+    base = preset_args(args.preset)
     runs = {}
     try:
         for mode, decoupled in (("decoupled", True), ("lock-step", False)):
@@ -153,11 +153,12 @@ def reactor_modes(args: BenchArgs) -> list[dict]:
             env = make_env(args.env, args.num_envs, 0, num_threads=args.num_threads)
             agent = ReactorAgent(cfg, env, seed=0)
             state = agent.init(jax.random.PRNGKey(0))
-            runs[mode] = {"agent": agent, "state": state, "it": 0, "sps": [], "ups": []}
+            runs[mode] = {"agent": agent, "state": state, "it": 0, "rounds": []}
             runs[mode]["compile_s"] = agent.compile(state)
             runs[mode]["steps"] = cfg.trace_len * cfg.num_envs
 
         def timed(run, n):
+            """(seconds, env steps, learner updates) of n training iterations."""
             agent, steps, updates = run["agent"], run["steps"], 0
             t0 = time.perf_counter()
             for _ in range(n):
@@ -167,8 +168,10 @@ def reactor_modes(args: BenchArgs) -> list[dict]:
                 jax.device_get(out)  # the loop's one sync per iteration
                 updates += len(out.metrics)
                 run["it"] += 1
-            dt = time.perf_counter() - t0
-            return n * steps / dt, updates / dt
+            return time.perf_counter() - t0, n * steps, updates
+
+        def sps(timing):
+            return timing[1] / timing[0]
 
         for run in runs.values():
             timed(run, 3)  # warm-up: replay has sequences to sample, learning steps run
@@ -176,40 +179,36 @@ def reactor_modes(args: BenchArgs) -> list[dict]:
         for r in range(args.rounds):
             order = ("decoupled", "lock-step") if r % 2 == 0 else ("lock-step", "decoupled")
             for mode in order:
-                sps, ups = timed(runs[mode], args.iterations)
-                runs[mode]["sps"].append(sps)
-                runs[mode]["ups"].append(ups)
-            ratios.append(runs["decoupled"]["sps"][-1] / runs["lock-step"]["sps"][-1])
+                runs[mode]["rounds"].append(timed(runs[mode], args.iterations))
+            ratios.append(
+                sps(runs["decoupled"]["rounds"][-1]) / sps(runs["lock-step"]["rounds"][-1])
+            )
         waited = runs["decoupled"]["agent"].wait_s["learner_waiting_for_actor"] - wait0
     finally:
         for run in runs.values():
             run["agent"].close()
     rows = []
     for mode, run in runs.items():
-        sps, ups = float(np.median(run["sps"])), float(np.median(run["ups"]))
-        rows.append(
-            {
-                "mode": mode,
-                "sps": sps,
-                "sps_rounds": run["sps"],
-                "updates_per_s": ups,
-                "env_steps_per_update": sps / max(ups, 1e-9),
-                "compile_s": run["compile_s"],
-            }
-        )
+        seconds, steps, updates = np.sum(run["rounds"], axis=0).tolist()
+        sps_rounds = [sps(t) for t in run["rounds"]]
+        row = {
+            "mode": mode,
+            "sps": float(np.median(sps_rounds)),
+            "sps_rounds": sps_rounds,
+            "updates_per_s": float(np.median([u / dt for dt, _, u in run["rounds"]])),
+            "env_steps_per_update": steps / max(updates, 1),
+            "compile_s": run["compile_s"],
+            "timed_s": seconds,
+        }
+        rows.append(row)
         print(
-            f"Reactor {mode:>9}: {sps:,.1f} env steps/s, {ups:.1f} updates/s "
-            f"({rows[-1]['env_steps_per_update']:.1f} acting steps per learning step), "
+            f"Reactor {mode:>9}: {row['sps']:,.1f} env steps/s, {row['updates_per_s']:.1f} "
+            f"updates/s ({row['env_steps_per_update']:.1f} acting steps per learning step), "
             f"compile {run['compile_s']:.1f} s  [median of {args.rounds} rounds]"
         )
-    timed_s = (
-        args.rounds
-        * args.iterations
-        * runs["decoupled"]["steps"]
-        / np.mean(runs["decoupled"]["sps"])
-    )
-    rows[0]["learner_waiting_for_actor_fraction"] = waited / timed_s
-    print(f"decoupled: the learner waited for the actor {100 * waited / timed_s:.1f}% of the time")
+    waited_share = waited / rows[0]["timed_s"]
+    rows[0]["learner_waiting_for_actor_fraction"] = waited_share
+    print(f"decoupled: the learner waited for the actor {100 * waited_share:.1f}% of the time")
     print(
         f"decoupled / lock-step: {np.median(ratios):.2f}x "
         f"(median of per-round ratios {', '.join(f'{x:.2f}' for x in ratios)})"
@@ -219,7 +218,11 @@ def reactor_modes(args: BenchArgs) -> list[dict]:
 
 
 def training_sps(args: BenchArgs, replay_ratio: float) -> dict:
-    cfg = preset_args(args).acer_config().replace(num_envs=args.num_envs, replay_ratio=replay_ratio)
+    cfg = (
+        preset_args(args.preset)
+        .acer_config()
+        .replace(num_envs=args.num_envs, replay_ratio=replay_ratio)
+    )
     env = make_env(args.env, args.num_envs, 0, num_threads=args.num_threads)
     agent = ACERAgent(cfg, env, seed=0)
     state = agent.init(jax.random.PRNGKey(0))
@@ -262,7 +265,7 @@ def main(argv: list[str] | None = None) -> dict:
     preset = args.preset or f"{args.agent}-atari"
     if preset not in PRESETS:
         raise SystemExit(f"error: unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
-    num_envs = args.num_envs or PRESETS[preset].get("num_envs", TrainArgs().num_envs)
+    num_envs = args.num_envs or preset_args(preset).num_envs
     args = dataclasses.replace(args, preset=preset, num_envs=num_envs)
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {args.env}, {args.num_envs} envs")
     raw = raw_env_sps(args.env, args.num_envs, args.num_threads, args.raw_steps)
