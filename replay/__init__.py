@@ -1,5 +1,11 @@
 """Device-resident trace replay (ACER; Reactor later adds priorities)."""
 
+from replay.memory import (
+    ReplayCapacityError,
+    available_memory_bytes,
+    check_fits,
+    format_bytes,
+)
 from replay.prioritized import PrioritizedReplayState, PrioritizedTraceReplay, SampleInfo
 from replay.sum_tree import (
     sum_tree_build,
@@ -11,13 +17,7 @@ from replay.sum_tree import (
     sum_tree_size,
     sum_tree_total,
 )
-from replay.trace_replay import (
-    ReplayCapacityError,
-    TraceBatch,
-    TraceReplay,
-    TraceReplayState,
-    available_memory_bytes,
-)
+from replay.trace_replay import TraceBatch, TraceReplay, TraceReplayState
 
 __all__ = [
     "PrioritizedReplayState",
@@ -28,6 +28,8 @@ __all__ = [
     "TraceReplay",
     "TraceReplayState",
     "available_memory_bytes",
+    "check_fits",
+    "format_bytes",
     "sum_tree_build",
     "sum_tree_descend",
     "sum_tree_get",

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import types
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -52,12 +51,9 @@ import numpy as np
 from flax import struct
 from jax import lax
 
+from replay.memory import check_fits
+
 FRAME_RESET = "frame_reset"
-_GIB = 1024**3
-
-
-class ReplayCapacityError(ValueError):
-    """The requested replay does not fit in the memory available on its device."""
 
 
 @struct.dataclass
@@ -138,63 +134,6 @@ def _check_keys(what: str, got: Mapping[str, Any], spec: Mapping[str, Any]) -> N
         raise ValueError(
             f"{what} keys do not match the spec: missing {missing}, unexpected {extra}"
         )
-
-
-def _read_int(path: str) -> int | None:
-    try:
-        with open(path) as f:
-            text = f.read().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
-def _host_available_bytes() -> int | None:
-    """Memory the host can still give us: MemAvailable, capped by a cgroup limit if any."""
-    available = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    if available is None:
-        try:
-            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return None
-    for limit_path, usage_path in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        (
-            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-        ),
-    ):
-        limit, usage = _read_int(limit_path), _read_int(usage_path)
-        if limit is not None and usage is not None:
-            available = min(available, max(limit - usage, 0))
-    return available
-
-
-def available_memory_bytes(device: jax.Device) -> int | None:
-    """Free memory on ``device`` in bytes, or None when it cannot be told."""
-    if device.platform == "cpu":
-        return _host_available_bytes()
-    try:
-        stats = device.memory_stats()
-    except Exception:  # backends without memory stats raise various errors
-        return None
-    if not stats or "bytes_limit" not in stats:
-        return None
-    return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
-
-
-def _fmt_bytes(n: float) -> str:
-    if n >= 0.1 * _GIB:
-        return f"{n / _GIB:,.1f} GiB"
-    return f"{n / 1024**2:,.1f} MiB"
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -326,20 +265,13 @@ class TraceReplay:
         return self.total_bytes / self.num_transitions
 
     def _check_memory(self) -> None:
-        device = self.device if self.device is not None else jax.devices()[0]
-        limit = self.memory_limit_bytes
-        if limit is None:
-            available = available_memory_bytes(device)
-            if available is None:
-                return
-            limit = int(0.8 * available)
-        need = self.total_bytes
-        if need > limit:
-            raise ReplayCapacityError(
-                f"replay capacity {self.capacity:,} transitions needs {_fmt_bytes(need)} "
-                f"({self.bytes_per_transition:,.0f} B/transition) but only {_fmt_bytes(limit)} "
-                "is available; lower --buffer-size"
-            )
+        check_fits(
+            self.total_bytes,
+            device=self.device,
+            limit_bytes=self.memory_limit_bytes,
+            what=f"replay capacity {self.capacity:,} transitions",
+            note=f"{self.bytes_per_transition:,.0f} B/transition",
+        )
 
     # ------------------------------------------------------------------ state functions
 
