@@ -14,7 +14,7 @@ of leaves) it times:
   O(L + B log L);
 * replay API: `PrioritizedTraceReplay.sample` (ε-mixture, probabilities, importance weights,
   and `TraceReplay.gather` of B traces of T + 1 = 2 steps with a 1-float observation) +
-  `update_priorities`, on a full replay of `num_envs` streams with capacity leaves in total.
+  `set_priorities`, on a full replay of `num_envs` streams with capacity leaves in total.
 
 Each function is jitted with its state donated; after the first call (compile) and one warm-up
 call, the number of calls per round n is chosen so a round takes about `target_round_s`. The
@@ -71,7 +71,7 @@ class Args:
     inverse_cdf: bool = True
     """Also time the cumsum + searchsorted baseline."""
     replay_api: bool = True
-    """Also time PrioritizedTraceReplay.sample + update_priorities."""
+    """Also time PrioritizedTraceReplay.sample + set_priorities."""
     seed: int = 0
     json_out: str | None = None
     """If set, write every number (per-round times, calls per round) to this JSON file."""
@@ -155,7 +155,7 @@ def make_cases(args: Args, capacity: int) -> list[Case]:
             k_draw, k_new = jax.random.split(key)
             traces, info = replay.sample(state, k_draw, b)
             new = new_priorities(k_new)
-            state = replay.update_priorities(state, info.env_index, info.slot, new)
+            state = replay.set_priorities(state, info.env_index, info.slot, new)
             return state, traces.obs
 
         cases.append(Case("replay API", api_step, state, jax.random.fold_in(key, 4)))
@@ -184,14 +184,16 @@ def full_replay(
     c = replay.traces_per_env
     state = replay.init()
     base_state = state.base.replace(
-        priorities=priorities[: n * c].reshape(n, c),
-        write_slot=jnp.zeros((), jnp.int32),
-        count=jnp.full((), c, jnp.int32),
+        write_slot=jnp.zeros((), jnp.int32), count=jnp.full((), c, jnp.int32)
     )
+    stored = priorities[: n * c].reshape(n, c)
     valid = base.valid_mask(base_state)
-    leaves = jnp.where(valid[None, :], base_state.priorities, 0.0).reshape(-1)
+    leaves = jnp.where(valid[None, :], stored, 0.0).reshape(-1)
     state = PrioritizedReplayState(
-        base=base_state, tree=sum_tree_build(leaves), assigned=jnp.ones((n, c), jnp.bool_)
+        base=base_state,
+        priorities=stored,
+        tree=sum_tree_build(leaves),
+        assigned=jnp.ones((n, c), jnp.bool_),
     )
     return replay, state
 
@@ -272,7 +274,7 @@ def main(args: Args) -> dict[str, Any]:
     console.print(table)
     console.print(
         "replay API = PrioritizedTraceReplay.sample (with gather of the traces) + "
-        f"update_priorities, {args.num_envs} env streams. total {report['wall_s']:.1f} s"
+        f"set_priorities, {args.num_envs} env streams. total {report['wall_s']:.1f} s"
     )
     if args.json_out:
         os.makedirs(os.path.dirname(os.path.abspath(args.json_out)), exist_ok=True)

@@ -1,4 +1,16 @@
-"""Device-resident trace replay (ACER; Reactor later adds priorities)."""
+"""Device-resident replay of fixed-length traces, flashbax-style: pure functions over a state
+pytree.
+
+* :class:`TraceReplay`: the trace storage (env-major rings of ``T``-step traces, frame stacks
+  stored once), sampled uniformly; for ACER.
+* :class:`PrioritizedTraceReplay`: wraps a :class:`TraceReplay` and samples traces by priority
+  through a sum tree, with the Reactor's lazy priority initialisation; for the Reactor.
+
+Both have ``init / add / sample / set_priorities`` with the same signatures, ``sample`` returns
+a :class:`ReplaySample` (:class:`TraceBatch` + :class:`SampleInfo`) for both, and
+``partition_specs(axis)`` lays their states out for data parallelism. ``replay.memory`` checks
+that a buffer fits its device before anything is allocated.
+"""
 
 from replay.memory import (
     ReplayCapacityError,
@@ -6,7 +18,7 @@ from replay.memory import (
     check_fits,
     format_bytes,
 )
-from replay.prioritized import PrioritizedReplayState, PrioritizedTraceReplay, SampleInfo
+from replay.prioritized import PrioritizedReplayState, PrioritizedTraceReplay
 from replay.sum_tree import (
     sum_tree_build,
     sum_tree_descend,
@@ -17,12 +29,19 @@ from replay.sum_tree import (
     sum_tree_size,
     sum_tree_total,
 )
-from replay.trace_replay import TraceBatch, TraceReplay, TraceReplayState
+from replay.trace_replay import (
+    ReplaySample,
+    SampleInfo,
+    TraceBatch,
+    TraceReplay,
+    TraceReplayState,
+)
 
 __all__ = [
     "PrioritizedReplayState",
     "PrioritizedTraceReplay",
     "ReplayCapacityError",
+    "ReplaySample",
     "SampleInfo",
     "TraceBatch",
     "TraceReplay",

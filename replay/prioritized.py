@@ -1,13 +1,16 @@
 """Prioritized sequence replay for the Reactor (Gruslys et al. 2018, arXiv:1704.04651, §3.3).
 
 :class:`PrioritizedTraceReplay` wraps a :class:`~replay.trace_replay.TraceReplay` (composition)
-and adds a sum tree over its ``num_envs * C`` trace slots plus an ``assigned`` flag per slot.
-Leaf ``env * C + slot`` of the tree holds the sampling priority of trace ``(env, slot)``.
+and adds, per trace slot, a stored priority, an ``assigned`` flag and a sum tree over the
+``num_envs * C`` slots. Leaf ``env * C + slot`` of the tree holds the sampling priority of trace
+``(env, slot)``. It has the uniform replay's interface (``init / add / sample /
+set_priorities``) and result types (:class:`~replay.trace_replay.ReplaySample`), so agents
+switch between the two with one flag.
 
 Priorities
 ----------
-``state.base.priorities [num_envs, C]`` stores each slot's priority: the learner's value once
-:meth:`~PrioritizedTraceReplay.update_priorities` has set it (``assigned`` True), otherwise the
+``state.priorities [num_envs, C]`` stores each slot's priority: the learner's value once
+:meth:`~PrioritizedTraceReplay.set_priorities` has set it (``assigned`` True), otherwise the
 lazily initialised value (``assigned`` False), or 0 while the slot is the newest, not yet
 sampleable one. Invariant, after every function:
 
@@ -33,11 +36,11 @@ For env ``e`` and the slot ``s`` becoming valid, with ``valid`` the valid mask a
 * else ``1.0``.
 
 The result is clipped to ``[min_priority, max_priority]``; the slot stays ``assigned = False``
-until :meth:`~PrioritizedTraceReplay.update_priorities` sets it, and keeps its lazy value
+until :meth:`~PrioritizedTraceReplay.set_priorities` sets it, and keeps its lazy value
 meanwhile (it is not recomputed when neighbours change later). Writing a slot clears its flag
-and sets its stored priority to 0 (the base replay's "1 on add" does not apply here). Slots
-that are no longer valid but not yet overwritten (frame stacking's oldest slot) keep their
-stored values but count neither as neighbours nor in the mean.
+and sets its stored priority to 0. Slots that are no longer valid but not yet overwritten
+(frame stacking's oldest slot) keep their stored values but count neither as neighbours nor in
+the mean.
 
 Sampling
 --------
@@ -52,18 +55,26 @@ updates priorities in one donated ``jit`` then updates the tree in place.
 
 Updates
 -------
-:meth:`~PrioritizedTraceReplay.update_priorities` identifies traces by ``(env, slot)``. Call
+:meth:`~PrioritizedTraceReplay.set_priorities` identifies traces by ``(env, slot)``. Call
 it before the next ``add`` (as in a sample → learn → update loop): an ``add`` in between may
 overwrite a sampled slot, and the update would then land on the new trace (or, for a slot that
 is no longer valid, be ignored).
 
-Complexity: ``sample`` and ``update_priorities`` are ``O(B log(N C))`` besides building the
+Data parallelism
+----------------
+:meth:`~PrioritizedTraceReplay.partition_specs` splits the priorities, flags and the tree over
+devices like the base storage: each device keeps a sum tree over its own envs' slots and
+samples from it (the priorities and ``num_valid`` in :class:`SampleInfo` are then those of the
+device's share).
+
+Complexity: ``sample`` and ``set_priorities`` are ``O(B log(N C))`` besides building the
 traces; ``add`` does ``O(N log(N C))`` tree work plus one ``O(N C)`` masked mean (the fallback
-above) next to the base add. Memory: the tree adds at most ``4 * N * C`` float32 plus
-``N * C`` bools (not counted by the base replay's memory check).
+above) next to the base add. Memory: at most ``4 * N * C`` float32 for the tree plus ``N * C``
+float32 priorities and ``N * C`` bools, checked against the device's memory together with the
+base storage when the replay is constructed.
 
 All functions are pure and jittable: ``jax.jit(r.add, donate_argnums=0)``,
-``jax.jit(r.update_priorities, donate_argnums=0)``,
+``jax.jit(r.set_priorities, donate_argnums=0)``,
 ``jax.jit(r.sample, static_argnames="batch_size")``.
 """
 
@@ -72,7 +83,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -80,6 +91,7 @@ import numpy as np
 from flax import struct
 from jax import lax
 
+from replay.memory import check_fits
 from replay.sum_tree import (
     last_occurrence_mask,
     sum_tree_descend,
@@ -88,7 +100,16 @@ from replay.sum_tree import (
     sum_tree_size,
     sum_tree_total,
 )
-from replay.trace_replay import TraceBatch, TraceReplay, TraceReplayState
+from replay.trace_replay import (
+    ReplaySample,
+    SampleInfo,
+    TraceBatch,
+    TraceReplay,
+    TraceReplayState,
+    check_batch_size,
+    check_priority_args,
+    data_parallel_spec,
+)
 
 
 @struct.dataclass
@@ -96,44 +117,20 @@ class PrioritizedReplayState:
     """State of a :class:`PrioritizedTraceReplay`; a pytree of device arrays.
 
     Attributes:
-      base: the wrapped replay's state; ``base.priorities`` holds every slot's priority.
+      base: the wrapped replay's state (the traces).
+      priorities: ``[num_envs, C]`` float32; every slot's stored priority (module docstring).
       tree: ``[2 L]`` float32 sum tree over the ``num_envs * C`` slots (leaf ``env * C + slot``),
         nonzero only at valid slots.
       assigned: ``[num_envs, C]`` bool; True once the learner set the slot's priority.
+
+    :meth:`PrioritizedTraceReplay.partition_specs` returns the same class with PartitionSpec
+    leaves.
     """
 
     base: TraceReplayState
+    priorities: jax.Array
     tree: jax.Array
     assigned: jax.Array
-
-
-class SampleInfo(NamedTuple):
-    """How a prioritized batch was drawn.
-
-    Attributes:
-      env_index: ``[B]`` int32 env stream of each trace.
-      slot: ``[B]`` int32 ring slot of each trace.
-      probability: ``[B]`` float32 probability of drawing that trace in one draw,
-        ``epsilon / num_valid + (1 - epsilon) * p_i / sum_j p_j``.
-      is_weight: ``[B]`` float32 importance weight ``1 / (num_valid * probability)`` divided by
-        its maximum over the batch (so in ``(0, 1]``).
-    """
-
-    env_index: jax.Array
-    slot: jax.Array
-    probability: jax.Array
-    is_weight: jax.Array
-
-
-def _check_vector(name: str, x: Any, size: int | None, kind: str) -> jax.Array:
-    x = jnp.asarray(x)
-    dtype_ok = jnp.issubdtype(x.dtype, jnp.integer if kind == "integer" else jnp.floating)
-    if x.ndim != 1 or (size is not None and x.shape[0] != size) or not dtype_ok:
-        want = "[B]" if size is None else f"[{size}]"
-        raise ValueError(
-            f"{name} must be a 1-D {kind} array {want}; got shape {x.shape} and dtype {x.dtype}"
-        )
-    return x
 
 
 def _concrete_float(x: Any) -> float | None:
@@ -189,11 +186,19 @@ class PrioritizedTraceReplay:
                 f"need finite 0 < min_priority <= max_priority, got min_priority={lo!r}, "
                 f"max_priority={hi!r}"
             )
+        check_fits(
+            self.total_bytes,
+            device=self.base.device,
+            limit_bytes=self.base.memory_limit_bytes,
+            what=f"prioritized replay capacity {self.base.capacity:,} transitions",
+            note=f"{self.bytes_per_transition:,.0f} B/transition",
+        )
 
     # ------------------------------------------------------------------ sizes and delegates
 
     @property
     def num_envs(self) -> int:
+        """Env streams written by each ``add``."""
         return self.base.num_envs
 
     @property
@@ -202,35 +207,78 @@ class PrioritizedTraceReplay:
         return self.base.traces_per_env
 
     @property
+    def num_transitions(self) -> int:
+        """Transitions stored when full (see :attr:`TraceReplay.num_transitions`)."""
+        return self.base.num_transitions
+
+    @property
     def num_leaves(self) -> int:
         """Leaves of the sum tree: ``num_envs * C``."""
         return self.num_envs * self.traces_per_env
 
+    def _state_specs(self) -> PrioritizedReplayState:
+        """The state's shapes and dtypes, as a state of ShapeDtypeStructs."""
+        n, c = self.num_envs, self.traces_per_env
+        sds = jax.ShapeDtypeStruct
+        return PrioritizedReplayState(
+            base=self.base._state_specs(),
+            priorities=sds((n, c), np.float32),
+            tree=sds((sum_tree_size(self.num_leaves),), np.float32),
+            assigned=sds((n, c), np.bool_),
+        )
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of all arrays in the state: the base storage, priorities, flags and tree."""
+        return sum(
+            math.prod(s.shape) * np.dtype(s.dtype).itemsize
+            for s in jax.tree.leaves(self._state_specs())
+        )
+
+    @property
+    def bytes_per_transition(self) -> float:
+        """Storage bytes per stored transition, counting every array."""
+        return self.total_bytes / self.num_transitions
+
+    def partition_specs(self, axis: str) -> PrioritizedReplayState:
+        """How the state is laid out for data parallelism over the mesh axis ``axis``.
+
+        The base state as :meth:`TraceReplay.partition_specs` lays it out; ``priorities``,
+        ``assigned`` and ``tree`` split ``P(axis)``, so each device keeps the priorities and a
+        sum tree of its own envs' slots. Same tree structure as the state.
+        """
+        return jax.tree.map(lambda s: data_parallel_spec(axis, s), self._state_specs())
+
     def can_sample(self, state: PrioritizedReplayState) -> jax.Array:
+        """Whether at least one trace is valid (see :meth:`TraceReplay.can_sample`)."""
         return self.base.can_sample(state.base)
 
     def num_valid(self, state: PrioritizedReplayState) -> jax.Array:
+        """Valid ``(env, slot)`` pairs."""
         return self.base.num_valid(state.base)
 
     def valid_mask(self, state: PrioritizedReplayState) -> jax.Array:
         """``[C]`` bool, the same for every env (see :meth:`TraceReplay.valid_mask`)."""
         return self.base.valid_mask(state.base)
 
+    def gather(
+        self, state: PrioritizedReplayState, env_index: jax.Array, slot: jax.Array
+    ) -> TraceBatch:
+        """The traces at ``(env_index[i], slot[i])`` (see :meth:`TraceReplay.gather`)."""
+        return self.base.gather(state.base, env_index, slot)
+
     def _check_state(self, state: Any) -> None:
         if not isinstance(state, PrioritizedReplayState):
             raise ValueError(f"state must be a PrioritizedReplayState, got {type(state).__name__}")
-        n, c = self.num_envs, self.traces_per_env
-        want_tree = (sum_tree_size(self.num_leaves),)
-        if tuple(np.shape(state.tree)) != want_tree:
-            raise ValueError(
-                f"state.tree has shape {tuple(np.shape(state.tree))}, expected {want_tree} "
-                "(does the state belong to this replay?)"
-            )
-        if tuple(np.shape(state.assigned)) != (n, c) or state.assigned.dtype != jnp.bool_:
-            raise ValueError(
-                f"state.assigned has shape {tuple(np.shape(state.assigned))} and dtype "
-                f"{state.assigned.dtype}, expected bool [{n}, {c}]"
-            )
+        specs = self._state_specs()
+        for name in ("tree", "priorities", "assigned"):
+            got, want = getattr(state, name), getattr(specs, name)
+            if tuple(np.shape(got)) != want.shape or got.dtype != want.dtype:
+                raise ValueError(
+                    f"state.{name} has shape {tuple(np.shape(got))} and dtype {got.dtype}, "
+                    f"expected {want.shape} and {want.dtype} (does the state belong to this "
+                    "replay?)"
+                )
 
     def _first_valid_slot(self, state: PrioritizedReplayState) -> jax.Array:
         # The valid slots are the contiguous block (in ring order) that ends at the slot before
@@ -246,11 +294,12 @@ class PrioritizedTraceReplay:
     # ------------------------------------------------------------------ state functions
 
     def init(self) -> PrioritizedReplayState:
-        """An empty replay: base zeros, an all-zero tree, nothing assigned."""
+        """An empty replay: base zeros, zero priorities, an all-zero tree, nothing assigned."""
         n, c = self.num_envs, self.traces_per_env
         device = self.base.device
         return PrioritizedReplayState(
             base=self.base.init(),
+            priorities=jnp.zeros((n, c), jnp.float32, device=device),
             tree=sum_tree_init(self.num_leaves, jnp.float32, device=device),
             assigned=jnp.zeros((n, c), jnp.bool_, device=device),
         )
@@ -259,8 +308,8 @@ class PrioritizedTraceReplay:
         self,
         state: PrioritizedReplayState,
         obs: jax.Array,
-        steps: Mapping[str, jax.Array],
-        extras: Mapping[str, jax.Array] | None = None,
+        steps: Mapping[str, Any],
+        extras: Any = None,
     ) -> PrioritizedReplayState:
         """Writes one trace per env (:meth:`TraceReplay.add`) and maintains the priorities.
 
@@ -279,7 +328,7 @@ class PrioritizedTraceReplay:
 
         assigned = lax.dynamic_update_slice(state.assigned, jnp.zeros((n, 1), jnp.bool_), (0, w))
         priorities = lax.dynamic_update_slice(
-            base.priorities, jnp.zeros((n, 1), base.priorities.dtype), (0, w)
+            state.priorities, jnp.zeros((n, 1), state.priorities.dtype), (0, w)
         )
         lazy = self._lazy_priorities(priorities, assigned, valid, s)
         current = lax.dynamic_slice(priorities, (0, s), (n, 1))[:, 0]
@@ -291,7 +340,7 @@ class PrioritizedTraceReplay:
         values = jnp.where(valid[slots][None, :], priorities[:, slots], 0.0)
         tree = sum_tree_set(state.tree, leaves.reshape(-1), values.reshape(-1))
         return PrioritizedReplayState(
-            base=base.replace(priorities=priorities), tree=tree, assigned=assigned
+            base=base, priorities=priorities, tree=tree, assigned=assigned
         )
 
     def _lazy_priorities(
@@ -323,7 +372,7 @@ class PrioritizedTraceReplay:
         key: jax.Array,
         batch_size: int,
         epsilon: float | jax.Array | None = None,
-    ) -> tuple[TraceBatch, SampleInfo]:
+    ) -> ReplaySample:
         """Draws ``batch_size`` traces with replacement from the ε-mixture (module docstring).
 
         Args:
@@ -334,12 +383,13 @@ class PrioritizedTraceReplay:
             be a traced scalar.
 
         Returns:
-          The traces, built by :meth:`TraceReplay.gather`, and their :class:`SampleInfo`.
-          The caller must make sure :meth:`can_sample` holds; otherwise the result is garbage.
+          The traces, built by :meth:`TraceReplay.gather`, and their :class:`SampleInfo`:
+          ``probability = epsilon / num_valid + (1 - epsilon) * p_i / sum_j p_j`` and
+          ``is_weight = 1 / (num_valid * probability)`` over its batch maximum. The caller
+          must make sure :meth:`can_sample` holds; otherwise the result is garbage.
         """
         self._check_state(state)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        check_batch_size(batch_size)
         if epsilon is None:
             epsilon = self.epsilon
         if np.ndim(epsilon) != 0:
@@ -372,10 +422,10 @@ class PrioritizedTraceReplay:
         probability = eps / num_valid_f + (1.0 - eps) * share
         weight = 1.0 / (num_valid_f * jnp.maximum(probability, jnp.finfo(jnp.float32).tiny))
         is_weight = weight / jnp.max(weight)
-        batch = self.base.gather(state.base, env_index, slot)
-        return batch, SampleInfo(env_index, slot, probability, is_weight)
+        traces = self.base.gather(state.base, env_index, slot)
+        return ReplaySample(traces, SampleInfo(env_index, slot, probability, is_weight))
 
-    def update_priorities(
+    def set_priorities(
         self,
         state: PrioritizedReplayState,
         env_index: jax.Array,
@@ -399,10 +449,7 @@ class PrioritizedTraceReplay:
           became valid again with new data would receive the old trace's priority).
         """
         self._check_state(state)
-        env_index = _check_vector("env_index", env_index, None, "integer")
-        size = env_index.shape[0]
-        slot = _check_vector("slot", slot, size, "integer")
-        priorities = _check_vector("priorities", priorities, size, "floating")
+        env_index, slot, priorities = check_priority_args(env_index, slot, priorities)
         n, c = self.num_envs, self.traces_per_env
         lo, hi = self.min_priority, self.max_priority
         value = jnp.nan_to_num(priorities.astype(jnp.float32), nan=lo, posinf=hi, neginf=lo)
@@ -414,10 +461,11 @@ class PrioritizedTraceReplay:
         leaf = jnp.where(keep, env_index * c + slot, -1)
         write = keep & last_occurrence_mask(leaf)
         flat = jnp.where(write, leaf, n * c)  # out of bounds: dropped
-        stored = state.base.priorities.reshape(-1).at[flat].set(value, mode="drop")
+        stored = state.priorities.reshape(-1).at[flat].set(value, mode="drop")
         assigned = state.assigned.reshape(-1).at[flat].set(True, mode="drop")
         return PrioritizedReplayState(
-            base=state.base.replace(priorities=stored.reshape(n, c)),
+            base=state.base,
+            priorities=stored.reshape(n, c),
             tree=sum_tree_set(state.tree, leaf, value),
             assigned=assigned.reshape(n, c),
         )

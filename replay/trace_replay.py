@@ -1,11 +1,32 @@
-"""Device-resident replay of fixed-length traces, for ACER (and later Reactor).
+"""Device-resident replay of fixed-length traces, sampled uniformly (ACER).
+
+:class:`TraceReplay` is the storage every buffer shares; it samples uniformly.
+:class:`~replay.prioritized.PrioritizedTraceReplay` (Reactor) wraps it and samples by priority.
+
+Interface
+---------
+As in flashbax, a buffer is a frozen configuration object plus pure functions over a state
+pytree: ``init() -> state``, ``add(state, obs, steps, extras) -> state``,
+``sample(state, key, batch_size) -> ReplaySample`` and
+``set_priorities(state, env_index, slot, priorities) -> state``. Both buffers share these
+signatures and the result types (:class:`TraceBatch`, :class:`SampleInfo`,
+:class:`ReplaySample`), so an agent switches between them with one flag. For the uniform buffer
+``set_priorities`` checks its arguments and returns the state unchanged: uniform sampling
+ignores priorities by definition.
+
+What a step holds is up to the agent: ``step_spec`` maps each field name to a pytree of
+``jax.ShapeDtypeStruct`` (a discrete action and a probability vector, a float action vector,
+Gaussian statistics ``{"mean": ..., "log_std": ...}``), and ``extras_spec`` is any pytree stored
+once per trace (e.g. an LSTM state ``((c, h),)``).
 
 Layout
 ------
 Every env stream owns a ring of ``C`` trace slots of ``T`` steps each, stored env-major:
 ``[num_envs, C * T, ...]``. Trace ``k`` of env ``e`` covers steps ``[k*T, k*T + T]`` (``T + 1``
 steps): its last step is the first step of trace ``k + 1``. One :meth:`TraceReplay.add` writes
-one slot for every env from a time-major rollout ``[T, num_envs, ...]``.
+one slot for every env from a time-major rollout ``[T, num_envs, ...]``. Every storage array
+has the env axis first, so data parallelism splits it over devices
+(:meth:`TraceReplay.partition_specs`), each device holding the streams of its own envs.
 
 Validity
 --------
@@ -18,6 +39,9 @@ Validity
 So, with ``count`` traces written per env: before the ring is full the valid slots are
 ``0 .. count - 2``; when full, every slot but the newest and (with frame stacking) the oldest.
 Sampling is uniform over the valid ``(env, slot)`` pairs, with replacement.
+
+Traces may cross episode boundaries: the agent stores the flags (``first``, discounts, masks)
+its losses need to cut them there.
 
 Frames
 ------
@@ -50,6 +74,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 from jax import lax
+from jax.sharding import PartitionSpec
 
 from replay.memory import check_fits
 
@@ -63,17 +88,19 @@ class TraceReplayState:
     Attributes:
       frames: ``[num_envs, C*T, *frame_shape]``; the newest frame of each step's observation
         (the full observation when ``frame_stack == 1``).
-      steps: per-step fields, each ``[num_envs, C*T, *field_shape]``.
-      extras: per-trace fields stored at each trace's first step, each ``[num_envs, C, ...]``.
-      priorities: ``[num_envs, C]`` float32; reserved for prioritized replay (1 on add).
+      steps: per-step fields, a dict shaped like ``step_spec`` whose leaves are
+        ``[num_envs, C*T, *leaf_shape]``.
+      extras: per-trace fields stored at each trace's first step, a pytree shaped like
+        ``extras_spec`` whose leaves are ``[num_envs, C, *leaf_shape]`` (None without extras).
       write_slot: int32 scalar; the slot the next ``add`` writes.
       count: int32 scalar; traces written per env, saturating at ``C``.
+
+    :meth:`TraceReplay.partition_specs` returns the same class with PartitionSpec leaves.
     """
 
     frames: jax.Array
-    steps: dict[str, jax.Array]
-    extras: dict[str, jax.Array]
-    priorities: jax.Array
+    steps: dict[str, Any]
+    extras: Any
     write_slot: jax.Array
     count: jax.Array
 
@@ -82,21 +109,44 @@ class TraceBatch(NamedTuple):
     """A batch of traces, time-major.
 
     Attributes:
-      obs: ``[T+1, batch, *obs_shape]`` observations (stacks rebuilt), env obs dtype.
-      steps: per-step fields, each ``[T+1, batch, ...]``.
-      extras: per-trace fields, each ``[batch, ...]``.
-      env_index: ``[batch]`` int32 env stream of each trace.
-      slot: ``[batch]`` int32 ring slot of each trace.
-      num_valid: int32 scalar; number of valid ``(env, slot)`` pairs sampling drew from (each
-        trace had probability ``1 / num_valid`` per draw).
+      obs: ``[T+1, B, *obs_shape]`` observations (stacks rebuilt), env obs dtype.
+      steps: per-step fields shaped like ``step_spec``, each leaf ``[T+1, B, *leaf_shape]``.
+      extras: per-trace fields shaped like ``extras_spec``, each leaf ``[B, *leaf_shape]``.
     """
 
     obs: jax.Array
-    steps: dict[str, jax.Array]
-    extras: dict[str, jax.Array]
+    steps: Any
+    extras: Any
+
+
+class SampleInfo(NamedTuple):
+    """Which traces a batch holds and how they were drawn.
+
+    Attributes:
+      env_index: ``[B]`` int32 env stream of each trace.
+      slot: ``[B]`` int32 ring slot of each trace; ``(env_index, slot)`` is what
+        ``set_priorities`` takes.
+      probability: ``[B]`` float32 probability of drawing that trace in one draw:
+        ``1 / num_valid`` for uniform sampling, ``epsilon / num_valid + (1 - epsilon) * p_i /
+        sum_j p_j`` for prioritized sampling.
+      is_weight: ``[B]`` float32 importance weight ``1 / (num_valid * probability)`` divided by
+        its maximum over the batch (so in ``(0, 1]``); all ones for uniform sampling.
+    """
+
     env_index: jax.Array
     slot: jax.Array
-    num_valid: jax.Array
+    probability: jax.Array
+    is_weight: jax.Array
+
+
+class ReplaySample(NamedTuple):
+    """What ``sample`` returns, for every buffer: the traces and how they were drawn."""
+
+    traces: TraceBatch
+    info: SampleInfo
+
+
+# ---------------------------------------------------------------------- argument checks
 
 
 def _as_spec(name: str, spec: Any) -> jax.ShapeDtypeStruct:
@@ -105,10 +155,16 @@ def _as_spec(name: str, spec: Any) -> jax.ShapeDtypeStruct:
         dtype = np.dtype(spec.dtype)
     except (AttributeError, TypeError) as err:
         raise TypeError(
-            f"spec for {name!r} must have .shape and .dtype (e.g. jax.ShapeDtypeStruct); "
-            f"got {spec!r}"
+            f"spec for {name} must have .shape and .dtype (e.g. jax.ShapeDtypeStruct); got {spec!r}"
         ) from err
     return jax.ShapeDtypeStruct(shape, dtype)
+
+
+def _as_spec_tree(name: str, tree: Any) -> Any:
+    """``tree`` with every leaf made a ``jax.ShapeDtypeStruct`` (errors name the leaf's path)."""
+    return jax.tree_util.tree_map_with_path(
+        lambda path, leaf: _as_spec(f"{name}{jax.tree_util.keystr(path)}", leaf), tree
+    )
 
 
 def _canonical_dtype(x: Any) -> np.dtype:
@@ -127,21 +183,85 @@ def _check_array(name: str, x: Any, shape: tuple[int, ...], dtype: np.dtype, lay
         )
 
 
-def _check_keys(what: str, got: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
-    missing = sorted(set(spec) - set(got))
-    extra = sorted(set(got) - set(spec))
-    if missing or extra:
+def _match_structure(name: str, tree: Any, spec: Any) -> Any:
+    """``tree``'s leaves arranged in ``spec``'s structure.
+
+    Leaves are matched by path (``['mu']['mean']``, ``[0][1]``, ``.c``), so containers that
+    flatten alike (a list for a tuple) are accepted. A missing or unexpected leaf raises a
+    ValueError that names its path.
+    """
+    spec_flat, spec_def = jax.tree_util.tree_flatten_with_path(spec)
+    tree_flat, tree_def = jax.tree_util.tree_flatten_with_path(tree)
+    if tree_def == spec_def:
+        return tree
+    spec_paths = [jax.tree_util.keystr(path) for path, _ in spec_flat]
+    by_path = {jax.tree_util.keystr(path): leaf for path, leaf in tree_flat}
+    missing = [name + p for p in spec_paths if p not in by_path]
+    unexpected = [name + p for p in by_path if p not in set(spec_paths)]
+    if missing or unexpected:
         raise ValueError(
-            f"{what} keys do not match the spec: missing {missing}, unexpected {extra}"
+            f"{name} does not match its spec: missing {', '.join(missing) or 'nothing'}; "
+            f"unexpected {', '.join(unexpected) or 'nothing'}"
         )
+    return jax.tree.unflatten(spec_def, [by_path[p] for p in spec_paths])
+
+
+def _check_leaves(name: str, tree: Any, spec: Any, leading: tuple[int, ...], layout: str) -> None:
+    """Checks every leaf of ``tree`` (structured like ``spec``) against its spec leaf with the
+    ``leading`` axes prepended; errors name the leaf's path, e.g. ``steps['mu']['mean']``."""
+
+    def check(path: Any, x: Any, s: jax.ShapeDtypeStruct) -> None:
+        leaf_name = name + jax.tree_util.keystr(path)
+        _check_array(leaf_name, x, (*leading, *s.shape), s.dtype, layout)
+
+    jax.tree_util.tree_map_with_path(check, tree, spec)
+
+
+def check_vector(name: str, x: Any, size: int | None, kind: str) -> jax.Array:
+    """``x`` as an array after checking it is 1-D (of ``size`` when given) and of ``kind``
+    (``"integer"`` or ``"floating"``); the ValueError names ``name``."""
+    x = jnp.asarray(x)
+    dtype_ok = jnp.issubdtype(x.dtype, jnp.integer if kind == "integer" else jnp.floating)
+    if x.ndim != 1 or (size is not None and x.shape[0] != size) or not dtype_ok:
+        want = "[B]" if size is None else f"[{size}]"
+        raise ValueError(
+            f"{name} must be a 1-D {kind} array {want}; got shape {x.shape} and dtype {x.dtype}"
+        )
+    return x
+
+
+def check_priority_args(
+    env_index: Any, slot: Any, priorities: Any
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The arguments of ``set_priorities``, checked: ``[B]`` integers, ``[B]`` integers,
+    ``[B]`` floats."""
+    env_index = check_vector("env_index", env_index, None, "integer")
+    size = env_index.shape[0]
+    slot = check_vector("slot", slot, size, "integer")
+    priorities = check_vector("priorities", priorities, size, "floating")
+    return env_index, slot, priorities
+
+
+def check_batch_size(batch_size: Any) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+
+
+def data_parallel_spec(axis: str, spec: jax.ShapeDtypeStruct) -> PartitionSpec:
+    """``P(axis)`` for an env-major storage array, ``P()`` for a scalar counter."""
+    return PartitionSpec(axis) if len(spec.shape) > 0 else PartitionSpec()
+
+
+# ---------------------------------------------------------------------- the replay
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
 class TraceReplay:
-    """Configuration of a trace replay plus pure functions over :class:`TraceReplayState`.
+    """Configuration of a uniform trace replay plus pure functions over
+    :class:`TraceReplayState`.
 
     Args:
-      num_envs: env streams written by each ``add``.
+      num_envs: env streams written by each ``add`` (per device under data parallelism).
       trace_len: ``T``, steps per trace (each sampled trace has ``T + 1`` steps).
       capacity: transitions over all envs; rounded down to ``C = capacity // (num_envs * T)``
         whole traces per env, which must be at least 3.
@@ -149,9 +269,11 @@ class TraceReplay:
       obs_dtype: dtype of the observation.
       frame_stack: ``F``; when ``> 1`` the observation is ``[F, *frame_shape]`` and only its
         newest frame is stored. ``1`` stores the observation as is.
-      step_spec: per-step fields other than obs (shapes exclude the env axis). Needs a bool
-        scalar ``"frame_reset"`` when ``frame_stack > 1``; every other field is opaque.
-      trace_extras_spec: per-trace fields stored once per trace (e.g. an LSTM state).
+      step_spec: per-step fields other than obs: a mapping from field name to a pytree of
+        ``jax.ShapeDtypeStruct`` (shapes exclude the time and env axes). Needs a bool scalar
+        ``"frame_reset"`` when ``frame_stack > 1``; every other field is opaque.
+      extras_spec: per-trace fields stored once per trace (e.g. an LSTM state): any pytree of
+        ``jax.ShapeDtypeStruct`` (shapes exclude the env axis), or None.
       device: where the arrays live; the default device when None.
       memory_limit_bytes: maximum storage; default 80% of the memory available on ``device``.
     """
@@ -162,8 +284,8 @@ class TraceReplay:
     obs_shape: tuple[int, ...]
     obs_dtype: Any
     frame_stack: int
-    step_spec: Mapping[str, jax.ShapeDtypeStruct]
-    trace_extras_spec: Mapping[str, jax.ShapeDtypeStruct] | None = None
+    step_spec: Mapping[str, Any]
+    extras_spec: Any = None
     device: jax.Device | None = None
     memory_limit_bytes: int | None = None
 
@@ -178,16 +300,20 @@ class TraceReplay:
             setf(name, int(value))
         setf("obs_shape", tuple(int(d) for d in self.obs_shape))
         setf("obs_dtype", np.dtype(self.obs_dtype))
+        if not isinstance(self.step_spec, Mapping) or not all(
+            isinstance(k, str) for k in self.step_spec
+        ):
+            raise ValueError(
+                f"step_spec must be a mapping from field names (str) to pytrees of "
+                f"jax.ShapeDtypeStruct; got {self.step_spec!r}"
+            )
         setf(
             "step_spec",
-            types.MappingProxyType({k: _as_spec(k, v) for k, v in self.step_spec.items()}),
-        )
-        setf(
-            "trace_extras_spec",
             types.MappingProxyType(
-                {k: _as_spec(k, v) for k, v in (self.trace_extras_spec or {}).items()}
+                {k: _as_spec_tree(f"step_spec[{k!r}]", v) for k, v in self.step_spec.items()}
             ),
         )
+        setf("extras_spec", _as_spec_tree("extras_spec", self.extras_spec))
 
         n, t, f = self.num_envs, self.trace_len, self.frame_stack
         if f > 1:
@@ -202,10 +328,14 @@ class TraceReplay:
                     "True where the env's frame stack was refilled, i.e. at a reset)"
                 )
             reset_spec = self.step_spec[FRAME_RESET]
-            if reset_spec.shape != () or reset_spec.dtype != np.bool_:
+            if (
+                not isinstance(reset_spec, jax.ShapeDtypeStruct)
+                or reset_spec.shape != ()
+                or reset_spec.dtype != np.bool_
+            ):
                 raise ValueError(
-                    f"step_spec[{FRAME_RESET!r}] must be a bool scalar, got shape "
-                    f"{reset_spec.shape} dtype {reset_spec.dtype}"
+                    f"step_spec[{FRAME_RESET!r}] must be a bool scalar jax.ShapeDtypeStruct, "
+                    f"got {reset_spec!r}"
                 )
             if t < f - 1:
                 raise ValueError(
@@ -217,7 +347,13 @@ class TraceReplay:
                 f"capacity {self.capacity:,} holds only {c} traces per env; need at least 3 "
                 f"(capacity >= 3 traces x {t} steps x {n} envs = {3 * t * n:,})"
             )
-        self._check_memory()
+        check_fits(
+            self.total_bytes,
+            device=self.device,
+            limit_bytes=self.memory_limit_bytes,
+            what=f"replay capacity {self.capacity:,} transitions",
+            note=f"{self.bytes_per_transition:,.0f} B/transition",
+        )
 
     # ------------------------------------------------------------------ derived sizes
 
@@ -240,23 +376,24 @@ class TraceReplay:
     def _context(self) -> int:
         return self.frame_stack - 1
 
-    def _storage_specs(self) -> dict[str, jax.ShapeDtypeStruct]:
+    def _state_specs(self) -> TraceReplayState:
+        """The state's shapes and dtypes: a :class:`TraceReplayState` of ShapeDtypeStructs."""
         n, c, t = self.num_envs, self.traces_per_env, self.trace_len
-        specs = {"frames": jax.ShapeDtypeStruct((n, c * t, *self.frame_shape), self.obs_dtype)}
-        for k, s in self.step_spec.items():
-            specs[f"steps/{k}"] = jax.ShapeDtypeStruct((n, c * t, *s.shape), s.dtype)
-        for k, s in self.trace_extras_spec.items():
-            specs[f"extras/{k}"] = jax.ShapeDtypeStruct((n, c, *s.shape), s.dtype)
-        specs["priorities"] = jax.ShapeDtypeStruct((n, c), np.float32)
-        specs["write_slot"] = jax.ShapeDtypeStruct((), np.int32)
-        specs["count"] = jax.ShapeDtypeStruct((), np.int32)
-        return specs
+        sds = jax.ShapeDtypeStruct
+        return TraceReplayState(
+            frames=sds((n, c * t, *self.frame_shape), self.obs_dtype),
+            steps=jax.tree.map(lambda s: sds((n, c * t, *s.shape), s.dtype), dict(self.step_spec)),
+            extras=jax.tree.map(lambda s: sds((n, c, *s.shape), s.dtype), self.extras_spec),
+            write_slot=sds((), np.int32),
+            count=sds((), np.int32),
+        )
 
     @property
     def total_bytes(self) -> int:
         """Bytes of all arrays in the state."""
         return sum(
-            math.prod(s.shape) * np.dtype(s.dtype).itemsize for s in self._storage_specs().values()
+            math.prod(s.shape) * np.dtype(s.dtype).itemsize
+            for s in jax.tree.leaves(self._state_specs())
         )
 
     @property
@@ -264,64 +401,54 @@ class TraceReplay:
         """Storage bytes per stored transition, counting every array."""
         return self.total_bytes / self.num_transitions
 
-    def _check_memory(self) -> None:
-        check_fits(
-            self.total_bytes,
-            device=self.device,
-            limit_bytes=self.memory_limit_bytes,
-            what=f"replay capacity {self.capacity:,} transitions",
-            note=f"{self.bytes_per_transition:,.0f} B/transition",
-        )
+    def partition_specs(self, axis: str) -> TraceReplayState:
+        """How the state is laid out for data parallelism over the mesh axis ``axis``.
+
+        Every storage array is split on its leading env axis (``P(axis)``): each device holds
+        the streams of its own ``num_envs`` envs (this replay's sizes are per device).
+        ``write_slot`` and ``count`` are replicated (``P()``); they are the same on every
+        device since every ``add`` writes one slot for every env. The result has the state's
+        tree structure, so it can be given to ``jax.shard_map`` as in/out specs.
+        """
+        return jax.tree.map(lambda s: data_parallel_spec(axis, s), self._state_specs())
 
     # ------------------------------------------------------------------ state functions
 
     def init(self) -> TraceReplayState:
         """An empty replay: zero arrays on ``device``."""
-        specs = self._storage_specs()
-
-        def zeros(name: str) -> jax.Array:
-            return jnp.zeros(specs[name].shape, specs[name].dtype, device=self.device)
-
-        return TraceReplayState(
-            frames=zeros("frames"),
-            steps={k: zeros(f"steps/{k}") for k in self.step_spec},
-            extras={k: zeros(f"extras/{k}") for k in self.trace_extras_spec},
-            priorities=zeros("priorities"),
-            write_slot=zeros("write_slot"),
-            count=zeros("count"),
+        return jax.tree.map(
+            lambda s: jnp.zeros(s.shape, s.dtype, device=self.device), self._state_specs()
         )
 
     def add(
         self,
         state: TraceReplayState,
         obs: jax.Array,
-        steps: Mapping[str, jax.Array],
-        extras: Mapping[str, jax.Array] | None = None,
+        steps: Mapping[str, Any],
+        extras: Any = None,
     ) -> TraceReplayState:
         """Writes one trace slot for every env from a time-major rollout.
 
         Args:
           state: the replay state (may be donated).
           obs: ``[T, num_envs, *obs_shape]``; ``obs[t]`` is the observation at step ``t``.
-          steps: per-step fields, each ``[T, num_envs, *field_shape]``.
-          extras: per-trace fields, each ``[num_envs, *field_shape]``; omit when there are none.
+          steps: per-step fields shaped like ``step_spec``, each leaf
+            ``[T, num_envs, *leaf_shape]``.
+          extras: per-trace fields shaped like ``extras_spec``, each leaf
+            ``[num_envs, *leaf_shape]``; omit when there are none.
 
         Returns:
           The new state.
+
+        Raises:
+          ValueError: naming the path of a missing, unexpected or wrongly shaped field.
         """
         n, t, c, k = self.num_envs, self.trace_len, self.traces_per_env, self._context
-        extras = {} if extras is None else extras
         _check_array("obs", obs, (t, n, *self.obs_shape), self.obs_dtype, "[T, num_envs, *obs]")
-        _check_keys("steps", steps, self.step_spec)
-        for name, s in self.step_spec.items():
-            _check_array(
-                f"steps[{name!r}]", steps[name], (t, n, *s.shape), s.dtype, "[T, num_envs, ...]"
-            )
-        _check_keys("extras", extras, self.trace_extras_spec)
-        for name, s in self.trace_extras_spec.items():
-            _check_array(
-                f"extras[{name!r}]", extras[name], (n, *s.shape), s.dtype, "[num_envs, ...]"
-            )
+        steps = _match_structure("steps", steps, dict(self.step_spec))
+        extras = _match_structure("extras", extras, self.extras_spec)
+        _check_leaves("steps", steps, dict(self.step_spec), (t, n), "[T, num_envs, ...]")
+        _check_leaves("extras", extras, self.extras_spec, (n,), "[num_envs, ...]")
 
         obs = jnp.asarray(obs, self.obs_dtype)
         slot = state.write_slot
@@ -332,6 +459,11 @@ class TraceReplay:
             index = (0, start) + (0,) * (buffer.ndim - 2)
             return lax.dynamic_update_slice(buffer, new, index)
 
+        def write_extras(buffer: jax.Array, new: jax.Array) -> jax.Array:
+            value = jnp.asarray(new, buffer.dtype)[:, None]  # [num_envs, 1, ...]
+            index = (0, slot) + (0,) * (buffer.ndim - 2)
+            return lax.dynamic_update_slice(buffer, value, index)
+
         frames = write_steps(state.frames, obs[:, :, -1] if k > 0 else obs)
         if k > 0:
             # Context of slot 0 (the ring's tail). Only on the first add after init, before
@@ -340,20 +472,10 @@ class TraceReplay:
             first_context = obs[0, :, :k]  # the older frames of the first stacked obs
             frames = frames.at[:, c * t - k :].set(jnp.where(state.count == 0, first_context, tail))
 
-        new_steps = {name: write_steps(state.steps[name], steps[name]) for name in self.step_spec}
-        new_extras = {}
-        for name, buffer in state.extras.items():
-            value = jnp.asarray(extras[name], buffer.dtype)[:, None]
-            index = (0, slot) + (0,) * (buffer.ndim - 2)
-            new_extras[name] = lax.dynamic_update_slice(buffer, value, index)
-        priorities = lax.dynamic_update_slice(
-            state.priorities, jnp.ones((n, 1), state.priorities.dtype), (0, slot)
-        )
         return TraceReplayState(
             frames=frames,
-            steps=new_steps,
-            extras=new_extras,
-            priorities=priorities,
+            steps=jax.tree.map(write_steps, state.steps, steps),
+            extras=jax.tree.map(write_extras, state.extras, extras),
             write_slot=(slot + 1) % c,
             count=jnp.minimum(state.count + 1, c),
         )
@@ -386,23 +508,43 @@ class TraceReplay:
         skip_oldest = 1 if self._context > 0 else 0
         return jnp.where(state.count < c, 0, (state.write_slot + skip_oldest) % c).astype(jnp.int32)
 
-    def sample(self, state: TraceReplayState, key: jax.Array, batch_size: int) -> TraceBatch:
+    def sample(self, state: TraceReplayState, key: jax.Array, batch_size: int) -> ReplaySample:
         """Draws ``batch_size`` traces uniformly, with replacement, from the valid pairs.
 
-        The caller must make sure :meth:`can_sample` holds; otherwise the result is garbage.
+        Returns:
+          The traces and their :class:`SampleInfo`: ``probability = 1 / num_valid`` and
+          ``is_weight = 1`` for every draw. The caller must make sure :meth:`can_sample`
+          holds; otherwise the traces are garbage.
         """
+        check_batch_size(batch_size)
         n, c = self.num_envs, self.traces_per_env
-        num_valid = self.num_valid(state)
-        draw = jax.random.randint(key, (batch_size,), 0, jnp.maximum(num_valid, 1), jnp.int32)
+        num_valid = jnp.maximum(self.num_valid(state), 1)
+        draw = jax.random.randint(key, (batch_size,), 0, num_valid, jnp.int32)
         env_index = draw % n
         slot = (self._first_valid_slot(state) + draw // n) % c
-        return self.gather(state, env_index, slot)
+        probability = jnp.full((batch_size,), 1.0, jnp.float32) / num_valid.astype(jnp.float32)
+        info = SampleInfo(env_index, slot, probability, jnp.ones((batch_size,), jnp.float32))
+        return ReplaySample(self.gather(state, env_index, slot), info)
+
+    def set_priorities(
+        self,
+        state: TraceReplayState,
+        env_index: jax.Array,
+        slot: jax.Array,
+        priorities: jax.Array,
+    ) -> TraceReplayState:
+        """Returns ``state`` unchanged: uniform sampling ignores priorities by definition.
+
+        It exists so that an agent can switch between this buffer and
+        :class:`~replay.prioritized.PrioritizedTraceReplay` with one flag; it checks its
+        arguments as that one does (``[B]`` integer ``env_index`` and ``slot``, ``[B]`` float
+        ``priorities``, from :class:`SampleInfo`) and raises the same ValueErrors.
+        """
+        check_priority_args(env_index, slot, priorities)
+        return state
 
     def gather(self, state: TraceReplayState, env_index: jax.Array, slot: jax.Array) -> TraceBatch:
-        """The traces at ``(env_index[i], slot[i])``, rebuilt; no validity check.
-
-        ``num_valid`` of the result is that of the state, as for :meth:`sample`.
-        """
+        """The traces at ``(env_index[i], slot[i])``, rebuilt; no validity check."""
         t, c, k = self.trace_len, self.traces_per_env, self._context
         ring = c * t
         env_index = jnp.asarray(env_index, jnp.int32)
@@ -412,14 +554,12 @@ class TraceReplay:
         steps_t = jnp.arange(t + 1, dtype=jnp.int32)
         positions = (first_pos[None, :] + steps_t[:, None]) % ring  # [T+1, B]
         env_tb = env_index[None, :]
-        steps = {
-            name: buffer.at[env_tb, positions].get(mode="promise_in_bounds")
-            for name, buffer in state.steps.items()
-        }
-        extras = {
-            name: buffer.at[env_index, slot].get(mode="promise_in_bounds")
-            for name, buffer in state.extras.items()
-        }
+        steps = jax.tree.map(
+            lambda buffer: buffer.at[env_tb, positions].get(mode="promise_in_bounds"), state.steps
+        )
+        extras = jax.tree.map(
+            lambda buffer: buffer.at[env_index, slot].get(mode="promise_in_bounds"), state.extras
+        )
         if k == 0:
             obs = state.frames.at[env_tb, positions].get(mode="promise_in_bounds")
         else:
@@ -436,11 +576,4 @@ class TraceReplay:
             )  # [T+1, B, k+1] window index of each stacked frame
             frame_pos = (first_pos[None, :, None] - k + source) % ring
             obs = state.frames.at[env_index[None, :, None], frame_pos].get(mode="promise_in_bounds")
-        return TraceBatch(
-            obs=obs,
-            steps=steps,
-            extras=extras,
-            env_index=env_index,
-            slot=slot,
-            num_valid=self.num_valid(state),
-        )
+        return TraceBatch(obs=obs, steps=steps, extras=extras)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from replay import (
     PrioritizedReplayState,
     PrioritizedTraceReplay,
+    ReplaySample,
     TraceBatch,
     TraceReplay,
     sum_tree_total,
@@ -134,14 +135,14 @@ class Reference:
 def check_against_reference(replay, state, ref):
     np.testing.assert_array_equal(replay.valid_mask(state), ref.valid())
     np.testing.assert_array_equal(state.assigned, ref.assigned)
-    np.testing.assert_allclose(state.base.priorities, ref.priorities, rtol=1e-5)
+    np.testing.assert_allclose(state.priorities, ref.priorities, rtol=1e-5)
     tree = np.asarray(state.tree)
     capacity = tree.shape[0] // 2
     leaves = tree[capacity : capacity + replay.num_leaves]
     np.testing.assert_allclose(leaves, ref.leaves(), rtol=1e-5)
     assert not tree[capacity + replay.num_leaves :].any()
     # The tree holds exactly the stored priorities of valid slots, and is internally exact.
-    stored = np.asarray(state.base.priorities).reshape(-1)
+    stored = np.asarray(state.priorities).reshape(-1)
     valid = np.tile(ref.valid(), replay.num_envs)
     np.testing.assert_array_equal(leaves, np.where(valid, stored, 0.0))
     for j in range(1, capacity):
@@ -151,7 +152,7 @@ def check_against_reference(replay, state, ref):
 def jitted(replay):
     return (
         jax.jit(replay.add, donate_argnums=0),
-        jax.jit(replay.update_priorities, donate_argnums=0),
+        jax.jit(replay.set_priorities, donate_argnums=0),
         jax.jit(replay.sample, static_argnames="batch_size"),
     )
 
@@ -167,7 +168,7 @@ CONFIGS = {
 
 @functools.cache
 def setup(name):
-    """(replay, add, update_priorities, sample) of a configuration, the last three jitted."""
+    """(replay, add, set_priorities, sample) of a configuration, the last three jitted."""
     replay = make_replay(**CONFIGS[name])
     return (replay, *jitted(replay))
 
@@ -241,7 +242,7 @@ def test_lazy_priority_weights_by_temporal_distance_then_falls_back_to_the_mean(
     state = update(state, env, slot, jnp.array([100.0, 2.0, 5.0, 5.0, 5.0, 8.0]))  # 3: last wins
     state = add(state, *writer.next())  # slot 5 becomes valid
     expected = [(0.5 * 8.0 + 0.25 * 2.0) / (0.5 + 0.25), (100.0 + 2.0 + 8.0) / 3.0]
-    np.testing.assert_allclose(state.base.priorities[:, 5], expected, rtol=1e-6)
+    np.testing.assert_allclose(state.priorities[:, 5], expected, rtol=1e-6)
     assert not np.asarray(state.assigned[:, 5]).any()
     leaves = np.asarray(state.tree[state.tree.shape[0] // 2 :])
     np.testing.assert_allclose(leaves[[5, 7 + 5]], expected, rtol=1e-6)
@@ -250,12 +251,12 @@ def test_lazy_priority_weights_by_temporal_distance_then_falls_back_to_the_mean(
 def test_lazy_priority_is_one_until_something_is_assigned_then_the_mean():
     _, add, update, _ = setup("A")  # neighbours 8, decay 0.9
     state, writer = fresh("A", 3)  # slots 0, 1 valid, 2 newest
-    np.testing.assert_array_equal(state.base.priorities[:, :3], [[1, 1, 0]] * 3)
+    np.testing.assert_array_equal(state.priorities[:, :3], [[1, 1, 0]] * 3)
     pad = (UPDATE_BATCH - 1) * [-1]  # ignored entries
     state = update(state, jnp.array([2, *pad]), jnp.array([0, *pad]), jnp.full(UPDATE_BATCH, 6.0))
     state = add(state, *writer.next())  # slot 2 becomes valid
     # Envs 0, 1: no assigned neighbour -> the mean of all assigned, 6. Env 2: slot 0 at d = 2.
-    np.testing.assert_allclose(state.base.priorities[:, 2], [6.0, 6.0, 6.0])
+    np.testing.assert_allclose(state.priorities[:, 2], [6.0, 6.0, 6.0])
     state = update(
         state,
         jnp.array([2, 2, 2, -1, -1, -1]),
@@ -265,7 +266,7 @@ def test_lazy_priority_is_one_until_something_is_assigned_then_the_mean():
     state = add(state, *writer.next())  # slot 3 becomes valid
     weighted = (4.0 + 0.9 * 3.0 + 0.81 * 6.0) / (1.0 + 0.9 + 0.81)
     np.testing.assert_allclose(
-        state.base.priorities[:, 3], [13.0 / 3.0, 13.0 / 3.0, weighted], rtol=1e-6
+        state.priorities[:, 3], [13.0 / 3.0, 13.0 / 3.0, weighted], rtol=1e-6
     )
 
 
@@ -290,7 +291,9 @@ def draw_many(name, state, epsilon, rounds=5, batch=4096):
     sample = setup(name)[3]
     batches, infos = [], []
     for i in range(rounds):
-        traces, info = sample(state, jax.random.key(i), batch_size=batch, epsilon=epsilon)
+        drawn = sample(state, jax.random.key(i), batch_size=batch, epsilon=epsilon)
+        assert isinstance(drawn, ReplaySample)
+        traces, info = drawn
         batches.append(traces)
         infos.append(jax.device_get(info))
     return batches, infos
@@ -298,7 +301,7 @@ def draw_many(name, state, epsilon, rounds=5, batch=4096):
 
 def expected_probability(replay, state, epsilon):
     valid = np.asarray(replay.valid_mask(state))[None, :]
-    p = np.where(valid, np.asarray(state.base.priorities, np.float64), 0.0)
+    p = np.where(valid, np.asarray(state.priorities, np.float64), 0.0)
     num_valid = valid.sum() * replay.num_envs
     return epsilon * valid / num_valid + (1 - epsilon) * p / p.sum(), num_valid
 
@@ -370,7 +373,7 @@ def test_priorities_follow_the_ring_as_it_wraps(name):
         _, info = sample(state, jax.random.key(100 + step), batch_size=256, epsilon=0.0)
         assert not (np.asarray(info.slot) == oldest).any()
         assert np.asarray(replay.valid_mask(state))[np.asarray(info.slot)].all()
-        stored = np.where(np.asarray(replay.valid_mask(state)), state.base.priorities, 0.0)
+        stored = np.where(np.asarray(replay.valid_mask(state)), state.priorities, 0.0)
         np.testing.assert_allclose(sum_tree_total(state.tree), stored.sum(), rtol=1e-5)
 
 
@@ -405,7 +408,7 @@ def test_fused_sample_and_update_updates_the_tree_in_place():
 
     def step(state, key):
         traces, info = replay.sample(state, key, 8)
-        new = replay.update_priorities(state, info.env_index, info.slot, traces.obs[0, :, 0, 0])
+        new = replay.set_priorities(state, info.env_index, info.slot, traces.obs[0, :, 0, 0])
         return new, traces.obs, info.is_weight, info.probability
 
     hlo = jax.jit(step, donate_argnums=0).lower(state, jax.random.key(0)).compile().as_text()
@@ -418,7 +421,9 @@ def test_init_layout():
     assert replay.num_leaves == 15
     assert state.tree.shape == (32,) and state.tree.dtype == jnp.float32
     assert state.assigned.shape == (3, 5) and state.assigned.dtype == jnp.bool_
+    assert state.priorities.shape == (3, 5) and state.priorities.dtype == jnp.float32
     assert not np.asarray(state.tree).any() and not np.asarray(state.assigned).any()
+    assert not np.asarray(state.priorities).any()
 
 
 def test_errors_name_the_argument():
@@ -426,15 +431,15 @@ def test_errors_name_the_argument():
     state, writer = fresh("C", 3)
     ok = jnp.zeros(4, jnp.int32)
     with pytest.raises(ValueError, match="env_index"):
-        replay.update_priorities(state, jnp.zeros((4, 1), jnp.int32), ok, jnp.ones(4))
+        replay.set_priorities(state, jnp.zeros((4, 1), jnp.int32), ok, jnp.ones(4))
     with pytest.raises(ValueError, match="env_index"):
-        replay.update_priorities(state, jnp.zeros(4), ok, jnp.ones(4))
+        replay.set_priorities(state, jnp.zeros(4), ok, jnp.ones(4))
     with pytest.raises(ValueError, match="slot"):
-        replay.update_priorities(state, ok, jnp.zeros(3, jnp.int32), jnp.ones(4))
+        replay.set_priorities(state, ok, jnp.zeros(3, jnp.int32), jnp.ones(4))
     with pytest.raises(ValueError, match="priorities"):
-        replay.update_priorities(state, ok, ok, jnp.ones(4, jnp.int32))
+        replay.set_priorities(state, ok, ok, jnp.ones(4, jnp.int32))
     with pytest.raises(ValueError, match="priorities"):
-        replay.update_priorities(state, ok, ok, jnp.ones(5))
+        replay.set_priorities(state, ok, ok, jnp.ones(5))
     with pytest.raises(ValueError, match="batch_size"):
         replay.sample(state, jax.random.key(0), 0)
     with pytest.raises(ValueError, match="epsilon"):

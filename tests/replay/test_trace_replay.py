@@ -4,6 +4,7 @@ Every step carries a unique id (``global_step * num_envs + env + 1``), so a zero
 unwritten position and ids tell exactly which env and step a sampled value came from.
 """
 
+import dataclasses
 import functools
 import re
 
@@ -14,7 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay import ReplayCapacityError, TraceBatch, TraceReplay, TraceReplayState
+from replay import (
+    ReplayCapacityError,
+    ReplaySample,
+    SampleInfo,
+    TraceBatch,
+    TraceReplay,
+    TraceReplayState,
+)
 
 SDS = jax.ShapeDtypeStruct
 FRAME = (3, 5)
@@ -40,7 +48,7 @@ def make_replay(num_envs, trace_len, traces_per_env, frame_stack, extras=True, *
         obs_dtype=np.uint8 if frame_stack > 1 else np.float32,
         frame_stack=frame_stack,
         step_spec=step_spec,
-        trace_extras_spec={"h": SDS((2,), jnp.float32)} if extras else None,
+        extras_spec={"h": SDS((2,), jnp.float32)} if extras else None,
         **kwargs,
     )
 
@@ -110,7 +118,7 @@ class Rollouts:
         if f > 1:
             steps["frame_reset"] = resets
         extras = None
-        if r.trace_extras_spec:
+        if r.extras_spec:
             trace_id = self.num_adds * n + np.arange(n) + 1
             extras = {"h": np.stack([trace_id, -trace_id], axis=-1).astype(np.float32)}
         self.num_adds += 1
@@ -143,17 +151,34 @@ def fill(replay, rollouts, num_adds, state=None):
     return state
 
 
-def check_batch(replay, rollouts, batch):
-    """Every sampled trace is written, valid, consistent, and rebuilt bit-for-bit."""
+def check_sample(replay, rollouts, sample):
+    """A uniform sample: its traces pass `check_batch`, and its info reports the uniform
+    probability ``1 / num_valid`` (from the numpy reference of the validity rule) and unit
+    importance weights."""
+    assert isinstance(sample, ReplaySample)
+    assert isinstance(sample.traces, TraceBatch) and isinstance(sample.info, SampleInfo)
+    info = sample.info
+    batch_size = info.env_index.shape[0]
+    for x, dtype in zip(info, (jnp.int32, jnp.int32, jnp.float32, jnp.float32), strict=True):
+        assert x.shape == (batch_size,) and x.dtype == dtype
+    num_valid = replay.num_envs * len(rollouts.valid_traces())
+    np.testing.assert_allclose(np.asarray(info.probability), 1.0 / num_valid, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(info.is_weight), 1.0)
+    return check_batch(replay, rollouts, sample.traces, info.env_index, info.slot)
+
+
+def check_batch(replay, rollouts, batch, env_index, slot):
+    """Every trace ``(env_index[i], slot[i])`` is written, valid, consistent, and rebuilt
+    bit-for-bit."""
     n, t, c = replay.num_envs, replay.trace_len, replay.traces_per_env
+    assert isinstance(batch, TraceBatch)
     ids = np.asarray(batch.steps["id"])
-    env = np.asarray(batch.env_index)
-    slot = np.asarray(batch.slot)
+    env = np.asarray(env_index)
+    slot = np.asarray(slot)
     batch_size = env.shape[0]
     assert ids.shape == (t + 1, batch_size)
     assert batch.obs.shape == (t + 1, batch_size, *replay.obs_shape)
     assert batch.obs.dtype == replay.obs_dtype
-    assert batch.env_index.dtype == jnp.int32 and batch.slot.dtype == jnp.int32
     assert (ids > 0).all(), "sampled an unwritten position"
     assert ((ids - 1) % n == env[None]).all(), "ids from another env"
     step = (ids - 1) // n
@@ -163,9 +188,8 @@ def check_batch(replay, rollouts, batch):
     np.testing.assert_array_equal(trace % c, slot)
     valid = rollouts.valid_traces()
     assert np.isin(trace, valid).all(), (trace, valid)
-    assert int(batch.num_valid) == n * len(valid)
     np.testing.assert_array_equal(np.asarray(batch.steps["mu"])[..., 0], ids.astype(np.float32))
-    if replay.trace_extras_spec:
+    if replay.extras_spec:
         np.testing.assert_array_equal(np.asarray(batch.extras["h"])[:, 0], trace * n + env + 1)
     expected_obs = rollouts.obs_by_step[step, env[None]]
     np.testing.assert_array_equal(np.asarray(batch.obs), expected_obs)
@@ -179,7 +203,8 @@ def gather_all_valid(replay, state, rollouts):
     pairs = [(e, k % replay.traces_per_env) for e in range(replay.num_envs) for k in valid]
     env, slot = (np.array(x, np.int32) for x in zip(*pairs, strict=True))
     batch = gather(state, env, slot)
-    check_batch(replay, rollouts, batch)
+    check_batch(replay, rollouts, batch, env, slot)
+    assert int(replay.num_valid(state)) == len(pairs)
     mask = np.asarray(replay.valid_mask(state))
     np.testing.assert_array_equal(np.flatnonzero(mask), np.sort(np.unique(slot)))
     return batch
@@ -215,7 +240,7 @@ def test_sample_returns_only_written_valid_traces_rebuilt_exactly(cfg):
     assert bool(replay.can_sample(state))
     _, sample, _ = jitted(replay)
     batch = sample(state, jax.random.key(cfg["seed"]), batch_size=512)
-    seen = check_batch(replay, rollouts, batch)
+    seen = check_sample(replay, rollouts, batch)
     gather_all_valid(replay, state, rollouts)
     # 512 draws over at most 12 pairs: every valid pair shows up (miss prob < 1e-18)
     expected = {(e, k) for e in range(replay.num_envs) for k in rollouts.valid_traces()}
@@ -244,7 +269,7 @@ def test_ring_wraps_and_every_valid_slot_is_sampled(frame_stack):
         assert len(valid) == min(i - 1, full_valid)
         assert valid[-1] == i - 2  # the newest complete trace
         batch = sample(state, jax.random.key(i), batch_size=256)
-        got = check_batch(replay, rollouts, batch)
+        got = check_sample(replay, rollouts, batch)
         assert got == {(e, k) for e in range(n) for k in valid}
         seen |= got
     # over the whole run, every trace except the last one written was valid at some point
@@ -298,12 +323,11 @@ def test_add_and_sample_under_jit_with_donation_match_eager():
     key = jax.random.key(7)
     a = replay.sample(eager, key, 16)
     b = sample_jit(jitted_state, key, batch_size=16)
-    assert isinstance(b, TraceBatch)
     jax.tree.map(np.testing.assert_array_equal, a, b)
-    check_batch(replay, rollouts, b)
+    check_sample(replay, rollouts, b)
 
 
-def test_init_state_layout_and_priorities():
+def test_init_state_layout():
     n, t, c = 3, 4, 5
     replay = make_replay(n, t, c, 4)
     assert replay.traces_per_env == c
@@ -311,12 +335,17 @@ def test_init_state_layout_and_priorities():
     assert state.frames.shape == (n, c * t, *FRAME) and state.frames.dtype == jnp.uint8
     assert state.steps["mu"].shape == (n, c * t, NUM_ACTIONS)
     assert state.extras["h"].shape == (n, c, 2)
-    assert state.priorities.shape == (n, c) and state.priorities.dtype == jnp.float32
     assert state.write_slot.dtype == jnp.int32 and state.count.dtype == jnp.int32
     assert not np.asarray(state.frames).any()
+    # the uniform buffer keeps no priorities
+    assert [f.name for f in dataclasses.fields(state)] == [
+        "frames",
+        "steps",
+        "extras",
+        "write_slot",
+        "count",
+    ]
     state = fill(replay, Rollouts(replay, np.random.default_rng(4)), 2, state)
-    np.testing.assert_array_equal(np.asarray(state.priorities[:, :2]), 1.0)
-    np.testing.assert_array_equal(np.asarray(state.priorities[:, 2:]), 0.0)
     assert int(replay.num_valid(state)) == n
 
 
@@ -344,13 +373,13 @@ def test_add_rejects_bad_shapes_and_dtypes():
     with pytest.raises(ValueError, match=r"steps\['id'\].*float32.*int32"):
         replay.add(state, obs, bad, extras)
     bad = {k: v for k, v in steps.items() if k != "first"}
-    with pytest.raises(ValueError, match=r"missing \['first'\]"):
+    with pytest.raises(ValueError, match=r"missing steps\['first'\]; unexpected nothing"):
         replay.add(state, obs, bad, extras)
-    with pytest.raises(ValueError, match=r"unexpected \['oops'\]"):
+    with pytest.raises(ValueError, match=r"missing nothing; unexpected steps\['oops'\]"):
         replay.add(state, obs, dict(steps, oops=steps["id"]), extras)
     with pytest.raises(ValueError, match=r"extras\['h'\] has shape \(2, 3\).*\(2, 2\)"):
         replay.add(state, obs, steps, {"h": np.zeros((2, 3), np.float32)})
-    with pytest.raises(ValueError, match=r"extras keys .*missing \['h'\]"):
+    with pytest.raises(ValueError, match=r"extras does not match its spec: missing extras\['h'\]"):
         replay.add(state, obs, steps)
     # also at trace time under jit
     with pytest.raises(ValueError, match=r"obs has shape"):

@@ -78,7 +78,8 @@ def test_rebuilt_stacks_match_envpool_pong():
     np.testing.assert_array_equal(np.asarray(out.obs), history[step, env_index[None]])
 
     sampled = replay.sample(state, jax.random.key(0), 32)
-    assert int(sampled.num_valid) == 8
-    ids = np.asarray(sampled.steps["id"])
+    assert int(replay.num_valid(state)) == 8
+    np.testing.assert_allclose(np.asarray(sampled.info.probability), 1 / 8)
+    ids = np.asarray(sampled.traces.steps["id"])
     step, env_of = (ids - 1) // num_envs, (ids - 1) % num_envs
-    np.testing.assert_array_equal(np.asarray(sampled.obs), history[step, env_of])
+    np.testing.assert_array_equal(np.asarray(sampled.traces.obs), history[step, env_of])
