@@ -147,6 +147,7 @@ class ReplaySample(NamedTuple):
 
 
 # ---------------------------------------------------------------------- argument checks
+# (the public ones are shared with replay.prioritized)
 
 
 def _as_spec(name: str, spec: Any) -> jax.ShapeDtypeStruct:
