@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 import sys
 from collections import deque
 from pathlib import Path
 
 from tqdm import tqdm
+
+from experiments.runfolder import read_json, write_json_atomic
+
+__all__ = ["RunLogger", "read_json", "write_json_atomic"]
 
 
 class RunLogger:
@@ -103,10 +106,4 @@ def _truncate_csv(path: Path, max_step: int):
         w = csv.writer(f)
         w.writerow(header)
         w.writerows(keep)
-    tmp.replace(path)
-
-
-def write_json_atomic(path: Path, data: dict):
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     tmp.replace(path)
