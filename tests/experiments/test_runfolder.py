@@ -1,5 +1,7 @@
-"""Run-folder guards: the lock, the writability check, strict atomic JSON."""
+"""Run-folder guards: the lock, the writability check, strict atomic JSON, and a
+metrics.csv that survives resumes, new columns and kills mid-write."""
 
+import csv
 import json
 import math
 import os
@@ -19,6 +21,7 @@ from experiments.runfolder import (
     read_json,
     write_json_atomic,
 )
+from experiments.runlog import RunLogger
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -182,3 +185,85 @@ def test_read_json_errors_are_one_line_naming_the_file(tmp_path, content, proble
     with pytest.raises(ValueError, match=f"^config {re.escape(str(path))} {problem}") as info:
         read_json(path, "config")
     assert "\n" not in str(info.value)
+
+
+# metrics.csv
+
+
+def _logger(run_dir, columns, start_step=0):
+    return RunLogger(
+        run_dir, columns, total_steps=1000, start_step=start_step, tensorboard=False,
+        progress=False,
+    )  # fmt: skip
+
+
+def _read(run_dir):
+    with open(run_dir / "metrics.csv", newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_unknown_metric_raises_naming_it(tmp_path):
+    logger = _logger(tmp_path, ["env_steps", "loss"])
+    logger.log({"env_steps": 10, "loss": 1.0}, 10)
+    with pytest.raises(ValueError, match="no column for 'kl_div'"):
+        logger.log({"env_steps": 20, "loss": 0.5, "kl_div": 0.1}, 10)
+    logger.close()
+    assert _read(tmp_path) == [["env_steps", "loss"], ["10", "1.0"]]
+
+
+def test_resume_with_new_columns_rewrites_with_the_union(tmp_path):
+    logger = _logger(tmp_path, ["env_steps", "loss", "old_metric"])
+    for step in (10, 20, 30):
+        logger.log({"env_steps": step, "loss": step / 10, "old_metric": 7}, 10)
+    logger.close()
+
+    logger = _logger(tmp_path, ["env_steps", "loss", "new_metric"], start_step=20)
+    assert logger.columns == ["env_steps", "loss", "new_metric", "old_metric"]
+    logger.log({"env_steps": 30, "loss": 3.5, "new_metric": 0.25}, 10)
+    logger.close()
+    assert _read(tmp_path) == [
+        ["env_steps", "loss", "new_metric", "old_metric"],
+        ["10", "1.0", "", "7"],
+        ["20", "2.0", "", "7"],
+        ["30", "3.5", "0.25", ""],
+    ]
+
+
+def test_resume_drops_rows_past_the_step_and_a_half_written_last_line(tmp_path, capsys):
+    logger = _logger(tmp_path, ["env_steps", "loss", "sps"])
+    for step in (10, 20, 30):
+        logger.log({"env_steps": step, "loss": 0.5, "sps": 100.0}, 10)
+    logger.close()
+    with open(tmp_path / "metrics.csv", "a", newline="") as f:
+        f.write("40,0.2")  # kill -9 in the middle of a row: no sps, no newline
+
+    logger = _logger(tmp_path, ["env_steps", "loss", "sps"], start_step=100)
+    logger.log({"env_steps": 40, "loss": 0.25, "sps": 90.0}, 10)
+    logger.close()
+    rows = _read(tmp_path)
+    assert [r[0] for r in rows] == ["env_steps", "10", "20", "30", "40"]
+    assert rows[-1] == ["40", "0.25", "90.0"]
+    assert "half-written last line" in capsys.readouterr().err
+
+    logger = _logger(tmp_path, ["env_steps", "loss", "sps"], start_step=20)
+    logger.close()
+    assert [r[0] for r in _read(tmp_path)] == ["env_steps", "10", "20"]
+
+
+def test_half_written_step_cell_is_not_read_as_a_smaller_step(tmp_path):
+    (tmp_path / "metrics.csv").write_text("env_steps,loss\r\n100,0.5\r\n2")  # "200,..." cut
+    logger = _logger(tmp_path, ["env_steps", "loss"], start_step=100)
+    logger.log({"env_steps": 200, "loss": 0.4}, 100)
+    logger.close()
+    assert _read(tmp_path) == [["env_steps", "loss"], ["100", "0.5"], ["200", "0.4"]]
+
+
+def test_malformed_rows_are_dropped_and_a_headerless_file_restarts(tmp_path):
+    (tmp_path / "metrics.csv").write_text("env_steps,loss\r\n10,0.5\r\n\x00\x00\x00\r\n20\r\n")
+    _logger(tmp_path, ["env_steps", "loss"], start_step=100).close()
+    assert _read(tmp_path) == [["env_steps", "loss"], ["10", "0.5"]]
+    (tmp_path / "metrics.csv").write_text("env_st")  # killed while writing the header
+    logger = _logger(tmp_path, ["env_steps", "loss"], start_step=100)
+    logger.log({"env_steps": 110, "loss": 0.1}, 10)
+    logger.close()
+    assert _read(tmp_path) == [["env_steps", "loss"], ["110", "0.1"]]
