@@ -1,62 +1,365 @@
-"""Atomic checkpoints with orbax.
+"""Checkpoints with orbax: atomic, checksummed, and set aside (never deleted) when damaged.
 
-Orbax writes each checkpoint into a temporary folder and renames it into place only once
-every file is complete, so a run killed at any moment (even `kill -9`) leaves either a whole
-checkpoint or none; half-written temporaries are ignored by `latest_step`. Arrays are stored
-as tensorstore/OCDBT data and metadata as JSON: loading never unpickles objects.
+Layout of a checkpoint folder (`<run_dir>/checkpoints/`):
+
+    <step>/                  one checkpoint as orbax writes it: state/ (the arrays, as
+      state/ meta/ ...       tensorstore/OCDBT data: loading never unpickles), meta/ (JSON),
+      checksums.json         plus the sha256 and size of every other file in <step>/
+    .staging/                only while a save runs (or after a kill during one)
+    damaged-<step>-<n>/      a checkpoint that failed to verify or restore, set aside
+
+Saving: orbax writes the checkpoint into `.staging/<step>` (itself through a temporary
+folder and a rename); its files are hashed and fsynced; `checksums.json` is written
+inside it (temporary file, fsync, rename); only then is the finished folder renamed to
+`<step>`. That rename is the commit: a kill at any moment leaves either a complete,
+verifiable `<step>/` or leftovers in `.staging/`, which are never listed and are removed by
+the next save. Readers (an evaluation of a live run) never see a checkpoint whose
+checksums are still being written. Orbax's step metadata of each new checkpoint also
+records `{"checksums": "checksums.json"}` (inside orbax's own atomic write), so a new
+checkpoint whose checksums.json has gone missing is detected as damaged. Files that
+checksums.json does not list are ignored.
+
+Restoring (`restore(target)`) tries checkpoints newest first. One is skipped when its files
+differ from checksums.json (a file missing, truncated or overwritten, a JSON metadata file
+damaged) or when orbax cannot read it. Each skip is printed to stderr and recorded in
+`Checkpointer.skipped`, and process 0 renames the folder to `damaged-<step>-<n>/`, keeping
+its files for inspection: it is neither retried nor counted by the rotation. A target whose
+leaves or shapes differ from the saved ones is the caller's mistake, not damage: it raises
+`ValueError` at once and nothing is skipped or moved (this is what lets
+`experiments.common.restore_checkpoint` retry with the older `actor_key` layout). Other
+errors (no permission, device out of memory) propagate and move nothing.
+
+Checkpoints written before checksums existed (no checksums.json, no marker) are legacy:
+accepted unverified if orbax restores them; when it cannot, they are skipped and set aside
+like damaged ones. A legacy run folder stays resumable, and its next saves get checksums.
+
+Rotation (`keep`) is done here rather than by orbax, after the new checkpoint is committed,
+so the newest complete checkpoint is never removed to make room for one that may not finish.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
 
+from experiments.runfolder import fsync_dir, write_json_atomic
+
 logging.getLogger("absl").setLevel(logging.ERROR)
+
+CHECKSUMS = "checksums.json"
+STAGING = ".staging"
+DAMAGED_PREFIX = "damaged-"
+_STEP_METADATA = "_CHECKPOINT_METADATA"  # orbax's per-step metadata file
+_FORMAT = "reactor-jax checkpoint checksums v1"
+_CHUNK = 1 << 20
+
+
+class CheckpointError(RuntimeError):
+    """No checkpoint could be restored, or an explicitly requested one is damaged."""
+
+
+class _Damaged(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
 
 class Checkpointer:
+    """Save and restore (state pytree, JSON meta) pairs under integer steps in `directory`.
+
+    `keep`: how many recent checkpoints to keep (at least 1). `skipped` lists
+    `(step, reason)` for every checkpoint this object skipped while restoring.
+    """
+
     def __init__(self, directory: str | Path, keep: int = 3):
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(
+                f"--keep-checkpoints must be an integer >= 1 (got {keep!r}); "
+                "the newest checkpoint is always kept"
+            )
         self.directory = Path(directory).absolute()
+        self.keep = keep
+        self.skipped: list[tuple[int, str]] = []
+        self._lead = jax.process_index() == 0
+        self._saves = 0
         self._manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(
-                max_to_keep=keep, create=True, enable_async_checkpointing=False
+                max_to_keep=None, create=True, enable_async_checkpointing=False
             ),
         )
+        self._writer = ocp.Checkpointer(ocp.CompositeCheckpointHandler())
+
+    # Saving.
 
     def save(self, step: int, state: Any, meta: dict) -> Path:
-        """Save a pytree of arrays plus a JSON-able dict under `step` (an env-step count)."""
-        self._manager.save(
-            step,
+        """Save a pytree of arrays plus a JSON-able dict under `step` (an env-step count);
+        returns the committed folder. Every process of a multi-process run must call it;
+        process 0 writes the checksums, commits and rotates."""
+        step = int(step)
+        final = self.directory / str(step)
+        self._manager.reload()
+        if step in self._manager.all_steps() or final.exists():
+            raise ValueError(f"checkpoint {step} already exists in {self.directory}")
+        staging = self.directory / STAGING
+        self._saves += 1
+        if self._lead:  # leftovers of a save that was killed
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+        self._barrier(f"stage_{step}")
+        staged = staging / str(step)
+        self._writer.save(
+            staged,
             args=ocp.args.Composite(
                 state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
             ),
-            force=True,
+            custom_metadata={"checksums": CHECKSUMS},
         )
-        self._manager.wait_until_finished()
-        return self.directory / str(step)
+        if self._lead:
+            write_checksums(staged, step)
+            os.rename(staged, final)
+            fsync_dir(self.directory)
+            shutil.rmtree(staging, ignore_errors=True)
+        self._barrier(f"commit_{step}")
+        self._manager.reload()
+        for old in sorted(self._manager.all_steps())[: -self.keep]:
+            self._manager.delete(old)
+        return final
+
+    def _barrier(self, name: str):
+        ocp.multihost.sync_global_processes(f"reactor_checkpoint_{name}_{self._saves}")
+
+    # Verifying.
+
+    def steps(self) -> list[int]:
+        """The steps present (verified or not), oldest first."""
+        self._manager.reload()
+        return sorted(self._manager.all_steps())
+
+    def verify(self, step: int) -> str | None:
+        """None if checkpoint `step` matches its checksums (or is a legacy checkpoint written
+        before checksums, accepted unverified); otherwise why it is damaged. Reads every file."""
+        try:
+            _verify(self.directory / str(step), step)
+        except _Damaged as err:
+            return err.reason
+        return None
 
     def latest_step(self) -> int | None:
-        self._manager.reload()
-        return self._manager.latest_step()
+        """The newest step that verifies (legacy checkpoints count), or None. Moves nothing."""
+        for step in reversed(self.steps()):
+            if self.verify(step) is None:
+                return step
+        return None
+
+    # Restoring.
 
     def restore(self, target: Any, step: int | None = None) -> tuple[Any, dict, int]:
-        """Restore into the structure of `target` (arrays or ShapeDtypeStructs)."""
-        step = self.latest_step() if step is None else step
-        if step is None:
-            raise FileNotFoundError(f"no complete checkpoint in {self.directory}")
+        """Restore into the structure of `target` (arrays or ShapeDtypeStructs); returns
+        (state, meta, step).
+
+        Without `step`: the newest checkpoint that verifies and restores; each damaged one
+        on the way is skipped, reported and set aside (see the module docstring). With
+        `step`: that checkpoint, or `CheckpointError` if it is missing or damaged (it is
+        left in place). `CheckpointError` (one line) when none restores; `ValueError` when
+        `target` does not match the saved structure."""
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
-        out = self._manager.restore(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
-            ),
-        )
-        return out["state"], dict(out["meta"]), step
+        if step is not None:
+            step = int(step)
+            if step not in self.steps():
+                have = ", ".join(map(str, self.steps())) or "none"
+                raise CheckpointError(
+                    f"no checkpoint {step} in {self.directory} (checkpoints: {have})"
+                )
+            try:
+                return self._restore_one(step, abstract)
+            except _Damaged as err:
+                raise CheckpointError(
+                    f"checkpoint {step} in {self.directory} is damaged: {err.reason}"
+                ) from None
+        failed = []
+        for candidate in reversed(self.steps()):
+            try:
+                return self._restore_one(candidate, abstract)
+            except _Damaged as err:
+                reason = err.reason + self._set_aside(candidate)
+            self.skipped.append((candidate, reason))
+            failed.append(f"{candidate}: {reason}")
+            print(f"checkpoint {candidate} skipped: {reason}", file=sys.stderr, flush=True)
+        if failed:
+            raise CheckpointError(
+                f"no checkpoint in {self.directory} could be restored ({'; '.join(failed)})"
+            )
+        aside = sorted(p.name for p in self.directory.glob(f"{DAMAGED_PREFIX}*"))
+        earlier = f" (set aside earlier as damaged: {', '.join(aside)})" if aside else ""
+        raise CheckpointError(f"no complete checkpoint in {self.directory}{earlier}")
+
+    def _restore_one(self, step: int, abstract: Any) -> tuple[Any, dict, int]:
+        folder = self.directory / str(step)
+        _verify(folder, step)
+        mismatch = _structure_mismatch(folder, abstract)
+        if mismatch:
+            raise ValueError(
+                f"checkpoint {step} in {self.directory} does not match the restore target: "
+                f"{mismatch}"
+            )
+        try:
+            out = self._manager.restore(
+                step,
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
+                ),
+            )
+        except PermissionError:
+            raise
+        except ValueError as err:
+            if "structures do not match" in str(err):  # orbax's own, finer structure check
+                raise
+            raise _Damaged(f"orbax cannot read it: {_one_line(err)}") from err
+        except (OSError, KeyError, EOFError) as err:
+            raise _Damaged(f"orbax cannot read it: {_one_line(err)}") from err
+        meta = out["meta"]
+        if not isinstance(meta, dict):
+            raise _Damaged(f"meta holds a {type(meta).__name__}, expected a JSON object")
+        return out["state"], dict(meta), step
+
+    def _set_aside(self, step: int) -> str:
+        """Rename a damaged checkpoint to damaged-<step>-<n>/; returns a note for the report.
+        Only process 0 renames; the others just skip it."""
+        if not self._lead:
+            return ""
+        n = 1
+        while (self.directory / f"{DAMAGED_PREFIX}{step}-{n}").exists():
+            n += 1
+        aside = self.directory / f"{DAMAGED_PREFIX}{step}-{n}"
+        try:
+            os.rename(self.directory / str(step), aside)
+        except OSError as err:
+            return f"; left in place, could not set it aside: {err.strerror or err}"
+        fsync_dir(self.directory)
+        self._manager.reload()
+        return f"; set aside as {aside}"
 
     def close(self):
         self._manager.close()
+        self._writer.close()
+
+
+def write_checksums(folder: Path, step: int):
+    """Hash (and fsync) every file under `folder`, then write `folder/checksums.json`
+    atomically."""
+    files = {}
+    for path in sorted(_files(folder)):
+        rel = path.relative_to(folder).as_posix()
+        if rel == CHECKSUMS:
+            continue
+        digest, size = _sha256(path, sync=True)
+        files[rel] = {"sha256": digest, "size": size}
+    for sub in sorted({p.parent for p in _files(folder)} | {folder}):
+        fsync_dir(sub)
+    write_json_atomic(folder / CHECKSUMS, {"format": _FORMAT, "step": step, "files": files})
+
+
+def _verify(folder: Path, step: int):
+    """Raise `_Damaged` if `folder` does not match its checksums.json (or, lacking one, is
+    marked as a checkpoint that should have one)."""
+    manifest_path = folder / CHECKSUMS
+    if not manifest_path.exists():
+        if _has_checksums_marker(folder):
+            raise _Damaged(f"{CHECKSUMS} is missing")
+        return  # legacy: accepted unverified, orbax will tell
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files = manifest["files"]
+        if manifest.get("step") != step:
+            raise ValueError(f"it describes step {manifest.get('step')}")
+        for entry in files.values():
+            if not isinstance(entry["size"], int) or not isinstance(entry["sha256"], str):
+                raise ValueError("an entry lacks an integer size or a sha256 string")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise _Damaged(f"{CHECKSUMS} is unreadable: {_one_line(err)}") from None
+    for rel, entry in sorted(files.items()):
+        path = folder / rel
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise _Damaged(f"{CHECKSUMS} names a path outside the checkpoint: {rel}")
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise _Damaged(f"{rel} is missing") from None
+        if size != entry["size"]:
+            raise _Damaged(f"{rel} has {size} bytes, expected {entry['size']}")
+        try:
+            digest, _ = _sha256(path)
+        except PermissionError:
+            raise
+        except OSError as err:
+            raise _Damaged(f"{rel} cannot be read: {err.strerror or err}") from None
+        if digest != entry["sha256"]:
+            raise _Damaged(f"{rel} does not match its sha256 (contents changed)")
+
+
+def _has_checksums_marker(folder: Path) -> bool:
+    """Whether orbax's step metadata says this checkpoint was saved with checksums."""
+    try:
+        custom = json.loads((folder / _STEP_METADATA).read_text()).get("custom_metadata")
+    except (OSError, ValueError, AttributeError):
+        return False  # unreadable or absent: treat as legacy, orbax decides
+    return isinstance(custom, dict) and custom.get("checksums") == CHECKSUMS
+
+
+def _structure_mismatch(folder: Path, abstract: Any) -> str | None:
+    """Why `abstract` cannot be restored from `folder/state` (different leaves or shapes),
+    or None. Unreadable metadata is damage."""
+    try:
+        saved = ocp.StandardCheckpointHandler().metadata(folder / "state")
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise _Damaged(f"orbax cannot read its metadata: {_one_line(err)}") from err
+    saved = ocp.tree.to_flat_dict(getattr(saved, "tree", saved))
+    wanted = ocp.tree.to_flat_dict(abstract)
+    name = "/".join
+    missing = sorted(name(k) for k in wanted.keys() - saved.keys())
+    extra = sorted(name(k) for k in saved.keys() - wanted.keys())
+    problems = []
+    if missing:
+        problems.append(f"not saved: {', '.join(missing[:5])}")
+    if extra:
+        problems.append(f"saved but not in the target: {', '.join(extra[:5])}")
+    for key in sorted(wanted.keys() & saved.keys()):
+        want = tuple(getattr(wanted[key], "shape", ()))
+        have = getattr(saved[key], "shape", None)
+        if have is not None and tuple(have) != want:
+            problems.append(f"{name(key)} has shape {tuple(have)}, target {want}")
+            break
+    return "; ".join(problems) or None
+
+
+def _files(folder: Path):
+    for root, _, names in os.walk(folder):
+        for n in names:
+            yield Path(root) / n
+
+
+def _sha256(path: Path, sync: bool = False) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+        if sync:
+            os.fsync(f.fileno())
+    return h.hexdigest(), size
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 200 else text[:197] + "..."

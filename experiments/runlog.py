@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
+import os
+import stat
 import sys
+import tempfile
 from collections import deque
 from pathlib import Path
 
 from tqdm import tqdm
 
+from experiments.runfolder import fsync_dir, read_json, write_json_atomic
+
+__all__ = ["RunLogger", "read_json", "write_json_atomic"]
+
 
 class RunLogger:
     """Appends one row per iteration to metrics.csv and mirrors scalars to TensorBoard.
 
-    On resume the CSV is reopened in append mode; rows past the resumed step are dropped
-    first, so a crash between a log row and the next checkpoint leaves no duplicate steps.
+    The columns are fixed: logging a key that is not a column raises `ValueError` (naming
+    it) instead of dropping it; a column missing from a row is left empty.
+
+    When metrics.csv already exists (a resume), it is repaired before appending: rows past
+    `start_step` are dropped, so a crash between a log row and the next checkpoint leaves no
+    duplicate steps; a half-written last line (a kill mid-write) is dropped; and if its
+    header differs from `columns`, the file is rewritten with the union (`columns`, then
+    the old file's other columns), old rows keeping empty cells for new columns.
+    `self.columns` is that union.
     """
 
     def __init__(
@@ -31,19 +44,22 @@ class RunLogger:
         write: bool = True,
     ):
         """`write=False` (processes other than 0) keeps the return window but writes nothing."""
+        if "env_steps" not in columns:
+            raise ValueError(f"metrics.csv columns must include env_steps, got {columns}")
         self.path = run_dir / "metrics.csv"
-        self.columns = columns
+        self.columns = list(columns)
         self.write = write
         self.recent = deque(maxlen=return_window)
         if not write:
             return
-        if start_step > 0 and self.path.exists():
-            _truncate_csv(self.path, start_step)
+        if self.path.exists():
+            self.columns = _repair_csv(self.path, self.columns, start_step)
         new = not self.path.exists()
         self._file = open(self.path, "a", newline="")
-        self._csv = csv.DictWriter(self._file, fieldnames=columns, extrasaction="ignore")
+        self._csv = csv.DictWriter(self._file, fieldnames=self.columns, restval="")
         if new:
             self._csv.writeheader()
+            self._file.flush()
         self._tb = None
         if tensorboard:
             from tensorboardX import SummaryWriter
@@ -67,6 +83,12 @@ class RunLogger:
         return sum(self.recent) / len(self.recent) if self.recent else math.nan
 
     def log(self, row: dict, advance: int):
+        unknown = [k for k in row if k not in self.columns]
+        if unknown:
+            raise ValueError(
+                f"metrics.csv has no column for {', '.join(map(repr, unknown))} "
+                f"(columns: {', '.join(self.columns)})"
+            )
         if not self.write:
             return
         self._csv.writerow(row)
@@ -90,23 +112,54 @@ class RunLogger:
             self._tb.close()
 
 
-def _truncate_csv(path: Path, max_step: int):
+def _repair_csv(path: Path, columns: list[str], max_step: int) -> list[str]:
+    """Make `path` safe to append rows of `columns` to; returns the columns to write.
+
+    Keeps the header and the complete rows up to env step `max_step`; drops a last line
+    without its newline (half-written) and rows that do not parse; rewrites the file
+    (atomically) only when something changes, with the union of the old and new columns.
+    """
     with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    if not rows:
-        return
-    header, body = rows[0], rows[1:]
-    col = header.index("env_steps")
-    keep = [r for r in body if r and int(float(r[col])) <= max_step]
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(keep)
-    tmp.replace(path)
-
-
-def write_json_atomic(path: Path, data: dict):
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+        *lines, partial = f.read().split("\n")  # `partial`: text after the last newline
+    if not lines:  # not even a complete header: start the file afresh
+        path.unlink()
+        return columns
+    header = next(csv.reader(lines[:1]))
+    if "env_steps" not in header:
+        raise ValueError(f"{path} has no env_steps column in its header: {lines[0].strip()}")
+    step_col = header.index("env_steps")
+    keep, dropped = [], 0
+    for row in csv.reader(lines[1:]):
+        if not row:
+            continue
+        try:
+            step = float(row[step_col])
+        except (IndexError, ValueError):
+            step = math.nan
+        if len(row) != len(header) or not math.isfinite(step):
+            dropped += 1
+        elif step <= max_step:
+            keep.append(row)
+    notes = [f"{dropped} malformed row(s)"] if dropped else []
+    notes += ["a half-written last line"] if partial else []
+    if notes:
+        print(f"{path}: dropped {' and '.join(notes)}", file=sys.stderr)
+    union = list(columns) + [c for c in header if c not in columns]
+    if union == header and not partial and len(keep) == len(lines) - 1:
+        return union  # nothing to change: append as is
+    mode = stat.S_IMODE(path.stat().st_mode)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=union, restval="")
+            writer.writeheader()
+            writer.writerows(dict(zip(header, row, strict=True)) for row in keep)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+    return union
