@@ -1,21 +1,66 @@
-"""What the agents share on the host side: building the training state and restarting the
-actor. An agent provides `learner`, `replay`, `mesh`, `env`, `_initial_core(n)` and, when
-sharded, `_replay_init()`."""
+"""`AgentBase`: the agent protocol (agents/protocol.py) for agents that act in rollouts of T
+steps, store them in a trace replay, and learn from replayed (and, if they like, fresh)
+traces. An agent built on it writes its config, network, learner and a few hooks; the
+wiring (device programs for one device or a mesh, ahead-of-time compilation, the replay and
+its step spec, resets, evaluation policy) is here, once.
+
+One training iteration::
+
+    actor, traj = collect(...)                       # T steps of every env (RolloutProgram)
+    learner, replay, metrics = absorb(learner, replay, traj)   # store (+ on-policy update)
+    repeat updates_due(iteration, env_steps) times:
+        learner, replay, m = replay_update(learner, replay)    # sample, learn, set priorities
+
+`absorb` and `replay_update` are pure and run as `Program`s (jit, or jit(shard_map) with
+gradients averaged over the mesh), with the learner and replay states donated.
+
+The config must have `num_envs`, `trace_len`, `batch_size`, `buffer_size`, `discount` and
+`microbatch_traces`. The learner must have `init(key, sample_obs) -> state` (a NamedTuple
+with `params` and `key`) and `update(state, TraceBatch, axis_name) -> (state, metrics,
+priorities [B])`.
+"""
 
 from __future__ import annotations
+
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 
-from agents.parallel import P, to_global
-from agents.rollout import initial_actor_state
+from agents.learning import TraceBatch, sample_key
+from agents.parallel import DATA, P, check_divisible, to_global
+from agents.programs import Program, RolloutProgram, replay_program_specs, rollout_program_specs
+from agents.protocol import IterationOutput, TrainState
+from agents.rollout import ActorOutput, initial_actor_state, trace_step_spec
+
+
+def categorical_actor(policy_logits):
+    """The actor of a categorical policy.
+
+    `policy_logits(params, obs, first, core) -> (logits [B, A], core)` is the network's
+    policy. Returns `select_action(params, obs, first, core, key) -> ActorOutput` (samples
+    a ~ π, records μ = π) and `act(greedy) -> ActFn` for evaluation."""
+
+    def select_action(params, obs, first, core, key) -> ActorOutput:
+        logits, core = policy_logits(params, obs, first, core)
+        action = jax.random.categorical(key, logits).astype(jnp.int32)
+        return ActorOutput(action, jax.nn.softmax(logits), core)
+
+    def act(greedy: bool):
+        def act_fn(params, obs, first, core, key):
+            logits, core = policy_logits(params, obs, first, core)
+            action = jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
+            return action.astype(jnp.int32), core
+
+        return jax.jit(act_fn)
+
+    return select_action, act
 
 
 def make_trace_replay(
-    spec, *, trace_len: int, buffer_size: int, shards: int, extras_spec=None, memory_limit=None
+    env_spec, step_spec, *, trace_len, buffer_size, shards, extras_spec=None, memory_limit=None
 ):
-    """The trace replay of one device: the streams of its num_envs / `shards` envs, each step
-    holding the flags, action, behaviour μ, reward, discount and mask the losses need.
+    """The trace replay of one device: the streams of its num_envs / `shards` envs.
 
     On CPU all shards share host memory, so by default each gets 1/`shards` of it."""
     from replay import TraceReplay, available_memory_bytes
@@ -23,81 +68,205 @@ def make_trace_replay(
     if memory_limit is None and shards > 1 and jax.devices()[0].platform == "cpu":
         avail = available_memory_bytes(jax.devices()[0])
         memory_limit = None if avail is None else int(0.8 * avail) // shards
-    sds = jax.ShapeDtypeStruct
-    num_envs = spec.num_envs * jax.process_count()
+    num_envs = env_spec.num_envs * jax.process_count()
     return TraceReplay(
         num_envs=num_envs // shards,
         trace_len=trace_len,
         capacity=buffer_size // shards,
-        obs_shape=spec.obs_shape,
-        obs_dtype=spec.obs_dtype,
-        frame_stack=spec.frame_stack,
-        step_spec={
-            "first": sds((), jnp.bool_),
-            "frame_reset": sds((), jnp.bool_),
-            "action": sds((), jnp.int32),
-            "mu": sds((spec.num_actions,), jnp.float32),
-            "reward": sds((), jnp.float32),
-            "discount": sds((), jnp.float32),
-            "mask": sds((), jnp.float32),
-        },
-        trace_extras_spec=extras_spec,
+        obs_shape=env_spec.obs_shape,
+        obs_dtype=env_spec.obs_dtype,
+        frame_stack=env_spec.frame_stack,
+        step_spec=step_spec,
+        extras_spec=extras_spec,
         memory_limit_bytes=memory_limit,
     )
 
 
-def sample_key(key, axis_name=None):
-    """Split the learner's key; under data parallelism each device folds in its index so it
-    samples its own envs' traces. Returns (next learner key, sampling key)."""
-    key, sub = jax.random.split(key)
-    if axis_name is not None:
-        sub = jax.random.fold_in(sub, jax.lax.axis_index(axis_name))
-    return key, sub
-
-
-def replayed_steps(sample, trace_len: int) -> dict:
-    """The learner fields of a replayed trace: obs and `first` for all T+1 steps, the
-    transition fields (action, μ, reward, discount, mask) for the first T."""
-    s = sample.steps
-    per_step = {k: s[k][:trace_len] for k in ("action", "mu", "reward", "discount", "mask")}
-    return {"obs": sample.obs, "first": s["first"], **per_step}
-
-
-def slice_batch(batch, start: int, size: int, batch_major: tuple[str, ...] = ("core_state",)):
-    """Sequences start..start+size of a NamedTuple batch: fields are time-major `[T, B, ...]`
-    except those named in `batch_major` (`[B, ...]`, e.g. a recurrent state)."""
-    fields = {}
-    for name, value in batch._asdict().items():
-        axis = 0 if name in batch_major else 1
-        fields[name] = jax.tree.map(
-            lambda x, axis=axis: jax.lax.slice_in_dim(x, start, start + size, axis=axis), value
-        )
-    return type(batch)(**fields)
-
-
 class AgentBase:
-    mesh = None
+    """See the module docstring. Subclasses set `name` and `metric_names` and implement
+    `make_network`, `make_learner`, `policy_logits` and `updates_due`; they may override
+    `initial_core`, `make_replay`, `absorb`, `collect` and `after_learning`."""
 
-    def _initial_core(self, n):
+    name: ClassVar[str] = "agent"
+    metric_names: ClassVar[tuple[str, ...]] = ()
+    discrete_only: ClassVar[bool] = True
+
+    def __init__(self, config, env, *, seed: int = 0, mesh=None, replay_memory_limit=None):
+        """`mesh`: a 1-D mesh from `agents.parallel.make_mesh` for data parallelism; None or
+        a single device keeps the plain jitted path."""
+        spec = env.spec
+        if self.discrete_only and not spec.discrete:
+            raise ValueError(
+                f"{self.name} needs discrete actions; {spec.env_id} has a continuous action "
+                f"space of shape {spec.action_shape}"
+            )
+        procs = jax.process_count()
+        if config.num_envs != spec.num_envs * procs:
+            raise ValueError(
+                f"config.num_envs={config.num_envs} but the env has {spec.num_envs} envs "
+                f"x {procs} process(es)"
+            )
+        self.mesh = mesh if mesh is not None and mesh.size > 1 else None
+        self.num_devices = self.mesh.size if self.mesh is not None else 1
+        check_divisible("--num-envs", config.num_envs, self.num_devices)
+        check_divisible("--batch-size", config.batch_size, self.num_devices)
+        if config.microbatch_traces:
+            check_divisible(
+                "--batch-size per device", config.batch_size // self.num_devices,
+                config.microbatch_traces, "--microbatch-traces",
+            )  # fmt: skip
+        self.config, self.env, self.seed = config, env, seed
+        self.steps_per_iteration = config.trace_len * config.num_envs
+        self.network = self.make_network(spec)
+        self.learner = self.make_learner(self.network)
+        self.select_action, self.act = categorical_actor(self.policy_logits)
+        self.rollout = RolloutProgram(
+            env, self.select_action, config.trace_len, config.discount, self.mesh
+        )
+        n = spec.num_envs
+        params = jax.eval_shape(self.init_learner, jax.random.PRNGKey(0)).params
+        obs = jax.ShapeDtypeStruct((n, *spec.obs_shape), spec.obs_dtype)
+        first = jax.ShapeDtypeStruct((n,), jnp.bool_)
+        core = self.initial_core(n)
+        out = jax.eval_shape(self.select_action, params, obs, first, core, jax.random.PRNGKey(0))
+        self.replay = self.make_replay(
+            make_trace_replay(
+                spec,
+                trace_step_spec(out),
+                trace_len=config.trace_len,
+                buffer_size=config.buffer_size,
+                shards=self.num_devices,
+                extras_spec=jax.tree.map(
+                    lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), core
+                ),
+                memory_limit=replay_memory_limit,
+            )
+        )
+        specs = self.replay.partition_specs(DATA) if self.mesh is not None else None
+        self._absorb = Program(
+            self.absorb, mesh=self.mesh, donate_argnums=(0, 1),
+            **(rollout_program_specs(specs) if self.mesh is not None else {}),
+        )  # fmt: skip
+        self._replay_update = Program(
+            self.replay_update, mesh=self.mesh, donate_argnums=(0, 1),
+            **(replay_program_specs(specs) if self.mesh is not None else {}),
+        )  # fmt: skip
+        if self.mesh is not None:
+            self._replay_init = jax.jit(
+                jax.shard_map(self.replay.init, mesh=self.mesh, in_specs=(), out_specs=specs)
+            )
+        self.compile_s = 0.0
+
+    # ------------------------------------------------------------------ agent hooks
+    def make_network(self, env_spec):
+        raise NotImplementedError
+
+    def make_learner(self, network):
+        raise NotImplementedError
+
+    def policy_logits(self, params, obs, first, core):
+        """`(logits [B, A], core)` of the policy at one batched step."""
+        raise NotImplementedError
+
+    def updates_due(self, iteration: int, env_steps: int) -> int:
+        """Replay updates to run in this iteration: a pure function of its arguments (the
+        counts before it), so that a resumed run and every process agree."""
+        raise NotImplementedError
+
+    def initial_core(self, num_envs: int):
         return ()
 
-    def _init_parts(self, key):
-        """(learner, replay, actor): fresh learner, empty replay, reset envs."""
+    def make_replay(self, trace_replay):
+        """Wrap the uniform trace replay (e.g. in `replay.PrioritizedTraceReplay`)."""
+        return trace_replay
+
+    def absorb(self, learner, replay, traj, axis_name=None):
+        """Take in a fresh rollout: store its traces. Pure; returns (learner, replay,
+        metrics list)."""
+        return learner, self.replay.add(replay, traj.obs, traj.steps, traj.core_state), []
+
+    def replay_update(self, learner, replay, axis_name=None):
+        """Sample a batch of traces, take one learner step, store the new priorities."""
+        key, sub = sample_key(learner.key, axis_name)
+        sample = self.replay.sample(replay, sub, self.config.batch_size // self.num_devices)
+        batch = TraceBatch.from_sample(sample, self.config.trace_len)
+        learner, metrics, priorities = self.learner.update(
+            learner._replace(key=key), batch, axis_name
+        )
+        info = sample.info
+        return (
+            learner,
+            self.replay.set_priorities(replay, info.env_index, info.slot, priorities),
+            (metrics),
+        )
+
+    def collect(self, state: TrainState):
+        """One rollout with the current params: (actor, rollout, rollout placed on the mesh)."""
+        return self.rollout(state.learner.params, state.actor)
+
+    def after_learning(self, learner, num_updates: int) -> None:
+        """Called on the host after an iteration's updates were dispatched."""
+
+    # ------------------------------------------------------------------ protocol
+    def init_learner(self, key):
+        n, spec = self.env.spec.num_envs, self.env.spec
+        return self.learner.init(key, jnp.zeros((n, *spec.obs_shape), spec.obs_dtype))
+
+    def init(self, key) -> TrainState:
         learner_key, actor_key = jax.random.split(key)
         if jax.process_count() > 1:  # same learner everywhere, different actions per process
             actor_key = jax.random.fold_in(actor_key, jax.process_index())
-        actor = initial_actor_state(self.env, self._initial_core(self.env.spec.num_envs), actor_key)
-        learner = self.learner.init(learner_key, actor.obs)
+        actor = initial_actor_state(self.env, self.initial_core(self.env.spec.num_envs), actor_key)
+        learner = self.init_learner(learner_key)
         if self.mesh is None:
-            return learner, self.replay.init(), actor
+            return TrainState(learner, self.replay.init(), actor)
         learner = to_global(learner, self.mesh, P())  # replicated: same seed in every process
-        return learner, self._replay_init(), actor
+        return TrainState(learner, self._replay_init(), actor)
 
-    def restart_actor(self, state, key):
-        """New episodes for every env (after a resume: env states are not checkpointed)."""
+    def reset_actor(self, state: TrainState, key) -> TrainState:
         self.close()
-        actor = initial_actor_state(self.env, self._initial_core(self.env.spec.num_envs), key)
+        actor = initial_actor_state(self.env, self.initial_core(self.env.spec.num_envs), key)
         return state._replace(actor=actor)
 
-    def close(self):
+    def compile(self, state: TrainState) -> float:
+        import time
+
+        t0 = time.perf_counter()
+        params = state.learner.params
+        self.rollout.compile(params, state.actor)
+        placed = self.rollout.abstract(params, state.actor)
+        self._absorb.compile(state.learner, state.replay, placed)
+        self._replay_update.compile(state.learner, state.replay)
+        self.compile_s = time.perf_counter() - t0
+        return self.compile_s
+
+    def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
+        actor, traj, placed = self.collect(state)
+        learner, replay, metrics = self._absorb(state.learner, state.replay, placed)
+        metrics = list(metrics)
+        n = self.updates_due(iteration, env_steps)
+        for _ in range(n):
+            learner, replay, m = self._replay_update(learner, replay)
+            metrics.append(m)
+        self.after_learning(learner, n)
+        out = IterationOutput(metrics, traj.finished_return, traj.finished_length, traj.game_over)
+        return TrainState(learner, replay, actor), out
+
+    def acting_params(self, learner):
+        return self.rollout.acting_params(learner.params)
+
+    @property
+    def programs(self) -> dict[str, Any]:
+        """The device programs, by name (their `traces` count compilations)."""
+        return {
+            "rollout": self.rollout,
+            "absorb": self._absorb,
+            "replay_update": self._replay_update,
+        }
+
+    @property
+    def bytes_per_transition(self) -> float:
+        return self.replay.bytes_per_transition
+
+    def close(self) -> None:
         """Stop background work (none by default)."""

@@ -45,10 +45,6 @@ def check_divisible(what: str, value: int, shards: int, unit: str = "devices"):
         raise ValueError(f"{what}={value} is not divisible by the number of {unit} ({shards})")
 
 
-def replicated(mesh: Mesh) -> NamedSharding:
-    return NamedSharding(mesh, P())
-
-
 def local_replica(tree):
     """This process's copy of a replicated pytree, on its first local device (no copy)."""
     return jax.tree.map(lambda x: x.addressable_data(0), tree)
@@ -104,20 +100,3 @@ def abstract_rollout(traj: Rollout, mesh: Mesh) -> Rollout:
         return jax.ShapeDtypeStruct(tuple(shape), x.dtype, sharding=NamedSharding(mesh, spec))
 
     return _map_rollout(traj, abstract)
-
-
-def trace_replay_specs():
-    """How a `TraceReplayState` is laid out over the mesh: env streams split, counters shared."""
-    from replay import TraceReplayState
-
-    return TraceReplayState(
-        frames=P(DATA), steps=P(DATA), extras=P(DATA), priorities=P(DATA),
-        write_slot=P(), count=P(),
-    )  # fmt: skip
-
-
-def prioritized_replay_specs():
-    """The same for a `PrioritizedReplayState`: each device keeps a sum tree of its slots."""
-    from replay import PrioritizedReplayState
-
-    return PrioritizedReplayState(base=trace_replay_specs(), tree=P(DATA), assigned=P(DATA))

@@ -1,7 +1,10 @@
 """Rollouts shared by the agents: time-major trace recording over a pure `select_action`.
 
 `select_action(params, obs, first, core_state, key) -> ActorOutput` is the agent's policy
-step (ACER: agents/acer/actor.py; Reactor: agents/reactor/actor.py).
+step (for categorical policies: `agents.base.categorical_actor`). Its output decides what a
+trace stores: the action (int32 index or float vector) and the behaviour statistics `mu` the
+learner needs for off-policy corrections (a probability vector, or any pytree: Gaussian mean
+and log-std, a log-prob).
 
 The rollout has two modes that share one recording function:
 - XLA (envpool): policy step and envpool's XLA env step inside one `lax.scan`, so a whole
@@ -12,6 +15,7 @@ The rollout has two modes that share one recording function:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -24,8 +28,8 @@ Array = jax.Array
 
 
 class ActorOutput(NamedTuple):
-    action: Array  # [B] int32
-    mu: Array  # [B, A] behaviour probabilities: what the learner needs for off-policy terms
+    action: Array  # [B] int32 index, or [B, *action_shape] float for continuous actions
+    mu: Any  # behaviour statistics, leaves [B, ...]: μ(·|x) [B, A] for a categorical policy
     core_state: Any  # recurrent state after this step (() for feed-forward networks)
 
 
@@ -78,6 +82,23 @@ def _record(discount: float, actor: ActorState, out: ActorOutput, ts: TimeStep):
     return nxt, (actor.obs, steps, stats)
 
 
+def trace_step_spec(actor_output) -> dict:
+    """What one step of a trace stores (the `steps` dict `_record` writes), per env, given
+    the shapes of a batched `ActorOutput`: the replay's step spec, from the agent's actor."""
+    sds = jax.ShapeDtypeStruct
+    strip = lambda x: sds(x.shape[1:], x.dtype)  # noqa: E731  drop the env axis
+    flag, value = sds((), jnp.bool_), sds((), jnp.float32)
+    return {
+        "first": flag,
+        "frame_reset": flag,
+        "action": strip(actor_output.action),
+        "mu": jax.tree.map(strip, actor_output.mu),
+        "reward": value,
+        "discount": value,
+        "mask": value,
+    }
+
+
 def _assemble(start: ActorState, end: ActorState, recorded) -> Rollout:
     obs, steps, (fin_ret, fin_len, over) = recorded
     return Rollout(obs, steps, start.core_state, end.obs, end.first, fin_ret, fin_len, over)
@@ -100,20 +121,22 @@ def make_xla_rollout(env, select_action, trace_len: int, discount: float):
     return rollout
 
 
+def _record_all(discount: float, actor: ActorState, outs: ActorOutput, tss: TimeStep):
+    """`_record` over T stacked policy outputs and env steps (the host rollout's second half)."""
+
+    def body(actor, xs):
+        out, ts = xs
+        return _record(discount, actor, out, ts)
+
+    end, recorded = jax.lax.scan(body, actor, (outs, tss))
+    return end, _assemble(actor, end, recorded)
+
+
 def make_host_rollout(env, select_action, trace_len: int, discount: float):
     """The same rollout for host-stepped envs (gymnasium backend). Not jittable as a whole:
     T jitted policy steps, T host env steps, then one jitted recording scan."""
     policy = jax.jit(select_action)
-
-    @jax.jit
-    def record(actor: ActorState, outs: ActorOutput, tss: TimeStep):
-        def body(actor, xs):
-            out, ts = xs
-            return _record(discount, actor, out, ts)
-
-        end, recorded = jax.lax.scan(body, actor, (outs, tss))
-        # The recurrent state after each step is in `outs`; `_record` already carried it.
-        return end, _assemble(actor, end, recorded)
+    record = jax.jit(lambda actor, outs, tss: _record_all(discount, actor, outs, tss))
 
     def rollout(params, actor: ActorState):
         outs, tss = [], []
@@ -131,6 +154,21 @@ def make_host_rollout(env, select_action, trace_len: int, discount: float):
         return record(actor._replace(key=key), outs, tss)
 
     return rollout
+
+
+def rollout_shape(env, select_action, trace_len: int, discount: float, params, actor):
+    """The `Rollout` of either mode as ShapeDtypeStructs, without stepping any env."""
+    sds = jax.ShapeDtypeStruct
+    out = jax.eval_shape(select_action, params, actor.obs, actor.first, actor.core_state, actor.key)
+    n = env.spec.num_envs
+    flag, value = sds((n,), jnp.bool_), sds((n,), jnp.float32)
+    ts = TimeStep(
+        obs=sds(actor.obs.shape, actor.obs.dtype), reward=value, raw_reward=value,
+        terminated=flag, truncated=flag, first=flag, game_over=flag, frame_reset=flag,
+    )  # fmt: skip
+    stack = lambda s: sds((trace_len, *s.shape), s.dtype)  # noqa: E731
+    outs, tss = jax.tree.map(stack, out), jax.tree.map(stack, ts)
+    return jax.eval_shape(partial(_record_all, discount), actor, outs, tss)[1]
 
 
 def initial_actor_state(env, network_initial_state, key, use_xla: bool | None = None) -> ActorState:

@@ -1,80 +1,123 @@
-"""Helpers shared by the experiment scripts: building an agent from saved args and loading
-checkpoints of a run folder."""
+"""What the experiment scripts share: reading a run folder's config back into the agent's
+spec and config (also the layout older versions wrote), building the agent, and restoring
+its learner from a checkpoint."""
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from agents.acer.agent import ACERAgent
-from experiments.args import TrainArgs
+from agents.config import from_dict
+from agents.registry import get_agent
+from envs import make_env
+from experiments.args import RunArgs, TrainArgs
 from experiments.checkpoint import Checkpointer
+from experiments.runfolder import read_json
+
+
+def load_run(run_dir: str | Path) -> TrainArgs:
+    """The TrainArgs a run folder was started with, from its config.json.
+
+    Reads the current layout ({"run": ..., "agent_config": ...}) and the flat one of earlier
+    versions ({"args": {...every flag...}, "agent_config": ...}). Problems are one-line
+    ValueErrors naming the file."""
+    path = Path(run_dir) / "config.json"
+    if not path.exists():
+        raise ValueError(f"{run_dir} is not a run folder (no config.json)")
+    data = read_json(path, "run config")
+    where = str(path)
+    if "run" in data:
+        run = from_dict(RunArgs, data["run"], f"{where} [run]")
+    elif "args" in data and isinstance(data["args"], dict):  # layout before the agent registry
+        run = from_dict(RunArgs, data["args"], f"{where} [args]", ignore_unknown=True)
+    else:
+        raise ValueError(f"{where}: has neither 'run' nor 'args'")
+    try:
+        spec = get_agent(run.agent)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    saved = data.get("agent_config")
+    if not isinstance(saved, dict):
+        raise ValueError(f"{where}: 'agent_config' is missing or not an object")
+    renamed = getattr(spec.config_cls, "RENAMED", {})
+    saved = {renamed.get(k, k): v for k, v in saved.items()}
+    config = from_dict(spec.config_cls, saved, f"{where} [agent_config]")
+    return TrainArgs(run, config)
+
+
+def config_json(args: TrainArgs) -> dict:
+    return {
+        "agent": args.run.agent,
+        "run": dataclasses.asdict(args.run),
+        "agent_config": dataclasses.asdict(args.config),
+    }
 
 
 def build_agent(args: TrainArgs, env, mesh=None, seed: int | None = None):
-    """The agent named by `args.agent`, configured from `args`."""
-    seed = args.seed if seed is None else seed
-    if args.agent == "reactor":
-        from agents.reactor.agent import ReactorAgent
-
-        config = args.reactor_config().replace(num_envs=env.spec.num_envs * jax.process_count())
-        return ReactorAgent(config, env, seed=seed, mesh=mesh)
-    config = args.acer_config().replace(num_envs=env.spec.num_envs * jax.process_count())
-    return ACERAgent(config, env, seed=seed, mesh=mesh)
+    """The agent `args.run.agent`, configured by `args.config` for `env` (num_envs is the
+    env's, over every process)."""
+    spec = get_agent(args.run.agent)
+    config = dataclasses.replace(args.config, num_envs=env.spec.num_envs * jax.process_count())
+    return spec.agent_cls(config, env, seed=args.run.seed if seed is None else seed, mesh=mesh)
 
 
-def checkpoint_tree(state) -> dict:
+def checkpoint_tree(learner) -> dict:
     """The arrays a checkpoint holds: the whole learner state (replicated over the mesh when
-    data parallel). The actor's RNG key and the counters go into the JSON metadata
-    (`checkpoint_meta`). The replay and the env states are not saved; a resumed run refills
-    its replay and starts new episodes."""
-    return {"learner": state.learner._asdict()}
+    data parallel). The actor's RNG key and the counters go into the JSON metadata. The
+    replay and the env states are not saved; a resumed run refills its replay and starts
+    new episodes."""
+    return {"learner": learner._asdict()}
 
 
-def checkpoint_meta(state, counters: dict) -> dict:
-    key = np.asarray(jax.device_get(state.actor.key)).astype(np.uint32).tolist()
-    return {"counters": dict(counters), "actor_key": key}
+def restore_checkpoint(checkpointer: Checkpointer, learner, step: int | None = None):
+    """Restore a learner of `learner`'s structure; returns (learner, meta, step).
 
-
-def restore_checkpoint(checkpointer: Checkpointer, target: dict, step: int | None = None):
-    """Restore `target` ({"learner": ...}); returns (restored, meta, step).
-
-    Checkpoints written before the actor's RNG key moved into the JSON metadata also hold an
-    `actor_key` array; those still load (the key is then read from that array)."""
+    Checkpoints of early versions also hold an `actor_key` array (no longer used: a resumed
+    run draws new episodes from its seed and iteration); those still load."""
+    target = checkpoint_tree(learner)
     try:
-        return checkpointer.restore(target, step)
+        restored, meta, step = checkpointer.restore(target, step)
     except ValueError:
         legacy = {**target, "actor_key": jax.ShapeDtypeStruct((2,), jnp.uint32)}
         restored, meta, step = checkpointer.restore(legacy, step)
-        meta.setdefault("actor_key", np.asarray(restored.pop("actor_key")).tolist())
-        return restored, meta, step
-
-
-def load_args(run_dir: Path) -> TrainArgs:
-    cfg_path = Path(run_dir) / "config.json"
-    if not cfg_path.exists():
-        raise SystemExit(f"error: {run_dir} is not a run folder (no config.json)")
-    saved = json.loads(cfg_path.read_text())["args"]
-    saved["hidden"] = tuple(saved["hidden"])
-    return TrainArgs(**saved)
+    return type(learner)(**restored["learner"]), meta, step
 
 
 def restore_learner(agent, run_dir: Path, step: int | None = None):
     """Restore the learner state of a run without building its replay or stepping envs.
-
-    Returns (learner_state, meta, step).
-    """
-    spec = agent.env.spec
-    sample_obs = jnp.zeros((spec.num_envs, *spec.obs_shape), spec.obs_dtype)
-    learner = jax.eval_shape(agent.learner.init, jax.random.PRNGKey(0), sample_obs)
-    target = {"learner": learner._asdict()}
+    Returns (learner_state, meta, step)."""
+    learner = jax.eval_shape(agent.init_learner, jax.random.PRNGKey(0))
     checkpointer = Checkpointer(Path(run_dir) / "checkpoints")
     try:
-        restored, meta, step = restore_checkpoint(checkpointer, target, step)
+        return restore_checkpoint(checkpointer, learner, step)
     finally:
         checkpointer.close()
-    return type(learner)(**restored["learner"]), meta, step
+
+
+def make_agent(
+    agent: str,
+    env_id: str,
+    *,
+    preset: str | None = None,
+    mesh=None,
+    num_threads: int = 0,
+    seed: int = 0,
+    **overrides,
+):
+    """An agent built from a preset with config `overrides`, on a fresh training env (for
+    the benchmarks). `preset=None`: the agent's default preset."""
+    spec = get_agent(agent)
+    run_values, config_values = spec.split_preset(preset)
+    config = spec.config_cls(**{**config_values, **overrides})
+    run = RunArgs(agent=spec.name, preset=preset, **{**run_values, "env": env_id, "seed": seed})
+    env = make_env(env_id, config.num_envs, seed, num_threads=num_threads)
+    return build_agent(TrainArgs(run, config), env, mesh)
+
+
+def bench_preset(spec) -> str | None:
+    """The preset benchmarks use by default: `<agent>-atari` where it exists."""
+    name = f"{spec.name}-atari"
+    return name if name in spec.presets else spec.default_preset

@@ -17,7 +17,8 @@ import tyro
 
 from agents.evaluation import evaluate
 from envs import make_env
-from experiments.common import build_agent, load_args, restore_learner
+from experiments.checkpoint import CheckpointError
+from experiments.common import build_agent, load_run, restore_learner
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,16 @@ class EvalArgs:
     out: str | None = None
     """Optional JSON file for the results."""
 
+    def __post_init__(self):
+        if self.episodes < 1:
+            raise ValueError(f"--episodes must be >= 1, got {self.episodes}")
+        if self.num_envs < 0:
+            raise ValueError(f"--num-envs must be >= 0 (0: min(episodes, 16)), got {self.num_envs}")
+        if self.step is not None and self.step < 0:
+            raise ValueError(f"--step must be >= 0, got {self.step}")
+        if not 0 <= self.seed < 2**31:
+            raise ValueError(f"--seed must be in [0, 2**31), got {self.seed}")
+
 
 def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
     """One episode. Atari: the 84×84 frames the agent sees. Others: gymnasium's rgb render."""
@@ -58,7 +69,7 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
             env,
             1,
             jax.random.PRNGKey(args.seed),
-            agent._initial_core(1),
+            agent.initial_core(1),
             on_step=lambda ts: frames.append(np.repeat(np.repeat(ts.obs[0, -1], 2, 0), 2, 1)),
         )
     else:
@@ -66,7 +77,7 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
 
         env = gym.make(env_id, render_mode="rgb_array")
         obs, _ = env.reset(seed=args.seed)
-        key, core, first = jax.random.PRNGKey(args.seed), agent._initial_core(1), np.ones(1, bool)
+        key, core, first = jax.random.PRNGKey(args.seed), agent.initial_core(1), np.ones(1, bool)
         frames.append(env.render())
         while True:
             key, sub = jax.random.split(key)
@@ -87,26 +98,25 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = tyro.cli(EvalArgs, args=argv)
-    run_dir = Path(args.run)
-    train_args = load_args(run_dir)
-    n = args.num_envs or min(args.episodes, 16)
-    env = make_env(train_args.env, n, args.seed, train=False)
-    agent = build_agent(train_args, env, seed=args.seed)
-    learner, _, step = restore_learner(agent, run_dir, args.step)
-    act = agent.act_fn(args.greedy)
+    try:
+        args = tyro.cli(EvalArgs, args=argv)
+        run_dir = Path(args.run)
+        train_args = load_run(run_dir)
+        n = args.num_envs or min(args.episodes, 16)
+        env = make_env(train_args.run.env, n, args.seed, train=False)
+        agent = build_agent(train_args, env, seed=args.seed)
+        learner, _, step = restore_learner(agent, run_dir, args.step)
+    except (ValueError, FileNotFoundError, CheckpointError) as err:
+        raise SystemExit(f"error: {err}") from None
+    act = agent.act(args.greedy)
+    params = agent.acting_params(learner)
     returns, lengths = evaluate(
-        act,
-        learner.params,
-        env,
-        args.episodes,
-        jax.random.PRNGKey(args.seed),
-        agent._initial_core(n),
+        act, params, env, args.episodes, jax.random.PRNGKey(args.seed), agent.initial_core(n)
     )
     result = {
         "run": str(run_dir),
         "checkpoint_step": step,
-        "env": train_args.env,
+        "env": train_args.run.env,
         "episodes": len(returns),
         "return_mean": float(np.mean(returns)),
         "return_std": float(np.std(returns)),
@@ -114,9 +124,9 @@ def main(argv: list[str] | None = None) -> dict:
         "policy": "greedy" if args.greedy else "sample",
     }
     if args.video:
-        result["video"] = str(_record_video(agent, act, learner.params, args, run_dir))
+        result["video"] = str(_record_video(agent, act, params, args, run_dir))
     print(
-        f"{train_args.env} @ step {step}: return {result['return_mean']:.2f} ± "
+        f"{train_args.run.env} @ step {step}: return {result['return_mean']:.2f} ± "
         f"{result['return_std']:.2f} over {len(returns)} episodes "
         f"(mean length {result['length_mean']:.0f})"
         + (f"; video {result['video']}" if args.video else "")

@@ -8,7 +8,6 @@ import os
 import stat
 import sys
 import tempfile
-from collections import deque
 from pathlib import Path
 
 from tqdm import tqdm
@@ -40,16 +39,14 @@ class RunLogger:
         start_step: int = 0,
         tensorboard: bool = True,
         progress: bool = True,
-        return_window: int = 20,
         write: bool = True,
     ):
-        """`write=False` (processes other than 0) keeps the return window but writes nothing."""
+        """`write=False` (processes other than 0): checks rows but writes nothing."""
         if "env_steps" not in columns:
             raise ValueError(f"metrics.csv columns must include env_steps, got {columns}")
         self.path = run_dir / "metrics.csv"
         self.columns = list(columns)
         self.write = write
-        self.recent = deque(maxlen=return_window)
         if not write:
             return
         if self.path.exists():
@@ -75,13 +72,6 @@ class RunLogger:
             file=sys.stderr,
         )
 
-    def add_returns(self, returns):
-        self.recent.extend(float(r) for r in returns)
-
-    @property
-    def return_mean(self) -> float:
-        return sum(self.recent) / len(self.recent) if self.recent else math.nan
-
     def log(self, row: dict, advance: int):
         unknown = [k for k in row if k not in self.columns]
         if unknown:
@@ -100,7 +90,9 @@ class RunLogger:
                     self._tb.add_scalar(key, value, step)
         self._bar.update(advance)
         self._bar.set_postfix(
-            sps=f"{row.get('sps', 0):.0f}", ret=f"{self.return_mean:.1f}", refresh=False
+            sps=f"{row.get('sps', 0):.0f}",
+            ret=f"{row.get('return_mean', math.nan):.1f}",
+            refresh=False,
         )
 
     def close(self):

@@ -1,81 +1,130 @@
-"""ACER configuration: a frozen dataclass that validates its own fields."""
+"""ACER configuration and presets: the command line of `--agent acer`."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 
+from agents.config import check, check_finite, check_positive_int
+
 
 @dataclass(frozen=True)
 class ACERConfig:
-    """Hyper-parameters of discrete ACER (Wang et al. 2017, arXiv:1611.01224)."""
+    """Discrete ACER (Wang et al. 2017, "Sample Efficient Actor-Critic with Experience
+    Replay", arXiv:1611.01224). The defaults are the acer-classic preset (CartPole-v1)."""
 
     num_envs: int = 16
-    trace_len: int = 20  # T: steps per trace; a stored trace holds T+1 observations
-    batch_size: int = 16  # traces per off-policy update
-    replay_ratio: float = 4.0  # mean of the Poisson number of off-policy updates per iteration
-    buffer_size: int = 50_000  # replay capacity in transitions (all envs together)
-    start_train_at: int = 0  # env steps before off-policy updates start (0: once sampleable)
+    """Parallel environments (envpool batch; over all processes)."""
+    trace_len: int = 20
+    """Trace length T (steps per trace; stored traces hold T+1 observations)."""
+    batch_size: int = 16
+    """Traces per off-policy (replay) update."""
+    replay_ratio: float = 4.0
+    """Mean number of off-policy updates per on-policy update (Poisson, ACER §4)."""
+    buffer_size: int = 50_000
+    """Replay capacity in transitions over all envs (rounded down to whole traces)."""
+    start_train_at: int = 0
+    """Env steps before off-policy training starts (on-policy updates always run)."""
     discount: float = 0.99
-    c: float = 10.0  # truncation of the policy importance weight (ACER eq. 9)
-    retrace_c_max: float = 1.0  # truncation of the Retrace trace coefficients (ACER eq. 5)
+    """Discount factor γ."""
+    c: float = 10.0
+    """Truncation c of the policy importance weight (ACER eq. 9). The truncation of the
+    Retrace traces (REACTOR-torch's --c, from the seed port) is --retrace-c-max."""
+    retrace_c_max: float = 1.0
+    """Truncation of the Retrace trace coefficients c_t = λ·min(c_max, ρ_t) (ACER eq. 5)."""
     retrace_lambda: float = 1.0
+    """Retrace λ."""
     trust_region: bool = True
-    trust_region_delta: float = 1.0  # δ in ACER eq. 12
-    tau: float = 0.99  # average policy: θ_a ← τ·θ_a + (1 − τ)·θ (ACER's α)
+    """Use ACER's efficient trust region against the averaged policy (§3.3)."""
+    trust_region_delta: float = 1.0
+    """Trust-region threshold δ (ACER eq. 12)."""
+    tau: float = 0.99
+    """Averaged-policy decay: θ_a ← τ·θ_a + (1 − τ)·θ (ACER's α)."""
     lr: float = 2e-3
+    """Adam learning rate."""
     adam_eps: float = 1e-5
+    """Adam ε."""
     max_grad_norm: float = 40.0
+    """Clip gradients to this global L2 norm."""
     entropy_weight: float = 1e-3
+    """Entropy regularisation weight."""
     value_weight: float = 0.5
-    hidden: tuple[int, ...] = (64, 64)  # MLP torso widths (vector observations)
-    lstm_size: int = 0  # 0: feed-forward; > 0: an LSTM core after the torso
-    microbatch_traces: int = 0  # traces per gradient chunk inside one update (0: no split)
+    """Weight of the critic loss."""
+    hidden: tuple[int, ...] = (64, 64)
+    """MLP torso widths for vector observations (Atari uses the Nature CNN)."""
+    lstm_size: int = 0
+    """LSTM core size after the torso (0: feed-forward)."""
+    microbatch_traces: int = 0
+    """Traces per gradient chunk inside one update (0: no split). On XLA:CPU chunks of
+    about 32 frames are fastest."""
 
     def __post_init__(self):
-        def need(cond: bool, msg: str):
-            if not cond:
-                raise ValueError(f"invalid ACER config: {msg}")
-
-        for name in ("num_envs", "trace_len", "batch_size", "buffer_size"):
-            value = getattr(self, name)
-            need(
-                isinstance(value, int) and value >= 1,
-                f"{name} must be a positive int, got {value!r}",
-            )
-        need(self.replay_ratio >= 0, f"replay_ratio must be >= 0, got {self.replay_ratio}")
-        need(self.start_train_at >= 0, f"start_train_at must be >= 0, got {self.start_train_at}")
-        need(0.0 < self.discount <= 1.0, f"discount must be in (0, 1], got {self.discount}")
-        need(self.c > 0, f"c must be > 0, got {self.c}")
-        need(self.retrace_c_max > 0, f"retrace_c_max must be > 0, got {self.retrace_c_max}")
-        need(
-            0.0 <= self.retrace_lambda <= 1.0,
-            f"retrace_lambda must be in [0, 1], got {self.retrace_lambda}",
-        )
-        need(
-            self.trust_region_delta > 0,
-            f"trust_region_delta must be > 0, got {self.trust_region_delta}",
-        )
-        need(0.0 <= self.tau < 1.0, f"tau must be in [0, 1), got {self.tau}")
-        need(self.lr > 0, f"lr must be > 0, got {self.lr}")
-        need(self.max_grad_norm > 0, f"max_grad_norm must be > 0, got {self.max_grad_norm}")
-        need(self.entropy_weight >= 0, f"entropy_weight must be >= 0, got {self.entropy_weight}")
-        need(self.value_weight > 0, f"value_weight must be > 0, got {self.value_weight}")
-        need(self.lstm_size >= 0, f"lstm_size must be >= 0, got {self.lstm_size}")
-        need(all(h >= 1 for h in self.hidden), f"hidden widths must be >= 1, got {self.hidden}")
+        check_positive_int(self, "num_envs", "trace_len", "batch_size", "buffer_size")
+        check_finite(self, "replay_ratio", "discount", "c", "retrace_c_max", "lr", "tau")
+        check(self.replay_ratio >= 0, "replay_ratio", self.replay_ratio, "finite and >= 0")
+        check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
+        check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
+        check(self.c > 0, "c", self.c, "> 0")
+        check(self.retrace_c_max > 0, "retrace_c_max", self.retrace_c_max, "> 0")
+        check(0.0 <= self.retrace_lambda <= 1.0, "retrace_lambda", self.retrace_lambda, "in [0, 1]")
+        check(self.trust_region_delta > 0, "trust_region_delta", self.trust_region_delta, "> 0")
+        check(0.0 <= self.tau < 1.0, "tau", self.tau, "in [0, 1)")
+        check(self.lr > 0, "lr", self.lr, "> 0")
+        check(self.adam_eps > 0, "adam_eps", self.adam_eps, "> 0")
+        check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "> 0")
+        check(self.entropy_weight >= 0, "entropy_weight", self.entropy_weight, ">= 0")
+        check(self.value_weight > 0, "value_weight", self.value_weight, "> 0")
+        check(self.lstm_size >= 0, "lstm_size", self.lstm_size, ">= 0")
+        check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
+        check(self.microbatch_traces >= 0, "microbatch_traces", self.microbatch_traces, ">= 0")
         per_env = self.buffer_size // (self.num_envs * self.trace_len)
-        need(
+        check(
             per_env >= 3,
-            f"buffer_size {self.buffer_size} holds {per_env} traces per env "
-            f"(num_envs={self.num_envs}, trace_len={self.trace_len}); need at least 3",
+            "buffer_size",
+            self.buffer_size,
+            f"at least 3 traces per env (>= {3 * self.num_envs * self.trace_len} for "
+            f"num_envs={self.num_envs}, trace_len={self.trace_len})",
         )
         if self.microbatch_traces:
             for name in ("num_envs", "batch_size"):
-                need(
+                check(
                     getattr(self, name) % self.microbatch_traces == 0,
-                    f"{name}={getattr(self, name)} is not divisible by "
-                    f"microbatch_traces={self.microbatch_traces}",
+                    name,
+                    getattr(self, name),
+                    f"divisible by --microbatch-traces {self.microbatch_traces}",
                 )
 
     def replace(self, **changes) -> ACERConfig:
         return dataclasses.replace(self, **changes)
+
+
+PRESETS: dict[str, dict] = {
+    # CartPole-v1 / Acrobot-v1: the config defaults, tuned here for a 2-core CPU (small MLP,
+    # short traces).
+    "acer-classic": {},
+    # Wang et al. 2017, §5 (Atari): c = 10, δ = 1, α = 0.99, T = 20 (k in the paper), replay
+    # ratio 4, entropy 0.001, γ = 0.99, 16 actors. The paper keeps a replay per thread; we
+    # default to one shared replay of 200,000 transitions (about 1.4 GB with frames stored
+    # once; raise --buffer-size on a larger machine). Reward clipping and episodic life are
+    # on for training only (envs/). Adam replaces the paper's RMSProp; lr is our choice.
+    "acer-atari": {
+        "env": "Pong-v5",
+        "total_steps": 10_000_000,
+        "num_envs": 16,
+        "trace_len": 20,
+        "batch_size": 16,
+        "replay_ratio": 4.0,
+        "buffer_size": 200_000,
+        "discount": 0.99,
+        "c": 10.0,
+        "trust_region": True,
+        "trust_region_delta": 1.0,
+        "tau": 0.99,
+        "lr": 2.5e-4,
+        "entropy_weight": 1e-3,
+        "max_grad_norm": 40.0,
+        "microbatch_traces": 2,
+        "checkpoint_every": 200_000,
+        "return_window": 10,
+    },
+}

@@ -1,77 +1,169 @@
-"""Reactor configuration (Gruslys et al. 2018, "The Reactor", arXiv:1704.04651)."""
+"""Reactor configuration and presets: the command line of `--agent reactor`."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
+
+from agents.config import check, check_finite, check_positive_int
 
 
 @dataclass(frozen=True)
 class ReactorConfig:
-    """Hyper-parameters of the Reactor. Paper values are marked; the rest are our choices,
-    tuned on these 2-core CPUs where the paper is silent."""
+    """The Reactor (Gruslys et al. 2018, "The Reactor", arXiv:1704.04651). Paper values are
+    marked; the rest are our choices where the paper is silent. The defaults are the
+    reactor-classic preset (CartPole-v1, sized for a 2-core CPU)."""
 
-    num_envs: int = 16
-    trace_len: int = 32  # paper: sequences of 33 observations overlapping on 32-step cells
-    batch_size: int = 8  # sequences per learner update (paper's Atari runs: 4, §3.4)
-    buffer_size: int = 50_000  # replay capacity in transitions, all envs together
-    start_train_at: int = 2_000  # env steps before learning starts
+    # Old run folders saved this field under its former name.
+    RENAMED: ClassVar[dict[str, str]] = {"microbatch_sequences": "microbatch_traces"}
+
+    num_envs: int = 8
+    """Parallel environments (envpool batch; over all processes)."""
+    trace_len: int = 32
+    """Sequence length T (paper: sequences of 33 observations overlapping on 32-step cells)."""
+    batch_size: int = 8
+    """Sequences per learner update (paper's Atari runs: 4, §3.4)."""
+    buffer_size: int = 50_000
+    """Replay capacity in transitions over all envs (rounded down to whole sequences)."""
+    start_train_at: int = 2_000
+    """Env steps before learning starts."""
     discount: float = 0.99
-    retrace_lambda: float = 1.0  # paper: λ = 1
-    beta_loo_c: float = 1.0  # paper: c = 1 (β-LOO with β = min(c, 1/μ(A)); 1 is plain LOO)
-    entropy_weight: float = 0.01  # our choice (the paper does not give it)
-    distributional: bool = True  # False: "Reactor ND", scalar Retrace critic
-    num_atoms: int = 51  # paper: 51 atoms on a fixed support
+    """Discount factor γ."""
+    retrace_lambda: float = 1.0
+    """Retrace λ (paper: 1)."""
+    beta_loo_c: float = 1.0
+    """β-LOO truncation c, β = min(c, 1/μ(A)); 1 gives plain leave-one-out (paper: 1)."""
+    entropy_weight: float = 0.01
+    """Entropy regularisation weight (not given in the paper)."""
+    distributional: bool = True
+    """Distributional Retrace critic; --no-distributional gives "Reactor ND" (scalar)."""
+    num_atoms: int = 51
+    """Atoms of the fixed categorical support (paper: 51)."""
     v_min: float = -10.0
-    v_max: float = 10.0
-    uniform_mix: float = 0.01  # ε of the policy's uniform component (our choice)
-    target_update_period: int = 1000  # paper: T_update = 1000 learner steps
-    lr: float = 5e-5  # paper: Adam, lr 5e-5
-    adam_b1: float = 0.0  # paper: β1 = 0
+    """Lowest atom of the support."""
+    v_max: float = 110.0
+    """Highest atom of the support (CartPole's discounted returns are at most 100)."""
+    uniform_mix: float = 0.01
+    """Weight of the uniform component mixed into the policy."""
+    target_update_period: int = 200
+    """Learner steps between target-network copies (paper: 1000)."""
+    lr: float = 1e-3
+    """Adam learning rate (paper: 5e-5 on Atari)."""
+    adam_b1: float = 0.0
+    """Adam β1 (paper: 0)."""
     adam_b2: float = 0.999
+    """Adam β2."""
     adam_eps: float = 1e-6
+    """Adam ε."""
     max_grad_norm: float = 40.0
-    value_weight: float = 1.0
-    hidden: tuple[int, ...] = (128,)  # MLP torso widths (vector observations)
-    torso_out: int = 128
-    lstm_size: int = 128
-    priority_epsilon: float = 0.01  # probability of a uniform draw in prioritized replay
-    priority_neighbours: int = 8  # lazy priority initialisation: neighbours considered
-    env_steps_per_update: float = 8.0  # acting steps per learning step (paper: 4–6)
-    decoupled: bool = True  # acting and learning in concurrent threads; False: lock-step
-    microbatch_sequences: int = 0  # sequences per gradient chunk inside an update (0: no split)
+    """Clip gradients to this global L2 norm."""
+    value_weight: float = 0.5
+    """Weight of the critic loss."""
+    hidden: tuple[int, ...] = (64,)
+    """MLP torso widths for vector observations (Atari uses the Nature CNN)."""
+    torso_out: int = 64
+    """Width of the linear layer after the torso."""
+    lstm_size: int = 64
+    """Size of the policy and Q LSTMs."""
+    priority_epsilon: float = 0.01
+    """Probability of a uniform draw in prioritized sequence replay."""
+    priority_neighbours: int = 8
+    """Lazy priority initialisation: preceding sequences considered."""
+    env_steps_per_update: float = 8.0
+    """Acting steps per learning step (paper: 4-6)."""
+    decoupled: bool = True
+    """Act and learn in concurrent threads; --no-decoupled runs them in lock-step
+    (deterministic, for debugging)."""
+    microbatch_traces: int = 0
+    """Sequences per gradient chunk inside an update (0: no split)."""
 
     def __post_init__(self):
-        def need(cond: bool, msg: str):
-            if not cond:
-                raise ValueError(f"invalid Reactor config: {msg}")
-
-        for name in ("num_envs", "trace_len", "batch_size", "buffer_size", "num_atoms"):
-            value = getattr(self, name)
-            need(isinstance(value, int) and value >= 1, f"{name} must be a positive int")
-        need(self.num_atoms >= 2, f"num_atoms must be >= 2, got {self.num_atoms}")
-        need(self.v_min < self.v_max, f"v_min {self.v_min} must be < v_max {self.v_max}")
-        need(0.0 < self.discount <= 1.0, f"discount must be in (0, 1], got {self.discount}")
-        need(0.0 <= self.retrace_lambda <= 1.0, "retrace_lambda must be in [0, 1]")
-        need(self.beta_loo_c > 0, f"beta_loo_c must be > 0, got {self.beta_loo_c}")
-        need(0.0 <= self.uniform_mix < 1.0, "uniform_mix must be in [0, 1)")
-        need(self.target_update_period >= 1, "target_update_period must be >= 1")
-        need(self.lr > 0, f"lr must be > 0, got {self.lr}")
-        need(0.0 <= self.priority_epsilon <= 1.0, "priority_epsilon must be in [0, 1]")
-        need(self.env_steps_per_update > 0, "env_steps_per_update must be > 0")
-        need(self.start_train_at >= 0, "start_train_at must be >= 0")
-        if self.microbatch_sequences:
-            need(
-                self.batch_size % self.microbatch_sequences == 0,
-                f"batch_size={self.batch_size} is not divisible by "
-                f"microbatch_sequences={self.microbatch_sequences}",
-            )
+        check_positive_int(
+            self, "num_envs", "trace_len", "batch_size", "buffer_size", "num_atoms",
+            "target_update_period", "torso_out", "lstm_size",
+        )  # fmt: skip
+        check_finite(self, "discount", "v_min", "v_max", "lr", "env_steps_per_update")
+        check(self.num_atoms >= 2, "num_atoms", self.num_atoms, ">= 2")
+        check(self.v_min < self.v_max, "v_min", self.v_min, f"< --v-max {self.v_max}")
+        check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
+        check(0.0 <= self.retrace_lambda <= 1.0, "retrace_lambda", self.retrace_lambda, "in [0, 1]")
+        check(self.beta_loo_c > 0, "beta_loo_c", self.beta_loo_c, "> 0")
+        check(self.entropy_weight >= 0, "entropy_weight", self.entropy_weight, ">= 0")
+        check(0.0 <= self.uniform_mix < 1.0, "uniform_mix", self.uniform_mix, "in [0, 1)")
+        check(self.lr > 0, "lr", self.lr, "> 0")
+        check(0.0 <= self.adam_b1 < 1.0, "adam_b1", self.adam_b1, "in [0, 1)")
+        check(0.0 <= self.adam_b2 < 1.0, "adam_b2", self.adam_b2, "in [0, 1)")
+        check(self.adam_eps > 0, "adam_eps", self.adam_eps, "> 0")
+        check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "> 0")
+        check(self.value_weight > 0, "value_weight", self.value_weight, "> 0")
+        check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
+        check(
+            0.0 <= self.priority_epsilon <= 1.0,
+            "priority_epsilon", self.priority_epsilon, "in [0, 1]",
+        )  # fmt: skip
+        check(
+            self.priority_neighbours >= 0, "priority_neighbours", self.priority_neighbours, ">= 0"
+        )
+        check(
+            self.env_steps_per_update > 0,
+            "env_steps_per_update", self.env_steps_per_update, "> 0",
+        )  # fmt: skip
+        check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
+        check(self.microbatch_traces >= 0, "microbatch_traces", self.microbatch_traces, ">= 0")
+        if self.microbatch_traces:
+            check(
+                self.batch_size % self.microbatch_traces == 0,
+                "batch_size", self.batch_size,
+                f"divisible by --microbatch-traces {self.microbatch_traces}",
+            )  # fmt: skip
         per_env = self.buffer_size // (self.num_envs * self.trace_len)
-        need(
+        check(
             per_env >= 3,
-            f"buffer_size {self.buffer_size} holds {per_env} sequences per env "
-            f"(num_envs={self.num_envs}, trace_len={self.trace_len}); need at least 3",
+            "buffer_size",
+            self.buffer_size,
+            f"at least 3 sequences per env (>= {3 * self.num_envs * self.trace_len} for "
+            f"num_envs={self.num_envs}, trace_len={self.trace_len})",
         )
 
     def replace(self, **changes) -> ReactorConfig:
         return dataclasses.replace(self, **changes)
+
+
+PRESETS: dict[str, dict] = {
+    # The Reactor on CartPole-v1 / Acrobot-v1: the config defaults, our choices for a 2-core
+    # CPU (small LSTMs, support [-10, 110] covering CartPole's discounted returns).
+    "reactor-classic": {"total_steps": 200_000},
+    # Gruslys et al. 2018, arXiv:1704.04651: Adam lr 5e-5 with β1 = 0, λ = 1, β-LOO c = 1,
+    # sequences of 33 (T = 32) sampled in batches of 4, 4-6 acting steps per learning step
+    # (§3.4), target update every 1000 learner steps, 51 atoms. We take 6 acting steps per
+    # learning step: on a 2-core CPU the learner is the bottleneck, so updates per second are
+    # fixed and the top of the paper's range brings 1.5x the fresh data per hour. Not given in
+    # the paper's text available to us, so our choices: support [-10, 10] (rewards are
+    # clipped), torso -> linear 128 -> LSTMs of 128, 8 envs (the actor's parameters are at
+    # most two rollouts of 8 x 32 steps old), policy uniform mix 0.01, entropy 0.01.
+    "reactor-atari": {
+        "env": "Pong-v5",
+        "total_steps": 10_000_000,
+        "num_envs": 8,
+        "trace_len": 32,
+        "batch_size": 4,
+        "buffer_size": 200_000,
+        "start_train_at": 20_000,
+        "lr": 5e-5,
+        "adam_b1": 0.0,
+        "adam_eps": 1e-6,
+        "retrace_lambda": 1.0,
+        "beta_loo_c": 1.0,
+        "entropy_weight": 0.01,
+        "v_min": -10.0,
+        "v_max": 10.0,
+        "torso_out": 128,
+        "lstm_size": 128,
+        "target_update_period": 1000,
+        "env_steps_per_update": 6.0,
+        "microbatch_traces": 1,
+        "checkpoint_every": 200_000,
+        "return_window": 10,
+    },
+}

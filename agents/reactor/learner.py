@@ -10,11 +10,15 @@ One update on B replayed sequences (Gruslys et al. 2018, §3):
 - actor: β-LOO with β = min(c, 1/μ(A)) and R = the Retrace return, plus an entropy bonus;
 - every sequence's loss is weighted by its importance weight from prioritized replay
   (exponent 1), and the new priority of a sequence is its mean |R − Q(x_t, a_t)|;
-- the target network is copied from the online one every `target_update_period` updates.
+- the target network is copied from the online one every `target_update_period` updates
+  (`optax.periodic_update`).
+The shared steps (microbatches, data-parallel averaging, clipping, Adam) are
+`agents.learning.gradient_step`.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -22,11 +26,13 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.base import slice_batch
+from agents.learning import TraceBatch, adam_with_clipping, gradient_step
 from agents.reactor.config import ReactorConfig
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
+
+METRICS = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "q_ret_mean", "td_abs")
 
 
 class ReactorLearnerState(NamedTuple):
@@ -37,18 +43,6 @@ class ReactorLearnerState(NamedTuple):
     key: Array
 
 
-class SequenceBatch(NamedTuple):
-    obs: Array  # [T+1, B, ...]
-    first: Array  # [T+1, B]
-    action: Array  # [T, B]
-    mu: Array  # [T, B, A]
-    reward: Array  # [T, B]
-    discount: Array  # [T, B]
-    mask: Array  # [T, B]
-    core_state: Any  # ReactorState at x_0, [B, ...]
-    is_weight: Array  # [B]
-
-
 def _take(x, a):
     return jnp.take_along_axis(x, a[..., None], axis=-1)[..., 0]
 
@@ -57,10 +51,10 @@ class ReactorLearner:
     def __init__(self, config: ReactorConfig, network):
         self.config = config
         self.network = network
-        self.optimizer = optax.chain(
-            optax.clip_by_global_norm(config.max_grad_norm),
-            optax.adam(config.lr, b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps),
-        )
+        self.optimizer = adam_with_clipping(
+            config.lr, config.max_grad_norm,
+            b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps,
+        )  # fmt: skip
 
     def init(self, key, sample_obs) -> ReactorLearnerState:
         init_key, key = jax.random.split(key)
@@ -76,12 +70,11 @@ class ReactorLearner:
             key=key,
         )
 
-    def loss(self, params, target_params, batch: SequenceBatch, normaliser=None):
-        """Loss summed over the batch ÷ `normaliser` (default T·B), its summed statistics and
-        the new per-sequence priorities `[B]`."""
+    def loss(self, params, target_params, batch: TraceBatch, normaliser):
+        """Loss summed over the batch ÷ `normaliser` (T·B), its summed statistics and the new
+        per-sequence priorities `[B]`."""
         cfg = self.config
-        T, B = batch.action.shape
-        normaliser = T * B if normaliser is None else normaliser
+        T = batch.action.shape[0]
         a, mask = batch.action, batch.mask
         out, _ = self.network.apply(params, batch.obs, batch.first, batch.core_state)
         tgt, _ = self.network.apply(target_params, batch.obs, batch.first, batch.core_state)
@@ -120,57 +113,43 @@ class ReactorLearner:
         td = sg(jnp.abs(ret - q_online_a))
         priorities = jnp.sum(mask * td, axis=0) / valid
         stats = {
-            "critic_loss": jnp.sum(critic),
-            "actor_loss": jnp.sum(actor),
+            "value_loss": jnp.sum(critic),
+            "policy_loss": jnp.sum(actor),
             "entropy": jnp.sum(entropy),
             "td_abs": jnp.sum(mask * td),
-            "return_mean": jnp.sum(mask * sg(ret)),
+            "q_ret_mean": jnp.sum(mask * sg(ret)),
             "valid": jnp.sum(mask),
         }
         return total, (stats, priorities)
 
-    def update(self, state: ReactorLearnerState, batch: SequenceBatch, axis_name=None):
-        """One gradient step. Pure. Data parallel like ACER: local gradients of the
-        device-varying params, averaged with `lax.pmean` over `axis_name`."""
+    def update(self, state: ReactorLearnerState, batch: TraceBatch, axis_name=None):
+        """One gradient step. Pure. Data parallel like every learner here (see
+        `agents.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
         cfg = self.config
         T, B = batch.action.shape
-        params = state.params
-        if axis_name is not None:
-            params = jax.tree.map(lambda x: jax.lax.pcast(x, (axis_name,), to="varying"), params)
-        # Chunks of sequences, gradients summed inside this jit (unrolled Python loop): on CPU
-        # several small batches are faster than one big one (PERF-NOTES.md). Same maths.
-        chunk = cfg.microbatch_sequences or B
-        if B % chunk:
-            raise ValueError(f"batch of {B} sequences is not divisible by {chunk} per chunk")
-        grads, stats, priorities = None, None, []
-        for start in range(0, B, chunk):
-            part = slice_batch(batch, start, chunk, ("core_state", "is_weight"))
-            g, (s, p) = jax.grad(self.loss, has_aux=True)(params, state.target_params, part, T * B)
-            grads = g if grads is None else jax.tree.map(jnp.add, grads, g)
-            stats = s if stats is None else jax.tree.map(jnp.add, stats, s)
-            priorities.append(p)
-        priorities = jnp.concatenate(priorities)
-        if axis_name is not None:
-            grads = jax.lax.pmean(grads, axis_name)
-            stats = jax.lax.psum(stats, axis_name)
-            B = B * jax.lax.psum(1, axis_name)
-        grad_norm = optax.tree.norm(grads)
-        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
-        new_params = optax.apply_updates(state.params, updates)
-        step = state.step + 1
-        refresh = step % cfg.target_update_period == 0
-        target = jax.tree.map(
-            lambda t, p: jnp.where(refresh, p, t), state.target_params, new_params
+        loss_fn = partial(self.loss, target_params=state.target_params, normaliser=T * B)
+        step = gradient_step(
+            lambda p, b: loss_fn(p, batch=b), self.optimizer, state.params, state.opt_state,
+            batch, num_sequences=B, chunk=cfg.microbatch_traces, axis_name=axis_name,
+        )  # fmt: skip
+        count = state.step + 1
+        target = optax.periodic_update(
+            step.params, state.target_params, count, cfg.target_update_period
         )
-        valid = jnp.maximum(stats.pop("valid"), 1.0)
+        sums, n = step.sums, T * step.num_sequences
+        valid = jnp.maximum(sums["valid"], 1.0)
         metrics = {
-            "loss": (stats["critic_loss"] * cfg.value_weight + stats["actor_loss"]) / (T * B),
-            "value_loss": stats["critic_loss"] / (T * B),
-            "policy_loss": stats["actor_loss"] / (T * B),
-            "entropy": stats["entropy"] / valid,
-            "td_abs": stats["td_abs"] / valid,
-            "q_ret_mean": stats["return_mean"] / valid,
-            "grad_norm": grad_norm,
+            "policy_loss": sums["policy_loss"] / n,
+            "value_loss": sums["value_loss"] / n,
+            "entropy": sums["entropy"] / valid,
+            "grad_norm": step.grad_norm,
+            "q_ret_mean": sums["q_ret_mean"] / valid,
+            "td_abs": sums["td_abs"] / valid,
         }
-        new_state = ReactorLearnerState(new_params, target, opt_state, step, state.key)
-        return new_state, metrics, priorities
+        metrics["loss"] = (
+            metrics["policy_loss"]
+            + cfg.value_weight * metrics["value_loss"]
+            - cfg.entropy_weight * sums["entropy"] / n
+        )
+        new_state = ReactorLearnerState(step.params, target, step.opt_state, count, state.key)
+        return new_state, metrics, step.per_sequence

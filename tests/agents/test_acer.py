@@ -10,7 +10,9 @@ import pytest
 from agents import losses
 from agents.acer.agent import ACERAgent
 from agents.acer.config import ACERConfig
-from agents.acer.learner import ACERLearner, TraceBatch
+from agents.acer.learner import ACERLearner
+from agents.base import categorical_actor
+from agents.learning import TraceBatch
 from agents.rollout import initial_actor_state, make_host_rollout, make_xla_rollout
 from envs import make_env
 from networks import ACERNetwork
@@ -21,13 +23,14 @@ SMALL = ACERConfig(num_envs=4, trace_len=5, batch_size=4, buffer_size=4 * 5 * 4,
 @pytest.mark.parametrize(
     "change, match",
     [
-        ({"discount": 0.0}, "discount"),
-        ({"num_envs": 0}, "num_envs"),
-        ({"buffer_size": 10}, "buffer_size 10 holds 0 traces"),
-        ({"tau": 1.0}, "tau"),
-        ({"replay_ratio": -1.0}, "replay_ratio"),
-        ({"microbatch_traces": 3}, "not divisible by microbatch_traces=3"),
-        ({"retrace_lambda": 2.0}, "retrace_lambda"),
+        ({"discount": 0.0}, "--discount must be in"),
+        ({"num_envs": 0}, "--num-envs must be an integer >= 1"),
+        ({"buffer_size": 10}, "--buffer-size must be at least 3 traces per env"),
+        ({"tau": 1.0}, "--tau must be in"),
+        ({"replay_ratio": -1.0}, "--replay-ratio must be"),
+        ({"microbatch_traces": 3}, "divisible by --microbatch-traces 3"),
+        ({"replay_ratio": float("inf")}, "--replay-ratio must be finite"),
+        ({"retrace_lambda": 2.0}, "--retrace-lambda must be in"),
     ],
 )
 def test_config_rejects_bad_values(change, match):
@@ -53,6 +56,7 @@ def _random_batch(key, T=5, B=4, A=3, D=4):
         discount=jnp.where(jax.random.uniform(ks[4], (T, B)) < 0.2, 0.0, 0.99),
         mask=jnp.where(jax.random.uniform(ks[5], (T, B)) < 0.1, 0.0, 1.0),
         core_state=(),
+        is_weight=jnp.ones((B,), jnp.float32),
     )
 
 
@@ -72,12 +76,13 @@ def test_microbatched_update_equals_whole_batch():
     state = state._replace(
         avg_params=jax.tree.map(lambda p: p + 0.3 * jnp.sign(p), state.avg_params)
     )
-    s1, m1 = jax.jit(whole.update)(state, batch)
-    s2, m2 = jax.jit(split.update)(state, batch)
+    s1, m1, p1 = jax.jit(whole.update)(state, batch)
+    s2, m2, p2 = jax.jit(split.update)(state, batch)
     chex_close = lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)  # noqa: E731
     jax.tree.map(chex_close, s1.params, s2.params)
     for k in m1:
         chex_close(m1[k], m2[k])
+    chex_close(p1, p2)
     assert float(m1["tr_active"]) > 0
 
 
@@ -122,12 +127,12 @@ def test_trust_region_inactive_when_average_equals_policy():
     g_on, m_on = jax.grad(on.chunk_loss, has_aux=True)(*args)
     g_off, _ = jax.grad(off.chunk_loss, has_aux=True)(*args)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), g_on, g_off)
-    assert float(m_on["tr_active"]) == 0.0
+    assert float(m_on[0]["tr_active"]) == 0.0
 
 
 def test_polyak_average_update():
     learner, state = _learner(tau=0.9)
-    new, _ = jax.jit(learner.update)(state, _random_batch(jax.random.PRNGKey(4)))
+    new, _, _ = jax.jit(learner.update)(state, _random_batch(jax.random.PRNGKey(4)))
     expected = jax.tree.map(lambda a, p: 0.9 * a + 0.1 * p, state.avg_params, new.params)
     jax.tree.map(
         lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8),
@@ -141,9 +146,9 @@ def test_rollout_fields_follow_the_trace_convention():
     """discount = γ(1 − terminated_{t+1}), mask = 1 − first_{t+1}; truncation keeps γ."""
     env = make_env("CartPole-v1", 3, 0, max_episode_steps=7)
     net = ACERNetwork((4,), 2, (8,))
-    from agents.acer.actor import make_select_action
+    from agents.acer.actor import policy_logits
 
-    select = make_select_action(net, False)
+    select, _ = categorical_actor(lambda *a: policy_logits(net, False, *a))
     params = net.init(jax.random.PRNGKey(0), jnp.zeros((3, 4)))
     rollout = jax.jit(make_xla_rollout(env, select, 30, 0.9))
     actor = initial_actor_state(env, (), jax.random.PRNGKey(1))
@@ -152,9 +157,14 @@ def test_rollout_fields_follow_the_trace_convention():
     first_next = np.concatenate([s["first"][1:], np.asarray(traj.last_first)[None]])
     np.testing.assert_array_equal(s["mask"], 1.0 - first_next)
     assert s["first"][0].all()
-    # every 7-step time limit is a truncation: discount stays 0.9 there, the next step is masked
-    trunc_steps = (s["mask"] == 0) & (s["discount"] > 0)
-    assert trunc_steps.any() or (s["discount"] == 0).any()
+    # A random CartPole policy cannot fail within 7 steps, so every episode end here is the
+    # 7-step time limit: a truncation, which keeps discount = γ (no bootstrap cut) at the
+    # step that ends the episode; the step after it is the masked auto-reset step.
+    ends = np.argwhere(s["mask"][1:] == 0)  # step t ends an episode iff step t+1 is masked
+    assert len(ends) >= 3
+    for t, b in ends:
+        assert s["discount"][t, b] == np.float32(0.9), (t, b)
+    np.testing.assert_array_equal(np.diff(np.argwhere(s["first"][:, 0])[:, 0]), 8)
     assert set(np.unique(s["discount"])) <= {0.0, np.float32(0.9)}
     # rewards of the fake auto-reset transitions are 0
     assert (s["reward"][s["mask"] == 0] == 0).all()
@@ -162,9 +172,9 @@ def test_rollout_fields_follow_the_trace_convention():
 
 def test_xla_and_host_rollouts_agree():
     net = ACERNetwork((4,), 2, (8,))
-    from agents.acer.actor import make_select_action
+    from agents.acer.actor import policy_logits
 
-    select = make_select_action(net, False)
+    select, _ = categorical_actor(lambda *a: policy_logits(net, False, *a))
     params = net.init(jax.random.PRNGKey(0), jnp.zeros((2, 4)))
     outs = []
     for maker in (make_xla_rollout, make_host_rollout):
@@ -193,4 +203,4 @@ def test_agent_iterations_fill_replay_and_run_replay_updates():
     assert int(state.learner.step) == 4 + sum(counts)
     assert int(state.replay.count) == 4
     # Poisson draws are a pure function of (seed, iteration): resume-safe.
-    assert [agent.num_replay_updates(i, i * 20) for i in range(4)] == counts
+    assert [agent.updates_due(i, i * 20) for i in range(4)] == counts

@@ -36,14 +36,14 @@ def _one_update(num_devices: int, trust_region: bool):
     )
     _, traj = jax.jit(_rollout(ref))(learner.params, state.actor)
     if num_devices == 1:
-        new, _, metrics = jax.jit(ref._learn_on_policy)(learner, ref.replay.init(), traj)
-        return jax.device_get((new.params, new.avg_params, metrics))
+        new, _, metrics = jax.jit(ref.absorb)(learner, ref.replay.init(), traj)
+        return jax.device_get((new.params, new.avg_params, metrics[0]))
     agent = ACERAgent(cfg, make_env("CartPole-v1", 8, 3), mesh=make_mesh(num_devices))
     placed = place_rollout(traj, agent.mesh)
-    new, _, metrics = agent._learn(
+    new, _, metrics = agent._absorb(
         to_global(learner, agent.mesh, P()), agent._replay_init(), placed
     )
-    return jax.device_get((new.params, new.avg_params, metrics))
+    return jax.device_get((new.params, new.avg_params, metrics[0]))
 
 
 def _rollout(agent):
@@ -69,9 +69,11 @@ def test_sharded_update_equals_single_device(trust_region):
 
 def test_indivisible_batch_or_envs_is_refused():
     mesh = make_mesh(4)
-    with pytest.raises(ValueError, match="num_envs=6 is not divisible by the number of devices"):
+    with pytest.raises(ValueError, match="--num-envs=6 is not divisible by the number of devices"):
         ACERAgent(CFG.replace(num_envs=6, batch_size=8), make_env("CartPole-v1", 6, 0), mesh=mesh)
-    with pytest.raises(ValueError, match="batch_size=6 is not divisible by the number of devices"):
+    with pytest.raises(
+        ValueError, match="--batch-size=6 is not divisible by the number of devices"
+    ):
         ACERAgent(CFG.replace(batch_size=6), make_env("CartPole-v1", 8, 0), mesh=mesh)
     with pytest.raises(ValueError, match="--num-devices 9 is not possible"):
         make_mesh(9)
@@ -83,9 +85,11 @@ def test_sharded_agent_trains_and_keeps_replicas_identical():
     )
     state = agent.init(jax.random.PRNGKey(0))
     agent.compile(state)
+    due = [agent.updates_due(it, it * 40) for it in range(4)]
     for it in range(4):
         state, out = agent.train_iteration(state, it, it * 40)
-    assert len(jax.device_get(out.metrics)) >= 1
+        assert len(jax.device_get(out.metrics)) == 1 + due[it]  # on-policy + replay updates
+    assert sum(due) > 0 and int(state.learner.step) == 4 + sum(due)
     for leaf in jax.tree.leaves(state.learner.params):
         shards = [np.asarray(s.data) for s in leaf.addressable_shards]
         for s in shards[1:]:

@@ -14,9 +14,10 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from agents import losses
+from agents.learning import TraceBatch
 from agents.reactor.agent import ReactorAgent
 from agents.reactor.config import ReactorConfig
-from agents.reactor.learner import ReactorLearner, SequenceBatch
+from agents.reactor.learner import ReactorLearner
 from envs import make_env
 from networks import ReactorNetwork
 
@@ -40,7 +41,7 @@ def _batch(seed=1):
     first[0] = True
     mu = rng.dirichlet(np.ones(A), size=(T, B)).astype(np.float32)
     net = ReactorNetwork((D,), A, num_atoms=11, hidden=(16,), torso_out=16, lstm_size=8)
-    return SequenceBatch(
+    return TraceBatch(
         obs=jnp.asarray(rng.normal(size=(T + 1, B, D)), jnp.float32),
         first=jnp.asarray(first),
         action=jnp.asarray(rng.integers(0, A, (T, B)), jnp.int32),
@@ -85,11 +86,13 @@ def test_loss_is_the_composition_of_agents_losses(distributional):
             out.policy_logits[:T], out.q_values[:T], a, mu_a, ret, mask_t=m
         )
         ent = m * losses.entropy(out.policy_logits[:T])
-        per_step = critic + actor - cfg.entropy_weight * ent
+        per_step = cfg.value_weight * critic + actor - cfg.entropy_weight * ent
         return jnp.mean(batch.is_weight[None] * per_step)
 
     g_direct = jax.grad(direct)(state.params)
-    g_learner, _ = jax.grad(learner.loss, has_aux=True)(state.params, state.target_params, batch)
+    g_learner, _ = jax.grad(learner.loss, has_aux=True)(
+        state.params, state.target_params, batch, T * B
+    )
     jax.tree.map(
         lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6), g_direct, g_learner
     )
@@ -115,7 +118,7 @@ def test_sharded_learner_update_equals_single_device(n):
     batch = _batch()
     s1, m1, p1 = jax.jit(learner.update)(state, batch)
     mesh = Mesh(np.array(jax.devices()[:n]), ("data",))
-    spec = SequenceBatch(
+    spec = TraceBatch(
         obs=P(None, "data"), first=P(None, "data"), action=P(None, "data"),
         mu=P(None, "data"), reward=P(None, "data"), discount=P(None, "data"),
         mask=P(None, "data"), core_state=P("data"), is_weight=P("data"),
@@ -154,7 +157,7 @@ def test_agent_runs_in_both_acting_modes(decoupled):
         agent.close()
     assert counts == [0, 4, 4, 4]  # 32 env steps per iteration / 8 per update
     assert int(state.learner.step) == 12
-    assert int(agent.replay.base.num_valid(state.replay.base)) > 0
+    assert int(agent.replay.num_valid(state.replay)) > 0
 
 
 def test_reactor_cli_train_resume_evaluate(tmp_path):
@@ -178,7 +181,7 @@ def test_reactor_cli_train_resume_evaluate(tmp_path):
     run("experiments.train", *common, "--total-steps", "128", "--checkpoint-every", "64")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["agent"] == "reactor" and summary["env_steps"] == 128
-    assert json.loads((run_dir / "config.json").read_text())["args"]["preset"] == "reactor-classic"
+    assert json.loads((run_dir / "config.json").read_text())["run"]["preset"] == "reactor-classic"
     run("experiments.train", "--resume", str(run_dir), "--total-steps", "192", "--no-progress")
     assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 192
     out = run("experiments.evaluate", str(run_dir), "--episodes", "2").stdout
@@ -187,7 +190,7 @@ def test_reactor_cli_train_resume_evaluate(tmp_path):
 
 def test_microbatched_update_equals_whole_batch():
     whole, state = _learner()
-    split, _ = _learner(microbatch_sequences=1)
+    split, _ = _learner(microbatch_traces=1)
     batch = _batch(3)
     s1, m1, p1 = jax.jit(whole.update)(state, batch)
     s2, m2, p2 = jax.jit(split.update)(state, batch)

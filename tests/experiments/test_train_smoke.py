@@ -102,7 +102,7 @@ def test_pong_train_resume_evaluate(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env"] == "Pong-v5" and summary["env_steps"] == 24
     assert summary["replay_bytes_per_transition"] < 28_224 / 3  # frames stored once
-    assert json.loads((run_dir / "config.json").read_text())["args"]["preset"] == "acer-atari"
+    assert json.loads((run_dir / "config.json").read_text())["run"]["preset"] == "acer-atari"
     assert int(rows(run_dir)[-1]["frames"]) == 4 * 24
     run("experiments.train", "--resume", str(run_dir), "--total-steps", "32", "--no-progress")
     assert int(rows(run_dir)[-1]["env_steps"]) == 32

@@ -1,0 +1,116 @@
+"""What every agent config shares: field checks with one-line messages that name the flag,
+and loading a config back from a run folder's JSON.
+
+An agent's config is a frozen dataclass (see agents/acer/config.py). It is the command line
+of `python -m experiments.train --agent NAME`: each field is a flag (`lr` is `--lr`), its
+docstring the `--help` text, its default the only default. `__post_init__` checks the fields
+with `check`, so a bad value fails before anything is built or compiled, with a message that
+names the flag and the allowed range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from typing import Any
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a config field: `replay_ratio` -> `--replay-ratio`."""
+    return "--" + name.replace("_", "-")
+
+
+class ConfigError(ValueError):
+    """A config value outside its allowed range; the message is one line naming the flag."""
+
+
+def check(ok: bool, name: str, value: Any, allowed: str) -> None:
+    """Raise `ConfigError("--name must be <allowed>, got <value>")` unless `ok`."""
+    if not ok:
+        raise ConfigError(f"{flag(name)} must be {allowed}, got {value!r}")
+
+
+def check_positive_int(config, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        check(
+            isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+            name,
+            value,
+            "an integer >= 1",
+        )
+
+
+def check_finite(config, *names: str) -> None:
+    """Every named float field is finite (inf and NaN are never meant)."""
+    for name in names:
+        value = getattr(config, name)
+        check(isinstance(value, int | float) and math.isfinite(value), name, value, "finite")
+
+
+def _field_types(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(name: str, tp: Any, value: Any, where: str) -> Any:
+    """JSON value -> the field's type (lists become tuples); a mismatch is a one-line error."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arm in args:
+            if arm is type(None):
+                continue
+            try:
+                return _coerce(name, arm, value, where)
+            except ValueError:
+                continue
+        raise ValueError(f"{where}: {name} = {value!r} is not a {tp}")
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"{where}: {name} = {value!r} is not a list")
+        item = args[0] if args else Any
+        return tuple(_coerce(name, item, v, where) for v in value)
+    if origin is typing.Literal:
+        if value not in args:
+            raise ValueError(f"{where}: {name} = {value!r} is not one of {list(args)}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}: {name} = {value!r} is not a bool")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{where}: {name} = {value!r} is not an int")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"{where}: {name} = {value!r} is not a number")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: {name} = {value!r} is not a string")
+        return value
+    return value
+
+
+def from_dict(cls, data: Any, where: str, *, ignore_unknown: bool = False):
+    """Build the dataclass `cls` from a JSON object, checking keys and types.
+
+    Unknown keys are an error (or skipped with `ignore_unknown`); missing keys take the
+    field's default. Every problem is a one-line `ValueError` that names `where`."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - fields)
+    if unknown and not ignore_unknown:
+        raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)} for {cls.__name__}")
+    hints = _field_types(cls)
+    kwargs = {k: _coerce(k, hints[k], v, where) for k, v in data.items() if k in fields}
+    try:
+        return cls(**kwargs)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None

@@ -1,0 +1,128 @@
+"""One helper that turns an agent's pure functions into device programs.
+
+`Program(fn, mesh=..., in_specs=..., out_specs=..., donate_argnums=...)` is `jax.jit(fn)` on
+one device, or `jax.jit(jax.shard_map(fn))` over a 1-D data-parallel mesh: `fn` is called
+with `axis_name=None` or `axis_name=DATA` so the same code averages gradients with
+`lax.pmean` only when sharded. `compile(*args)` compiles ahead of time (args may be arrays or
+`jax.ShapeDtypeStruct`s); later calls run the compiled executable, which refuses inputs of
+another shape or dtype rather than silently recompiling. `traces` counts how often `fn` was
+traced (a test asserts it stays at 1).
+
+`RolloutProgram` does the same for acting: envpool's XLA step inside one jitted `lax.scan`
+when the env has it, else a host loop (gymnasium), and under data parallelism it acts on
+this process's first device and then splits the traces over the mesh by env.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from agents.parallel import DATA, ROLLOUT_SPECS, abstract_rollout, local_replica, place_rollout
+from agents.rollout import make_host_rollout, make_xla_rollout, rollout_shape
+
+
+class Program:
+    """A pure function compiled for one device or a data-parallel mesh (module docstring)."""
+
+    def __init__(
+        self,
+        fn,
+        *,
+        mesh=None,
+        in_specs: Any = None,
+        out_specs: Any = None,
+        donate_argnums: tuple[int, ...] = (),
+        name: str | None = None,
+    ):
+        self.name = name or getattr(fn, "__name__", "program")
+        self.traces = 0
+        axis_name = DATA if mesh is not None else None
+
+        def counted(*args):
+            self.traces += 1  # runs once per trace, not per call
+            return fn(*args, axis_name=axis_name)
+
+        if mesh is not None:
+            counted = jax.shard_map(counted, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+        self._jitted = jax.jit(counted, donate_argnums=donate_argnums)
+        self._compiled = None
+
+    def compile(self, *args) -> Program:
+        self._compiled = self._jitted.lower(*args).compile()
+        return self
+
+    def __call__(self, *args):
+        return (self._compiled or self._jitted)(*args)
+
+    def eval_shape(self, *args):
+        return jax.eval_shape(self._jitted, *args)
+
+
+class RolloutProgram:
+    """`T` steps of every env with the current policy, recorded time-major.
+
+    `run(params, actor) -> (actor, Rollout)` acts with `params` on this process's first
+    device (`acting_params` gives them); `place(traj)` splits a rollout over the mesh by env
+    (identity on one device). `abstract(params, actor)` is the placed rollout's shape."""
+
+    def __init__(self, env, select_action, trace_len: int, discount: float, mesh=None):
+        self.env, self.mesh = env, mesh
+        self._select_action, self._trace_len, self._discount = select_action, trace_len, discount
+        self.traces = 0
+        if env.has_xla:
+            rollout = make_xla_rollout(env, select_action, trace_len, discount)
+
+            def counted(params, actor):
+                self.traces += 1
+                return rollout(params, actor)
+
+            self._run = jax.jit(counted)
+        else:
+            self._run = make_host_rollout(env, select_action, trace_len, discount)
+
+    def acting_params(self, params):
+        """This process's replica of replicated params (no copy); params on one device."""
+        return params if self.mesh is None else local_replica(params)
+
+    def run(self, params, actor):
+        return self._run(params, actor)
+
+    def place(self, traj):
+        return traj if self.mesh is None else place_rollout(traj, self.mesh)
+
+    def __call__(self, params, actor):
+        """Act with the learner's params; returns (actor, rollout, placed rollout)."""
+        actor, traj = self._run(self.acting_params(params), actor)
+        return actor, traj, self.place(traj)
+
+    def abstract(self, params, actor):
+        """Shape of the placed rollout (for compiling the programs that consume it)."""
+        shape = rollout_shape(
+            self.env, self._select_action, self._trace_len, self._discount,
+            self.acting_params(params), actor,
+        )  # fmt: skip
+        return shape if self.mesh is None else abstract_rollout(shape, self.mesh)
+
+    def compile(self, params, actor):
+        if self.env.has_xla:
+            self._run = self._run.lower(self.acting_params(params), actor).compile()
+
+
+def rollout_program_specs(replay_specs):
+    """in/out specs of a program `(learner, replay, rollout) -> (learner, replay, metrics)`."""
+    P = jax.sharding.PartitionSpec
+    return dict(in_specs=(P(), replay_specs, ROLLOUT_SPECS), out_specs=(P(), replay_specs, P()))
+
+
+def replay_program_specs(replay_specs):
+    """in/out specs of a program `(learner, replay) -> (learner, replay, metrics)`."""
+    P = jax.sharding.PartitionSpec
+    return dict(in_specs=(P(), replay_specs), out_specs=(P(), replay_specs, P()))
+
+
+def copy_tree(tree):
+    """Fresh buffers of a pytree (so a donated original and the copy never alias)."""
+    return jax.tree.map(jnp.copy, tree)

@@ -1,0 +1,126 @@
+"""The agent protocol: everything `experiments/` knows about an agent.
+
+An agent is a folder under `agents/` (config, actor, learner, agent) plus one line in
+`agents/registry.py`. The training runner (`experiments/runner.py`), `evaluate`, `plot` and
+the benchmarks talk to it only through `Agent` below; none of them branches on an agent's
+name. `AgentBase` (agents/base.py) implements most of it for agents that collect time-major
+rollouts into a trace replay, but an agent may implement the protocol from scratch (the
+toy agent in tests/experiments/test_agent_seam.py does).
+
+Life cycle, as the runner drives it::
+
+    agent = spec.agent_cls(config, env, seed=seed, mesh=mesh)   # validates, builds programs
+    state = agent.init(key)                                      # learner, replay, actor
+    agent.compile(state)                                         # ahead-of-time, timed
+    for iteration in ...:
+        state, out = agent.train_iteration(state, iteration, env_steps)
+        host = jax.device_get(out)                               # the one sync per iteration
+    act = agent.act(greedy)                                      # for evaluation
+    agent.close()
+
+Checkpoints hold `state.learner` (a NamedTuple of arrays with a `params` field: what `act`
+takes). A resumed run rebuilds the agent, restores the learner into the structure of
+`agent.init_learner(key)`, and starts new episodes with `agent.reset_actor`; replays are
+refilled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import jax
+
+Array = jax.Array
+
+# act(params, obs, first, core, key) -> (action, core): one batched policy step for
+# evaluation. obs `[B, *obs_shape]`, first `[B]` bool (episode starts: recurrent cores
+# reset there), core: the recurrent state (`()` for feed-forward agents).
+ActFn = Callable[[Any, Array, Array, Any, Array], tuple[Array, Any]]
+
+
+class TrainState(NamedTuple):
+    """Everything that changes while training. Only `learner` is checkpointed."""
+
+    learner: Any  # NamedTuple with a `params` field (and whatever else the learner keeps)
+    replay: Any  # the replay state (a pytree of device arrays)
+    actor: Any  # the actor state (agents.rollout.ActorState for rollout-based agents)
+
+
+class IterationOutput(NamedTuple):
+    """Device arrays of one training iteration; fetch them with one `jax.device_get`.
+
+    `metrics` holds one dict per learner update run in the iteration, each with exactly the
+    keys of the agent's `metric_names` (scalars). The episode statistics are time-major
+    `[T, B]`: the return and length of a game that ended at that step (0 elsewhere), and
+    whether one did."""
+
+    metrics: list
+    finished_return: Array
+    finished_length: Array
+    game_over: Array
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """What an agent provides. Attributes are read by the runner; see the module docstring.
+
+    Attributes:
+      config: the agent's config dataclass (saved to config.json).
+      env: the training `envs.VecEnv`.
+      mesh: the 1-D device mesh it is data parallel over, or None on one device.
+      num_devices: devices it is data parallel over (1 without a mesh).
+      steps_per_iteration: env steps one `train_iteration` adds (over all processes).
+      metric_names: the keys of every metrics dict, in the order logged (see README,
+        "Metrics", for their meanings: shared names mean the same in every agent).
+      bytes_per_transition: replay storage per transition (0 for agents without replay).
+    """
+
+    config: Any
+    env: Any
+    mesh: Any
+    num_devices: int
+    steps_per_iteration: int
+    metric_names: tuple[str, ...]
+    bytes_per_transition: float
+
+    def init(self, key: Array) -> TrainState:
+        """A fresh learner, an empty replay and reset envs."""
+        ...
+
+    def init_learner(self, key: Array) -> Any:
+        """A fresh learner state alone (its structure is what a checkpoint restores into)."""
+        ...
+
+    def reset_actor(self, state: TrainState, key: Array) -> TrainState:
+        """New episodes for every env (after a resume: env states are not checkpointed)."""
+        ...
+
+    def compile(self, state: TrainState) -> float:
+        """Compile every program ahead of time for `state`; return the seconds it took."""
+        ...
+
+    def train_iteration(
+        self, state: TrainState, iteration: int, env_steps: int
+    ) -> tuple[TrainState, IterationOutput]:
+        """Act and learn for one iteration. No host sync: outputs stay on the device.
+
+        `iteration` and `env_steps` are the counts before this iteration; any schedule that
+        depends on them must be a pure function of them, so that a resumed run repeats it."""
+        ...
+
+    def act(self, greedy: bool) -> ActFn:
+        """A jitted batched policy step for evaluation (argmax when `greedy`)."""
+        ...
+
+    def initial_core(self, num_envs: int) -> Any:
+        """The recurrent state of `num_envs` fresh episodes (`()` for feed-forward)."""
+        ...
+
+    def acting_params(self, learner: Any) -> Any:
+        """The parameters `act` takes, on this process's first device."""
+        ...
+
+    def close(self) -> None:
+        """Stop background work (threads). Idempotent."""
+        ...

@@ -1,0 +1,116 @@
+"""The agent registry: agent name -> config class, agent class and paper presets.
+
+Adding an agent is a folder `agents/<name>/` whose `__init__.py` defines `SPEC`, an
+`AgentSpec`, and one line in `BUILTIN` below. Tests and user code can also `register` an
+agent at run time. `experiments/` looks agents up here and talks to them only through the
+protocol in agents/protocol.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# name -> package defining SPEC. One line per agent.
+BUILTIN: dict[str, str] = {
+    "acer": "agents.acer",
+    "reactor": "agents.reactor",
+}
+
+# Run options (experiments/args.py RunArgs) a preset may set besides the agent's config.
+RUN_PRESET_FIELDS = frozenset(
+    {"env", "total_steps", "checkpoint_every", "return_window", "eval_episodes", "reward_clip"}
+)
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """How to build an agent.
+
+    Attributes:
+      name: the `--agent` value.
+      config_cls: its frozen config dataclass (the agent's command line).
+      agent_cls: `agent_cls(config, env, *, seed, mesh)` implements agents.protocol.Agent.
+      presets: preset name -> values; keys are config fields or run options
+        (`RUN_PRESET_FIELDS`). A comment beside each preset names its source paper.
+      default_preset: the preset used when none is given (an empty one means the defaults).
+      description: one line for `--help`.
+    """
+
+    name: str
+    config_cls: type
+    agent_cls: type
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    default_preset: str | None = None
+    description: str = ""
+
+    def __post_init__(self):
+        fields = {f.name for f in dataclasses.fields(self.config_cls)}
+        for preset, values in self.presets.items():
+            bad = sorted(set(values) - fields - RUN_PRESET_FIELDS)
+            if bad:
+                raise ValueError(f"preset {preset!r} of agent {self.name!r} sets unknown {bad}")
+        if self.default_preset is not None and self.default_preset not in self.presets:
+            raise ValueError(f"default preset {self.default_preset!r} is not a preset")
+
+    def split_preset(self, preset: str | None) -> tuple[dict, dict]:
+        """(run option values, config values) of a preset (None: the default preset)."""
+        preset = self.default_preset if preset is None else preset
+        if preset is None:
+            return {}, {}
+        if preset not in self.presets:
+            owner = next((s.name for s in all_specs() if preset in s.presets), None)
+            if owner is not None:
+                raise ValueError(f"preset {preset!r} is for --agent {owner}, not {self.name}")
+            raise ValueError(
+                f"unknown preset {preset!r} for --agent {self.name}; choose from "
+                f"{', '.join(self.presets) or '(none)'}"
+            )
+        values = dict(self.presets[preset])
+        run = {k: values.pop(k) for k in list(values) if k in RUN_PRESET_FIELDS}
+        return run, values
+
+    def make_config(self, preset: str | None = None, **overrides):
+        """The config of a preset with `overrides` (field names) applied."""
+        _, values = self.split_preset(preset)
+        return self.config_cls(**{**values, **overrides})
+
+
+_REGISTERED: dict[str, AgentSpec] = {}
+
+
+def register(spec: AgentSpec, *, replace: bool = False) -> AgentSpec:
+    """Make `spec` available as `--agent spec.name`."""
+    if not replace and spec.name in _REGISTERED | dict.fromkeys(BUILTIN):
+        raise ValueError(f"an agent named {spec.name!r} is already registered")
+    _REGISTERED[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    _REGISTERED.pop(name, None)
+
+
+def agent_names() -> list[str]:
+    return sorted({*BUILTIN, *_REGISTERED})
+
+
+def get_agent(name: str) -> AgentSpec:
+    """The spec of agent `name`; an unknown name is a one-line ValueError with choices."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name in BUILTIN:
+        spec = importlib.import_module(BUILTIN[name]).SPEC
+        _REGISTERED[name] = spec
+        return spec
+    close = difflib.get_close_matches(name, agent_names(), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(f"unknown agent {name!r}{hint}; choose from {', '.join(agent_names())}")
+
+
+def all_specs() -> list[AgentSpec]:
+    return [get_agent(n) for n in agent_names()]

@@ -1,0 +1,401 @@
+"""The training runner: one loop for every agent, written against the agent protocol.
+
+`TrainLoop` drives `agent.train_iteration` with one host sync per iteration and keeps the
+counters, the return window and the NaN guard; the benchmarks use it as it is. `Runner`
+adds what a training run needs around it: the run folder (exclusive lock, config.json,
+metrics.csv + TensorBoard, atomic checksummed checkpoints, resume), the stop conditions
+(`--total-steps`, `--max-minutes`, SIGTERM/SIGINT), the evaluation at the end and
+summary.json. Nothing here knows an agent by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import platform
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from agents.evaluation import evaluate
+from agents.parallel import check_divisible, local_replica, make_mesh
+from envs import make_env
+from experiments.args import TrainArgs
+from experiments.checkpoint import Checkpointer
+from experiments.common import build_agent, checkpoint_tree, config_json, restore_checkpoint
+from experiments.runfolder import RunLock, check_run_dir_writable, write_json_atomic
+from experiments.runlog import RunLogger
+
+# Columns the runner writes before the agent's own metric_names.
+RUN_COLUMNS = (
+    "env_steps", "frames", "iteration", "updates", "iteration_updates", "episodes",
+    "return_mean", "length_mean", "sps", "wall_s",
+)  # fmt: skip
+
+
+class NonFiniteError(RuntimeError):
+    pass
+
+
+@dataclasses.dataclass
+class Counters:
+    env_steps: int = 0
+    iteration: int = 0
+    episodes: int = 0
+    updates: int = 0
+    wall_s: float = 0.0
+
+
+def frames_per_step(env) -> int:
+    """Atari agent steps are 4 emulator frames (frame skip)."""
+    return 4 if env.spec.is_atari else 1
+
+
+class TrainLoop:
+    """Runs training iterations of an agent (see the module docstring)."""
+
+    def __init__(self, agent, state, counters: Counters | None = None, return_window: int = 20):
+        self.agent, self.state = agent, state
+        self.counters = counters or Counters()
+        self.returns = deque(maxlen=return_window)
+        self.lengths = deque(maxlen=return_window)
+        self.steady_steps, self.steady_s = 0, 0.0  # iterations after the first
+        self._names = tuple(agent.metric_names)
+
+    @property
+    def return_mean(self) -> float:
+        return float(np.mean(self.returns)) if self.returns else math.nan
+
+    @property
+    def sps(self) -> float:
+        """Steady-state env steps per second (the first iteration excluded)."""
+        return self.steady_steps / self.steady_s if self.steady_s else math.nan
+
+    def step(self, last_checkpoint: str = "none") -> dict:
+        """One iteration; returns its row of metrics (host floats)."""
+        c, agent = self.counters, self.agent
+        t0 = time.perf_counter()
+        self.state, out = agent.train_iteration(self.state, c.iteration, c.env_steps)
+        host = jax.device_get(out)  # the one host sync of the iteration
+        dt = time.perf_counter() - t0
+        self._check_metrics(host.metrics, last_checkpoint)
+        steps = agent.steps_per_iteration
+        c.iteration += 1
+        c.env_steps += steps
+        c.updates += len(host.metrics)
+        c.wall_s += dt
+        if c.iteration > 1:
+            self.steady_steps += steps
+            self.steady_s += dt
+        over = np.asarray(host.game_over)
+        c.episodes += int(over.sum())
+        self.returns.extend(np.asarray(host.finished_return)[over].tolist())
+        self.lengths.extend(np.asarray(host.finished_length)[over].tolist())
+        means = {k: float(np.mean([m[k] for m in host.metrics])) for k in self._names}
+        if not host.metrics:
+            means = dict.fromkeys(self._names, math.nan)
+        return {
+            "env_steps": c.env_steps,
+            "frames": c.env_steps * frames_per_step(agent.env),
+            "iteration": c.iteration,
+            "updates": c.updates,
+            "iteration_updates": len(host.metrics),
+            "episodes": c.episodes,
+            "return_mean": self.return_mean,
+            "length_mean": float(np.mean(self.lengths)) if self.lengths else math.nan,
+            "sps": steps / dt,
+            "wall_s": c.wall_s,
+            **means,
+        }
+
+    def timed(self, n: int) -> tuple[float, int, int]:
+        """(seconds, env steps, learner updates) of `n` iterations (for benchmarks)."""
+        c = self.counters
+        steps, updates, t0 = c.env_steps, c.updates, time.perf_counter()
+        for _ in range(n):
+            self.step()
+        return time.perf_counter() - t0, c.env_steps - steps, c.updates - updates
+
+    def _check_metrics(self, metrics: list[dict], last_checkpoint: str):
+        c = self.counters
+        for k, m in enumerate(metrics):
+            if set(m) != set(self._names):
+                raise ValueError(
+                    f"{type(self.agent).__name__} returned metrics {sorted(m)} but declares "
+                    f"metric_names {sorted(self._names)}"
+                )
+            for name in self._names:
+                value = float(m[name])
+                if not math.isfinite(value):
+                    raise NonFiniteError(
+                        f"non-finite {name} ({value}) in update {k} of iteration "
+                        f"{c.iteration} (env step {c.env_steps}); run stopped, last good "
+                        f"checkpoint: {last_checkpoint}"
+                    )
+
+
+class StopRequest:
+    """Ends training early but cleanly: after `max_minutes`, or on SIGTERM / SIGINT, the
+    loop finishes its iteration, checkpoints, evaluates and writes summary.json. A second
+    signal aborts at once (the default handler)."""
+
+    def __init__(self, max_minutes: float | None):
+        self.max_minutes = max_minutes
+        self.deadline = math.inf if max_minutes is None else time.monotonic() + 60 * max_minutes
+        self.reason: str | None = None
+        self._previous: dict = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous = signal.signal(sig, self._on_signal)
+                # None: a handler not installed from Python; restore the default then.
+                self._previous[sig] = signal.SIG_DFL if previous is None else previous
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _on_signal(self, signum, frame):
+        name = signal.Signals(signum).name
+        signal.signal(signum, self._previous.pop(signum))  # the next one aborts
+        self.reason = self.reason or name
+        print(f"{name}: stopping after this iteration (send it again to abort)", file=sys.stderr)
+
+    def requested(self) -> bool:
+        """Whether to stop now; every process of a multi-process run gets process 0's answer."""
+        if self.reason is None and time.monotonic() >= self.deadline:
+            self.reason = f"max_minutes={self.max_minutes:g}"
+        stop = self.reason is not None
+        if jax.process_count() > 1:  # one decision, or the collectives would hang
+            from jax.experimental import multihost_utils
+
+            stop = bool(multihost_utils.broadcast_one_to_all(np.int32(stop)))
+            self.reason = self.reason or ("process 0" if stop else None)
+        return stop
+
+
+def resolve_run_dir(args: TrainArgs) -> Path:
+    run = args.run
+    if run.run_dir:
+        return Path(run.run_dir)
+    return Path("runs") / (run.exp_name or f"{run.agent}-{run.env}-seed{run.seed}")
+
+
+def init_distributed(args: TrainArgs):
+    """Join the multi-controller runtime (must run before any other JAX call)."""
+    run = args.run
+    if run.num_processes > 1 or run.coordinator_address:
+        if not run.coordinator_address:
+            raise ValueError("--num-processes > 1 needs --coordinator-address HOST:PORT")
+        jax.distributed.initialize(
+            coordinator_address=run.coordinator_address,
+            num_processes=run.num_processes,
+            process_id=run.process_id,
+        )
+
+
+class Runner:
+    """A training run in a run folder (module docstring). `run()` returns the summary (on
+    process 0; None on the others)."""
+
+    def __init__(self, args: TrainArgs, resuming: bool = False):
+        self.args, self.resuming = args, resuming
+        self.run_dir = resolve_run_dir(args)
+        self.lead = jax.process_index() == 0  # only process 0 writes files
+
+    def _check_new_run_dir(self):
+        run_dir = self.run_dir
+        if (run_dir / "config.json").exists() or (run_dir / "checkpoints").exists():
+            raise ValueError(
+                f"{run_dir} already holds a run; pass --resume {run_dir} to continue it, or "
+                "choose another --exp-name / --run-dir"
+            )
+
+    def _build(self):
+        run = self.args.run
+        procs = jax.process_count()
+        check_divisible("--num-envs", self.args.config.num_envs, procs, "processes")
+        mesh = make_mesh(run.num_devices)
+        env = make_env(
+            run.env,
+            self.args.config.num_envs // procs,
+            run.seed + 1000 * jax.process_index(),
+            train=True,
+            reward_clip=run.reward_clip,
+            num_threads=run.num_threads,
+        )
+        return env, build_agent(self.args, env, mesh)
+
+    def run(self) -> dict | None:
+        """Bad input fails here with a one-line ValueError before anything is compiled or
+        written: the run folder's place, the env id, the config against the env."""
+        if self.args.run.debug:
+            jax.config.update("jax_debug_nans", True)
+        if self.lead:
+            check_run_dir_writable(self.run_dir)
+        env, agent = self._build()
+        lock = None
+        try:
+            if self.lead:  # one writer per run folder; the lock dies with its process
+                lock = RunLock(self.run_dir).acquire()
+                if not self.resuming:
+                    self._check_new_run_dir()
+            return self._run(env, agent)
+        finally:
+            agent.close()
+            if lock is not None:
+                lock.close()
+
+    def _run(self, env, agent) -> dict | None:
+        run, run_dir = self.args.run, self.run_dir
+        state = agent.init(jax.random.PRNGKey(run.seed))
+        ckpt_dir = run_dir / "checkpoints"
+        checkpointer = Checkpointer(ckpt_dir, keep=run.keep_checkpoints)
+        counters, last_ckpt = Counters(), "none"
+        if self.resuming and checkpointer.latest_step() is not None:
+            learner, meta, step = restore_checkpoint(checkpointer, state.learner)
+            counters = Counters(**meta["counters"])
+            # New episodes, with a key that depends only on (seed, iteration, process).
+            actor_key = jax.random.fold_in(jax.random.PRNGKey(run.seed + 7), counters.iteration)
+            actor_key = jax.random.fold_in(actor_key, jax.process_index())
+            state = agent.reset_actor(state._replace(learner=learner), actor_key)
+            last_ckpt = str(ckpt_dir / str(step))
+            print(f"resumed {run_dir} from checkpoint at env step {step}", file=sys.stderr)
+        elif self.resuming:
+            print(f"{run_dir} has no complete checkpoint yet: starting it over", file=sys.stderr)
+        if self.lead:
+            self._write_config(agent, env)
+        compile_s = agent.compile(state)
+        logger = RunLogger(
+            run_dir,
+            [*RUN_COLUMNS, *agent.metric_names],
+            run.total_steps,
+            start_step=counters.env_steps,
+            tensorboard=not run.debug,
+            progress=run.progress and self.lead,
+            write=self.lead,
+        )
+        loop = TrainLoop(agent, state, counters, run.return_window)
+        every = run.checkpoint_every
+        next_ckpt = (counters.env_steps // every + 1) * every
+        stop = StopRequest(run.max_minutes)
+        try:
+            with stop:
+                while counters.env_steps < run.total_steps:
+                    row = loop.step(last_ckpt)
+                    logger.log(row, agent.steps_per_iteration)
+                    stopping = stop.requested()
+                    if stopping or counters.env_steps >= min(next_ckpt, run.total_steps):
+                        path = checkpointer.save(
+                            counters.env_steps,
+                            checkpoint_tree(loop.state.learner),
+                            {"counters": dataclasses.asdict(counters)},
+                        )
+                        last_ckpt = str(path)
+                        next_ckpt = (counters.env_steps // every + 1) * every
+                    if stopping:
+                        break
+        except NonFiniteError as err:
+            raise ValueError(str(err)) from None
+        finally:
+            logger.close()
+            checkpointer.close()
+            agent.close()  # before the evaluation: stop actor threads
+        state = loop.state
+        if jax.process_count() > 1:  # lets users (and the tests) see that replicas agree
+            local = jax.device_get(local_replica(state.learner.params))
+            checksum = sum(
+                float(np.abs(np.asarray(x, np.float64)).sum()) for x in jax.tree.leaves(local)
+            )
+            print(f"process {jax.process_index()}: params checksum {checksum:.12e}", flush=True)
+        if not self.lead:
+            return None
+        return self._finish(agent, state, loop, compile_s, last_ckpt, stop.reason)
+
+    def _write_config(self, agent, env):
+        spec = env.spec
+        write_json_atomic(
+            self.run_dir / "config.json",
+            {
+                **config_json(self.args),
+                "env_spec": {
+                    "env_id": spec.env_id,
+                    "obs_shape": list(spec.obs_shape),
+                    "num_actions": spec.num_actions,
+                    "action_shape": list(spec.action_shape),
+                    "backend": spec.backend,
+                    "is_atari": spec.is_atari,
+                },
+                "replay_bytes_per_transition": agent.bytes_per_transition,
+                "jax": jax.__version__,
+                "devices": [
+                    str(d) for d in (agent.mesh.devices.flat if agent.mesh else jax.devices()[:1])
+                ],
+                "processes": jax.process_count(),
+                "python": platform.python_version(),
+            },
+        )
+
+    def _finish(self, agent, state, loop, compile_s, last_ckpt, stopped_by) -> dict:
+        run, c = self.args.run, loop.counters
+        returns, eval_s = np.zeros(0), 0.0
+        if run.eval_episodes:
+            eval_env = make_env(run.env, min(run.eval_episodes, 16), run.seed + 10_000, train=False)
+            t0 = time.perf_counter()
+            returns, _ = evaluate(
+                agent.act(run.eval_greedy),
+                agent.acting_params(state.learner),
+                eval_env,
+                run.eval_episodes,
+                jax.random.PRNGKey(run.seed + 1),
+                agent.initial_core(eval_env.spec.num_envs),
+            )
+            eval_s = time.perf_counter() - t0
+        evaluated = len(returns) > 0
+        summary = {
+            "agent": run.agent,
+            "env": run.env,
+            "preset": run.preset,
+            "seed": run.seed,
+            "env_steps": c.env_steps,
+            "frames": c.env_steps * frames_per_step(agent.env),
+            "episodes": c.episodes,
+            "updates": c.updates,
+            "wall_s": c.wall_s,
+            "sps": loop.sps,
+            "compile_s": compile_s,
+            "train_return_mean": loop.return_mean,
+            "eval_return_mean": float(np.mean(returns)) if evaluated else None,
+            "eval_return_std": float(np.std(returns)) if evaluated else None,
+            "eval_episodes": len(returns),
+            "eval_policy": "greedy" if run.eval_greedy else "sample",
+            "eval_s": eval_s,
+            "replay_bytes_per_transition": agent.bytes_per_transition,
+            "devices": agent.num_devices,
+            "processes": jax.process_count(),
+            "last_checkpoint": last_ckpt,
+            "stopped_by": stopped_by or "total_steps",
+        }
+        write_json_atomic(self.run_dir / "summary.json", summary)
+        early = f" (stopped early: {stopped_by})" if stopped_by else ""
+        result = (
+            f"eval return {summary['eval_return_mean']:.1f} ± {summary['eval_return_std']:.1f} "
+            f"over {len(returns)} episodes"
+            if evaluated
+            else "no evaluation (--eval-episodes 0)"
+        )
+        print(
+            f"{run.agent} on {run.env}: {c.env_steps} env steps{early} in {c.wall_s:.1f} s "
+            f"({summary['sps']:.0f} steps/s, compile {compile_s:.1f} s); {result} -> "
+            f"{self.run_dir}/summary.json"
+        )
+        return summary
