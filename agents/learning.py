@@ -103,7 +103,7 @@ class GradientStep(NamedTuple):
     grad_norm: Array  # global L2 norm of the (device-averaged) gradient, before clipping
     sums: dict  # the loss's summed statistics, over chunks and devices
     per_sequence: Any  # the loss's per-sequence outputs, [B_local] leaves, in batch order
-    num_sequences: Array | int  # the global batch size B over all devices
+    num_steps: Array | int  # T·B over all devices: the steps the sums are over
 
 
 def gradient_step(
@@ -111,23 +111,22 @@ def gradient_step(
     optimizer: optax.GradientTransformation,
     params,
     opt_state,
-    batch,
+    batch: TraceBatch,
     *,
-    num_sequences: int,
     chunk: int = 0,
     axis_name: str | None = None,
 ) -> GradientStep:
-    """One optimizer step on `batch` (module docstring).
+    """One optimizer step on a batch of traces (module docstring).
 
     Args:
-      loss_fn: `loss_fn(params, chunk_batch) -> (loss, (sums, per_sequence))`, where `loss`
-        is the chunk's summed loss already divided by the *whole* local batch's normaliser
-        (so chunk gradients add up to the batch gradient), `sums` a dict of summed
-        statistics and `per_sequence` a pytree of `[chunk]` arrays (or None).
-      num_sequences: B, the local batch size (sequences on this device).
+      loss_fn: `loss_fn(params, chunk_batch, normaliser) -> (loss, (sums, per_sequence))`,
+        where `loss` is the chunk's summed loss divided by `normaliser` (T·B of the whole
+        local batch, so chunk gradients add up to the batch gradient), `sums` a dict of
+        summed statistics and `per_sequence` a pytree of `[chunk]` arrays (or None).
       chunk: sequences per microbatch (0: the whole batch at once).
       axis_name: the mesh axis under `shard_map` (None on one device).
     """
+    T, num_sequences = batch.reward.shape
     chunk = chunk or num_sequences
     if num_sequences % chunk:
         raise ValueError(f"batch of {num_sequences} is not divisible by microbatch {chunk}")
@@ -141,7 +140,7 @@ def gradient_step(
     grad_fn = jax.grad(loss_fn, has_aux=True)
     grads, sums, per_sequence = None, None, []
     for start in range(0, num_sequences, chunk):
-        g, (s, p) = grad_fn(diff_params, slice_batch(batch, start, chunk))
+        g, (s, p) = grad_fn(diff_params, slice_batch(batch, start, chunk), T * num_sequences)
         grads = g if grads is None else jax.tree.map(jnp.add, grads, g)
         sums = s if sums is None else jax.tree.map(jnp.add, sums, s)
         per_sequence.append(p)
@@ -154,8 +153,26 @@ def gradient_step(
     grad_norm = optax.tree.norm(grads)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     return GradientStep(
-        optax.apply_updates(params, updates), opt_state, grad_norm, sums, per_sequence, total
+        optax.apply_updates(params, updates), opt_state, grad_norm, sums, per_sequence, T * total
     )
+
+
+def actor_critic_metrics(step: GradientStep, *, value_weight, entropy_weight) -> dict:
+    """The metrics every actor-critic learner logs, with one meaning (README, "Metrics"),
+    from sums over steps: `policy_loss` and `value_loss` (per step), `entropy` (over
+    `valid`, the real steps) and any other statistic (averaged over `valid`)."""
+    sums = dict(step.sums)
+    valid = jnp.maximum(sums.pop("valid"), 1.0)
+    n = step.num_steps
+    metrics = {k: sums.pop(k) / n for k in ("policy_loss", "value_loss")}
+    entropy = sums.pop("entropy")
+    metrics["loss"] = (
+        metrics["policy_loss"] + value_weight * metrics["value_loss"] - entropy_weight * entropy / n
+    )
+    metrics["entropy"] = entropy / valid
+    metrics["grad_norm"] = step.grad_norm
+    metrics.update({k: v / valid for k, v in sums.items()})
+    return metrics
 
 
 def sample_key(key, axis_name=None):

@@ -50,7 +50,8 @@ class RunArgs:
     """Name of the experiment (the run folder's name); default <agent>-<env>-seed<seed>."""
     resume: str | None = None
     """Resume the run in this folder from its latest complete checkpoint. Its saved options
-    are used; only --total-steps, --max-minutes and --progress may change."""
+    are used; only --total-steps, --max-minutes, --progress, the evaluation flags and where
+    it runs (devices, processes, threads) may change."""
 
     # Data parallelism (replaces Hogwild threads).
     num_devices: int | None = None
@@ -116,7 +117,13 @@ class TrainArgs(Generic[C]):
     config: C
 
 
-RESUME_MAY_CHANGE = ("total_steps", "max_minutes", "progress", "resume", "run_dir")
+# What --resume may change: the budget, the display, the evaluation at the end, and where
+# the run executes (devices, processes, threads). Everything that defines the experiment is
+# read from the run folder; an explicit flag that differs from it is an error.
+RESUME_MAY_CHANGE = (
+    "total_steps", "max_minutes", "progress", "eval_episodes", "eval_greedy", "num_devices",
+    "num_threads", "coordinator_address", "num_processes", "process_id", "resume", "run_dir",
+)  # fmt: skip
 
 
 def _flag_value(argv: list[str], name: str) -> str | None:
@@ -211,7 +218,7 @@ def resume_args(argv: list[str], saved: TrainArgs) -> TrainArgs:
             if before != after:
                 raise ValueError(
                     f"{flag(f.name)} {after!r} differs from the resumed run's {before!r}; "
-                    f"only {', '.join(flag(n) for n in RESUME_MAY_CHANGE[:3])} may change on "
+                    f"only {', '.join(flag(n) for n in RESUME_MAY_CHANGE[:-2])} may change on "
                     "--resume"
                 )
     return new

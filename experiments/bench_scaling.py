@@ -60,6 +60,7 @@ def measure(args: ScalingArgs, n: int) -> dict:
         num_envs=args.num_envs, batch_size=args.batch_size, microbatch_traces=0,
     )  # fmt: skip
     try:
+        devices = agent.num_devices
         state = agent.init(jax.random.PRNGKey(0))
         compile_s = agent.compile(state)
         loop = TrainLoop(agent, state)
@@ -69,7 +70,7 @@ def measure(args: ScalingArgs, n: int) -> dict:
         agent.close()
     per_update = [t / max(u, 1) for t, _, u in rounds]
     return {
-        "devices": n,
+        "devices": devices,
         "compile_s": compile_s,
         "update_s": float(np.median(per_update)),
         "updates_per_s": float(np.median([u / t for t, _, u in rounds])),

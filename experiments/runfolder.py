@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -150,12 +151,22 @@ def write_json_atomic(path: str | Path, data: Any):
     `TypeError` and leave `path` untouched."""
     path = Path(path)
     text = json.dumps(strict_json_value(data), indent=2, sort_keys=True, allow_nan=False)
+    with atomic_file(path) as f:
+        f.write(text + "\n")
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | Path, newline: str | None = None):
+    """A text file to write that replaces `path` atomically and durably when the block ends:
+    a temporary file in the same folder is fsynced, renamed over `path`, and the folder is
+    fsynced. An exception leaves `path` untouched. The old file's mode is kept (else 0644)."""
+    path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp makes 0600: keep the old file's mode, else the usual 0644 of shared runs
         os.fchmod(fd, stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644)
-        with os.fdopen(fd, "w") as f:
-            f.write(text + "\n")
+        with os.fdopen(fd, "w", newline=newline) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import csv
 import math
-import os
-import stat
 import sys
-import tempfile
 from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.runfolder import fsync_dir, read_json, write_json_atomic
+from experiments.runfolder import atomic_file
 
-__all__ = ["RunLogger", "read_json", "write_json_atomic"]
+__all__ = ["RunLogger"]
 
 
 class RunLogger:
@@ -139,19 +136,8 @@ def _repair_csv(path: Path, columns: list[str], max_step: int) -> list[str]:
     union = list(columns) + [c for c in header if c not in columns]
     if union == header and not partial and len(keep) == len(lines) - 1:
         return union  # nothing to change: append as is
-    mode = stat.S_IMODE(path.stat().st_mode)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=union, restval="")
-            writer.writeheader()
-            writer.writerows(dict(zip(header, row, strict=True)) for row in keep)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+    with atomic_file(path, newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=union, restval="")
+        writer.writeheader()
+        writer.writerows(dict(zip(header, row, strict=True)) for row in keep)
     return union

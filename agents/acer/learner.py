@@ -18,7 +18,7 @@ import optax
 
 from agents import losses
 from agents.acer.config import ACERConfig
-from agents.learning import TraceBatch, adam_with_clipping, gradient_step
+from agents.learning import TraceBatch, actor_critic_metrics, adam_with_clipping, gradient_step
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -72,7 +72,7 @@ class ACERLearner:
             return logits, q
         return self.network.apply(params, obs)
 
-    def chunk_loss(self, params, avg_params, batch: TraceBatch, normaliser):
+    def chunk_loss(self, params, batch: TraceBatch, normaliser, avg_params):
         """Sum of the ACER loss over a chunk of traces ÷ `normaliser` (= T·B), its summed
         statistics and the per-trace priority signal mean |Q_ret − Q(x_t, a_t)|."""
         cfg = self.config
@@ -128,27 +128,14 @@ class ACERLearner:
         Under `shard_map` each device passes its shard of the traces (see
         `agents.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
         cfg = self.config
-        T, B = batch.action.shape
-        loss_fn = partial(self.chunk_loss, avg_params=state.avg_params, normaliser=T * B)
+        loss_fn = partial(self.chunk_loss, avg_params=state.avg_params)
         step = gradient_step(
-            lambda p, b: loss_fn(p, batch=b), self.optimizer, state.params, state.opt_state,
-            batch, num_sequences=B, chunk=cfg.microbatch_traces, axis_name=axis_name,
+            loss_fn, self.optimizer, state.params, state.opt_state, batch,
+            chunk=cfg.microbatch_traces, axis_name=axis_name,
         )  # fmt: skip
         avg_params = optax.incremental_update(step.params, state.avg_params, 1.0 - cfg.tau)
-        sums, n = step.sums, T * step.num_sequences
-        valid = jnp.maximum(sums["valid"], 1.0)
-        metrics = {
-            "policy_loss": sums["policy_loss"] / n,
-            "value_loss": sums["value_loss"] / n,
-            "entropy": sums["entropy"] / valid,
-            "grad_norm": step.grad_norm,
-            **{k: sums[k] / valid for k in ("q_ret_mean", "td_abs", "rho_mean")},
-            **{k: sums[k] / valid for k in ("tr_active", "tr_scale")},
-        }
-        metrics["loss"] = (
-            metrics["policy_loss"]
-            + cfg.value_weight * metrics["value_loss"]
-            - cfg.entropy_weight * sums["entropy"] / n
+        metrics = actor_critic_metrics(
+            step, value_weight=cfg.value_weight, entropy_weight=cfg.entropy_weight
         )
         new_state = LearnerState(step.params, avg_params, step.opt_state, state.step + 1, state.key)
         return new_state, metrics, step.per_sequence

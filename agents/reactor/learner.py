@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.learning import TraceBatch, adam_with_clipping, gradient_step
+from agents.learning import TraceBatch, actor_critic_metrics, adam_with_clipping, gradient_step
 from agents.reactor.config import ReactorConfig
 
 Array = jax.Array
@@ -70,7 +70,7 @@ class ReactorLearner:
             key=key,
         )
 
-    def loss(self, params, target_params, batch: TraceBatch, normaliser):
+    def loss(self, params, batch: TraceBatch, normaliser, target_params):
         """Loss summed over the batch ÷ `normaliser` (T·B), its summed statistics and the new
         per-sequence priorities `[B]`."""
         cfg = self.config
@@ -126,30 +126,17 @@ class ReactorLearner:
         """One gradient step. Pure. Data parallel like every learner here (see
         `agents.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
         cfg = self.config
-        T, B = batch.action.shape
-        loss_fn = partial(self.loss, target_params=state.target_params, normaliser=T * B)
+        loss_fn = partial(self.loss, target_params=state.target_params)
         step = gradient_step(
-            lambda p, b: loss_fn(p, batch=b), self.optimizer, state.params, state.opt_state,
-            batch, num_sequences=B, chunk=cfg.microbatch_traces, axis_name=axis_name,
+            loss_fn, self.optimizer, state.params, state.opt_state, batch,
+            chunk=cfg.microbatch_traces, axis_name=axis_name,
         )  # fmt: skip
         count = state.step + 1
         target = optax.periodic_update(
             step.params, state.target_params, count, cfg.target_update_period
         )
-        sums, n = step.sums, T * step.num_sequences
-        valid = jnp.maximum(sums["valid"], 1.0)
-        metrics = {
-            "policy_loss": sums["policy_loss"] / n,
-            "value_loss": sums["value_loss"] / n,
-            "entropy": sums["entropy"] / valid,
-            "grad_norm": step.grad_norm,
-            "q_ret_mean": sums["q_ret_mean"] / valid,
-            "td_abs": sums["td_abs"] / valid,
-        }
-        metrics["loss"] = (
-            metrics["policy_loss"]
-            + cfg.value_weight * metrics["value_loss"]
-            - cfg.entropy_weight * sums["entropy"] / n
+        metrics = actor_critic_metrics(
+            step, value_weight=cfg.value_weight, entropy_weight=cfg.entropy_weight
         )
         new_state = ReactorLearnerState(step.params, target, step.opt_state, count, state.key)
         return new_state, metrics, step.per_sequence

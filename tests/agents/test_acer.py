@@ -111,7 +111,7 @@ def test_loss_gradient_matches_losses_composition():
 
     g_direct = jax.grad(direct)(state.params)
     g_learner, _ = jax.grad(learner.chunk_loss, has_aux=True)(
-        state.params, state.avg_params, batch, T * B
+        state.params, batch, T * B, state.avg_params
     )
     jax.tree.map(
         lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), g_direct, g_learner
@@ -123,7 +123,7 @@ def test_trust_region_inactive_when_average_equals_policy():
     on, state = _learner(trust_region=True)
     off, _ = _learner(trust_region=False)
     batch = _random_batch(jax.random.PRNGKey(3))
-    args = (state.params, state.params, batch, 20)
+    args = (state.params, batch, 20, state.params)
     g_on, m_on = jax.grad(on.chunk_loss, has_aux=True)(*args)
     g_off, _ = jax.grad(off.chunk_loss, has_aux=True)(*args)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), g_on, g_off)

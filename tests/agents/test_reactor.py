@@ -91,7 +91,7 @@ def test_loss_is_the_composition_of_agents_losses(distributional):
 
     g_direct = jax.grad(direct)(state.params)
     g_learner, _ = jax.grad(learner.loss, has_aux=True)(
-        state.params, state.target_params, batch, T * B
+        state.params, batch, T * B, state.target_params
     )
     jax.tree.map(
         lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6), g_direct, g_learner

@@ -208,19 +208,20 @@ def test_non_finite_loss_stops_run_and_keeps_checkpoint(tmp_path):
     assert message.startswith("error: non-finite ") and "iteration" in message
     assert "Traceback" not in proc.stderr
     assert not (run_dir / "summary.json").exists()
-    if "last good checkpoint: none" not in message:
-        kept = Path(message.split("last good checkpoint: ")[1])
-        assert kept.exists()
+    # The first iteration's update is still finite (its loss is computed before the huge
+    # step) and checkpointed every 20 steps; the blow-up comes after, so a checkpoint is kept.
+    kept = Path(message.split("last good checkpoint: ")[1])
+    assert kept.name.isdigit() and kept.exists()
 
 
 @pytest.mark.parametrize(
     "args, needle",
     [
         (["--env", "Pongg-v5"], "did you mean: Pong-v5"),
-        (["--buffer-size", "10"], "buffer_size 10 holds 0 traces"),
+        (["--buffer-size", "10"], "--buffer-size must be at least 3 traces per env"),
         (["--buffer-size", "100000000000000"], "lower --buffer-size"),
         (["--preset", "acer-nope"], "unknown preset"),
-        (["--microbatch-traces", "3"], "not divisible by microbatch_traces=3"),
+        (["--microbatch-traces", "3"], "divisible by --microbatch-traces 3"),
     ],
 )
 def test_bad_config_gives_one_line_error(tmp_path, args, needle):
@@ -235,7 +236,7 @@ def test_help_lists_every_flag():
     for flag in (
         "--agent", "--env", "--total-steps", "--seed", "--num-envs", "--run-dir", "--preset",
         "--trace-len", "--batch-size", "--replay-ratio", "--buffer-size", "--start-train-at",
-        "--discount", "--c", "--trust-region", "--trust-region-threshold", "--tau", "--lr",
+        "--discount", "--c", "--trust-region", "--trust-region-delta", "--tau", "--lr",
         "--reward-clip", "--entropy-weight", "--max-grad-norm", "--exp-name", "--debug",
         "--resume",
     ):  # fmt: skip
