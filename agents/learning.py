@@ -17,6 +17,7 @@ gradient inside a rolled `lax.scan` is 13-100x slower on XLA:CPU (jax-ml/jax#128
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -182,3 +183,25 @@ def sample_key(key, axis_name=None):
     if axis_name is not None:
         sub = jax.random.fold_in(sub, jax.lax.axis_index(axis_name))
     return key, sub
+
+
+class ActorCriticLearner:
+    """What the trace learners share: the optimizer step on `self.loss` and the metrics.
+
+    A subclass sets `config` (with `microbatch_traces`, `value_weight`, `entropy_weight`),
+    `optimizer`, and `loss(params, batch, normaliser, **extra)` as `gradient_step` wants it."""
+
+    def gradient_step(self, state, batch: TraceBatch, axis_name=None, **extra) -> GradientStep:
+        """One optimizer step on `batch`; `extra` are the loss's other arguments (e.g. the
+        target or averaged params)."""
+        loss_fn = partial(self.loss, **extra)
+        return gradient_step(
+            loss_fn, self.optimizer, state.params, state.opt_state, batch,
+            chunk=self.config.microbatch_traces, axis_name=axis_name,
+        )  # fmt: skip
+
+    def metrics(self, step: GradientStep) -> dict:
+        cfg = self.config
+        return actor_critic_metrics(
+            step, value_weight=cfg.value_weight, entropy_weight=cfg.entropy_weight
+        )

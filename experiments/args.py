@@ -126,7 +126,7 @@ RESUME_MAY_CHANGE = (
 )  # fmt: skip
 
 
-def _flag_value(argv: list[str], name: str) -> str | None:
+def flag_value(argv: list[str], name: str) -> str | None:
     for i, arg in enumerate(argv):
         if arg == name and i + 1 < len(argv):
             return argv[i + 1]
@@ -171,11 +171,11 @@ def parse(
     argv: list[str], run_default: RunArgs | None = None, config_default: Any = None
 ) -> TrainArgs:
     """Parse `argv` for the agent it names. Defaults: the preset's, unless given (resume)."""
-    name = _flag_value(argv, "--agent") or (run_default.agent if run_default else "acer")
+    name = flag_value(argv, "--agent") or (run_default.agent if run_default else "acer")
     spec = get_agent(name)
     check_flags(argv, spec)
     if run_default is None:
-        preset = _flag_value(argv, "--preset") or spec.default_preset
+        preset = flag_value(argv, "--preset") or spec.default_preset
         run_values, config_values = spec.split_preset(preset)
         run_default = RunArgs(agent=spec.name, preset=preset, **run_values)
         config_default = spec.config_cls(**config_values)
@@ -203,7 +203,7 @@ def parse_train_args(argv: list[str] | None = None) -> TrainArgs:
 def resume_args(argv: list[str], saved: TrainArgs) -> TrainArgs:
     """The saved args of a run with the changes `argv` may make on --resume: any other flag
     that differs from the saved value is an error naming it."""
-    agent = _flag_value(argv, "--agent")
+    agent = flag_value(argv, "--agent")
     if agent is not None and agent != saved.run.agent:
         raise ValueError(
             f"--agent {agent} differs from the resumed run's --agent {saved.run.agent}"

@@ -17,7 +17,6 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
         os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
     ).strip()
 
-import json
 from dataclasses import dataclass
 
 import jax
@@ -27,6 +26,7 @@ import tyro
 from agents.parallel import make_mesh
 from agents.registry import get_agent
 from experiments.common import make_agent
+from experiments.runfolder import write_json_atomic
 from experiments.runner import TrainLoop
 
 
@@ -100,8 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
     out = {"agent": args.agent, "env": args.env, "rows": rows}
     if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump(out, f, indent=2)
+        write_json_atomic(args.json_out, out)
     return out
 
 

@@ -33,6 +33,7 @@ from agents.config import from_dict
 from agents.registry import get_agent
 from envs import make_env
 from experiments.common import bench_preset, make_agent
+from experiments.runfolder import write_json_atomic
 from experiments.runner import TrainLoop
 
 
@@ -240,8 +241,7 @@ def main(argv: list[str] | None = None) -> dict:
         "cost_model": None if model is None else model["parts"],
     }  # fmt: skip
     if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump(out, f, indent=2)
+        write_json_atomic(args.json_out, out)
     return out
 
 

@@ -1,7 +1,8 @@
 """Plot learning curves: `python -m experiments.plot runs/<a> [runs/<b> ...] [--out curves.png]`.
 
 Draws the mean episode return (unclipped, full games) against env steps, and against wall
-time, for every run given, plus the critic and policy losses of each. With two or more runs
+time, for every run given, plus each run's critic loss (`value_loss`) and policy entropy
+where the agent logs them (README, "Metrics"). With two or more runs
 it also prints a comparison at their common env-step budget: the return each run had reached
 by then, and the env steps and training seconds each took to first reach every
 `--thresholds` return.
@@ -99,8 +100,9 @@ def main(argv: list[str] | None = None) -> Path:
     for label, m in metrics.items():
         axes[0, 0].plot(m[args.x], m["return_mean"], label=label)
         axes[0, 1].plot([w / 60 for w in m["wall_s"]], m["return_mean"], label=label)
-        axes[1, 0].plot(m["env_steps"], m["value_loss"], label=label)
-        axes[1, 1].plot(m["env_steps"], m["entropy"], label=label)
+        for ax, name in ((axes[1, 0], "value_loss"), (axes[1, 1], "entropy")):
+            if name in m:  # not every agent has a critic or a stochastic policy
+                ax.plot(m["env_steps"], m[name], label=label)
     axes[0, 0].set(xlabel=args.x.replace("_", " "), ylabel="mean episode return")
     axes[0, 1].set(xlabel="training wall time (min)", ylabel="mean episode return")
     axes[1, 0].set(xlabel="env steps", ylabel="critic loss (each agent's own)", yscale="log")

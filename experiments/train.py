@@ -7,11 +7,12 @@ the run options (experiments/args.py) and the chosen agent's config fields; see
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
 
-from experiments.args import parse_train_args, resume_args
+from experiments.args import flag_value, parse_train_args, resume_args
 from experiments.common import load_run
 from experiments.runfolder import RunFolderLocked
 from experiments.runner import Runner, init_distributed
@@ -19,18 +20,16 @@ from experiments.runner import Runner, init_distributed
 
 def parse(argv: list[str]):
     """(args, resuming) of a command line; every bad input is a one-line SystemExit."""
-    resume = next(
-        (a.split("=", 1)[1] if "=" in a else argv[i + 1] for i, a in enumerate(argv)
-         if a.split("=", 1)[0] == "--resume" and ("=" in a or i + 1 < len(argv))),
-        None,
-    )  # fmt: skip
+    resume = flag_value(argv, "--resume")
     if resume is None:
         return parse_train_args(argv), False
     try:
-        saved = load_run(Path(resume))
-        return resume_args(argv, saved), True
+        args = resume_args(argv, load_run(Path(resume)))
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
+    # The folder given is the run, wherever it was first written (it may have moved).
+    run = dataclasses.replace(args.run, resume=resume, run_dir=resume)
+    return dataclasses.replace(args, run=run), True
 
 
 def main(argv: list[str] | None = None) -> dict | None:

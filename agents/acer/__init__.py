@@ -4,13 +4,7 @@ from agents.acer.agent import ACERAgent
 from agents.acer.config import PRESETS, ACERConfig
 from agents.registry import AgentSpec
 
-SPEC = AgentSpec(
-    name="acer",
-    config_cls=ACERConfig,
-    agent_cls=ACERAgent,
-    presets=PRESETS,
-    default_preset="acer-classic",
-    description="ACER: Retrace critic, truncated IS with bias correction, trust region",
-)
+DESCRIPTION = "ACER: Retrace critic, truncated IS with bias correction, trust region"
+SPEC = AgentSpec("acer", ACERConfig, ACERAgent, PRESETS, "acer-classic", DESCRIPTION)
 
 __all__ = ["SPEC", "ACERAgent", "ACERConfig"]

@@ -29,7 +29,8 @@ class ACERConfig:
     """Discount factor γ."""
     c: float = 10.0
     """Truncation c of the policy importance weight (ACER eq. 9). The truncation of the
-    Retrace traces (REACTOR-torch's --c, from the seed port) is --retrace-c-max."""
+    Retrace traces, which REACTOR-torch (the PyTorch ACER-to-Reactor port this project
+    descends from) calls --c, is --retrace-c-max here."""
     retrace_c_max: float = 1.0
     """Truncation of the Retrace trace coefficients c_t = λ·min(c_max, ρ_t) (ACER eq. 5)."""
     retrace_lambda: float = 1.0

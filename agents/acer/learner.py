@@ -9,7 +9,6 @@ network. The shared steps (microbatches, data-parallel averaging, clipping, Adam
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -18,7 +17,7 @@ import optax
 
 from agents import losses
 from agents.acer.config import ACERConfig
-from agents.learning import TraceBatch, actor_critic_metrics, adam_with_clipping, gradient_step
+from agents.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -37,7 +36,7 @@ class LearnerState(NamedTuple):
     key: Array  # for replay sampling
 
 
-class ACERLearner:
+class ACERLearner(ActorCriticLearner):
     """Pure functions of the ACER learner, closed over the config and the network."""
 
     def __init__(self, config: ACERConfig, network):
@@ -72,7 +71,7 @@ class ACERLearner:
             return logits, q
         return self.network.apply(params, obs)
 
-    def chunk_loss(self, params, batch: TraceBatch, normaliser, avg_params):
+    def loss(self, params, batch: TraceBatch, normaliser, avg_params):
         """Sum of the ACER loss over a chunk of traces ÷ `normaliser` (= T·B), its summed
         statistics and the per-trace priority signal mean |Q_ret − Q(x_t, a_t)|."""
         cfg = self.config
@@ -127,15 +126,9 @@ class ACERLearner:
         """One gradient step on a batch of traces. Pure; jit it with the state donated.
         Under `shard_map` each device passes its shard of the traces (see
         `agents.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
-        cfg = self.config
-        loss_fn = partial(self.chunk_loss, avg_params=state.avg_params)
-        step = gradient_step(
-            loss_fn, self.optimizer, state.params, state.opt_state, batch,
-            chunk=cfg.microbatch_traces, axis_name=axis_name,
-        )  # fmt: skip
-        avg_params = optax.incremental_update(step.params, state.avg_params, 1.0 - cfg.tau)
-        metrics = actor_critic_metrics(
-            step, value_weight=cfg.value_weight, entropy_weight=cfg.entropy_weight
-        )
+        step = self.gradient_step(state, batch, axis_name, avg_params=state.avg_params)
+        tau = self.config.tau
+        avg_params = optax.incremental_update(step.params, state.avg_params, 1.0 - tau)
+        metrics = self.metrics(step)
         new_state = LearnerState(step.params, avg_params, step.opt_state, state.step + 1, state.key)
         return new_state, metrics, step.per_sequence

@@ -4,13 +4,7 @@ from agents.reactor.agent import ReactorAgent
 from agents.reactor.config import PRESETS, ReactorConfig
 from agents.registry import AgentSpec
 
-SPEC = AgentSpec(
-    name="reactor",
-    config_cls=ReactorConfig,
-    agent_cls=ReactorAgent,
-    presets=PRESETS,
-    default_preset="reactor-classic",
-    description="Reactor: distributional Retrace, β-LOO, prioritized sequence replay, LSTM",
-)
+DESCRIPTION = "Reactor: distributional Retrace, β-LOO, prioritized sequence replay, LSTM"
+SPEC = AgentSpec("reactor", ReactorConfig, ReactorAgent, PRESETS, "reactor-classic", DESCRIPTION)
 
 __all__ = ["SPEC", "ReactorAgent", "ReactorConfig"]

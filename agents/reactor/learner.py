@@ -18,7 +18,6 @@ The shared steps (microbatches, data-parallel averaging, clipping, Adam) are
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -26,7 +25,7 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.learning import TraceBatch, actor_critic_metrics, adam_with_clipping, gradient_step
+from agents.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
 from agents.reactor.config import ReactorConfig
 
 Array = jax.Array
@@ -47,7 +46,7 @@ def _take(x, a):
     return jnp.take_along_axis(x, a[..., None], axis=-1)[..., 0]
 
 
-class ReactorLearner:
+class ReactorLearner(ActorCriticLearner):
     def __init__(self, config: ReactorConfig, network):
         self.config = config
         self.network = network
@@ -125,18 +124,10 @@ class ReactorLearner:
     def update(self, state: ReactorLearnerState, batch: TraceBatch, axis_name=None):
         """One gradient step. Pure. Data parallel like every learner here (see
         `agents.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
-        cfg = self.config
-        loss_fn = partial(self.loss, target_params=state.target_params)
-        step = gradient_step(
-            loss_fn, self.optimizer, state.params, state.opt_state, batch,
-            chunk=cfg.microbatch_traces, axis_name=axis_name,
-        )  # fmt: skip
+        step = self.gradient_step(state, batch, axis_name, target_params=state.target_params)
         count = state.step + 1
-        target = optax.periodic_update(
-            step.params, state.target_params, count, cfg.target_update_period
-        )
-        metrics = actor_critic_metrics(
-            step, value_weight=cfg.value_weight, entropy_weight=cfg.entropy_weight
-        )
+        period = self.config.target_update_period
+        target = optax.periodic_update(step.params, state.target_params, count, period)
+        metrics = self.metrics(step)
         new_state = ReactorLearnerState(step.params, target, step.opt_state, count, state.key)
         return new_state, metrics, step.per_sequence

@@ -110,7 +110,7 @@ def test_loss_gradient_matches_losses_composition():
         return jnp.mean(pol - cfg.entropy_weight * ent + cfg.value_weight * val)
 
     g_direct = jax.grad(direct)(state.params)
-    g_learner, _ = jax.grad(learner.chunk_loss, has_aux=True)(
+    g_learner, _ = jax.grad(learner.loss, has_aux=True)(
         state.params, batch, T * B, state.avg_params
     )
     jax.tree.map(
@@ -124,8 +124,8 @@ def test_trust_region_inactive_when_average_equals_policy():
     off, _ = _learner(trust_region=False)
     batch = _random_batch(jax.random.PRNGKey(3))
     args = (state.params, batch, 20, state.params)
-    g_on, m_on = jax.grad(on.chunk_loss, has_aux=True)(*args)
-    g_off, _ = jax.grad(off.chunk_loss, has_aux=True)(*args)
+    g_on, m_on = jax.grad(on.loss, has_aux=True)(*args)
+    g_off, _ = jax.grad(off.loss, has_aux=True)(*args)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), g_on, g_off)
     assert float(m_on[0]["tr_active"]) == 0.0
 
