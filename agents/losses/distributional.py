@@ -23,8 +23,10 @@ def _hat_weights(z, z_q):
     z = jnp.clip(z, z_q[0], z_q[-1])
     gap_right = jnp.concatenate([z_q[1:] - z_q[:-1], jnp.ones((1,), z_q.dtype)])
     gap_left = jnp.concatenate([jnp.ones((1,), z_q.dtype), z_q[1:] - z_q[:-1]])
-    diff = z[..., None, :] - z_q[:, None]  # z_j − z_q[i]
-    w = jnp.where(diff >= 0, 1.0 - diff / gap_right[:, None], 1.0 + diff / gap_left[:, None])
+    # Column vectors `[1, ..., 1, Kq, 1]` of z's rank + 1: broadcast explicitly, no promotion.
+    col = lambda x: jnp.reshape(x, (1,) * (z.ndim - 1) + (-1, 1))  # noqa: E731
+    diff = z[..., None, :] - col(z_q)  # z_j − z_q[i]
+    w = jnp.where(diff >= 0, 1.0 - diff / col(gap_right), 1.0 + diff / col(gap_left))
     return jnp.clip(w, 0.0, 1.0)
 
 
