@@ -22,6 +22,9 @@ With these two fields, a trace that crosses an episode end gives exactly the tar
 two pieces computed separately, for termination and for truncation alike. All `mask_t`
 arguments are keyword-only and default to all ones.
 
+Importance ratios: wherever a loss divides by a behaviour probability μ, it divides by
+μ + `MU_EPSILON` (1e-8, as rlax's `retrace`), so π = μ = 0 gives a ratio of 0, never NaN.
+
 Gradients: every target (`retrace_targets`, `vtrace`, `lambda_returns`, `n_step_returns`,
 `gae`, `distributional_retrace_targets`) is wrapped in `jax.lax.stop_gradient`. The losses
 treat their targets and coefficients as constants; gradient flows only into the quantity
@@ -57,10 +60,16 @@ from agents.losses.policy import (
     trust_region_policy_loss,
     trust_region_projection,
 )
-from agents.losses.retrace import acer_value_loss, retrace_targets, trace_coefficients
+from agents.losses.retrace import (
+    MU_EPSILON,
+    acer_value_loss,
+    retrace_targets,
+    trace_coefficients,
+)
 from agents.losses.returns import VTraceOutput, gae, lambda_returns, n_step_returns, vtrace
 
 __all__ = [
+    "MU_EPSILON",
     "TrustRegionOutput",
     "VTraceOutput",
     "acer_policy_loss",

@@ -110,7 +110,7 @@ def distributional_retrace_targets(
     r"""Reactor's distributional Retrace target for Z(x_t, a_t), projected on `atoms`.
 
     Retrace written as a mixture of n-step backups (Gruslys et al. 2018, §3.2). With
-    c_u = λ·min(1, π(a_u|x_u)/μ(a_u|x_u)), C_{t,s} = Π_{u=t+1}^{s} c_u,
+    c_u = λ·min(1, π(a_u|x_u)/(μ(a_u|x_u) + ε)) (ε = `MU_EPSILON`), C_{t,s} = Π_{u=t+1}^{s} c_u,
     G_{t,s} = Σ_{u=t}^{s} (Π_{v=t}^{u−1} γ_v) r_u and Γ_{t,s} = Π_{v=t}^{s} γ_v:
 
         Z_ret(x_t, a_t) = Σ_{s=t}^{T−1} C_{t,s} · Σ_b α_{s+1,b} · Z(x_{s+1}, b) ∘ f_{t,s}

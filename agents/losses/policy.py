@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.losses import _checks as C
-from agents.losses.retrace import _take
+from agents.losses.retrace import MU_EPSILON, _importance_ratio, _take
 
 sg = jax.lax.stop_gradient
 
@@ -34,7 +34,10 @@ def _check_logits_q(logits_t, q_t):
 
 
 def entropy(logits_t):
-    """Entropy −Σ_a π(a|x) log π(a|x) of softmax policies, shape `logits_t.shape[:-1]`."""
+    """Entropy −Σ_a π(a|x) log π(a|x) of softmax policies, shape `logits_t.shape[:-1]`.
+
+    Logits may be −inf (masked actions); they contribute 0·log 0 = 0.
+    """
     C.check_float("logits_t", logits_t)
     log_pi = jax.nn.log_softmax(logits_t, axis=-1)
     # 0·log 0 = 0, so masked actions with −inf logits give a finite entropy.
@@ -44,13 +47,16 @@ def entropy(logits_t):
 def acer_policy_loss(logits_t, q_t, mu_t, a_t, q_ret_t, c=10.0, *, mask_t=None):
     r"""ACER policy loss: truncated importance sampling with bias correction (eq. 9).
 
-    With ρ_t(a) = π(a|x_t)/μ(a|x_t) and V(x_t) = Σ_a π(a|x_t) Q(x_t, a), the gradient of
-    this loss with respect to the logits is minus
+    With ρ_t(a) = π(a|x_t)/(μ(a|x_t) + ε) (ε = `MU_EPSILON`) and V(x_t) = Σ_a π(a|x_t) Q(x_t, a),
+    the gradient of this loss with respect to the logits is minus
 
         ĝ_t = min(c, ρ_t(a_t)) · ∇ log π(a_t|x_t) · [Q_ret(x_t, a_t) − V(x_t)]
             + Σ_a [1 − c/ρ_t(a)]_+ · π(a|x_t) · ∇ log π(a|x_t) · [Q(x_t, a) − V(x_t)].
 
-    π, ρ, V, Q and Q_ret inside the coefficients are constants (stop_gradient).
+    π, ρ, V, Q and Q_ret inside the coefficients are constants (stop_gradient). The
+    bias-correction weight is computed without dividing by ρ, as
+    [1 − c/ρ]_+ · π = [π − c·(μ + ε)]_+ (equal for ρ > 0, and the ρ → 0 limit 0 at π = 0).
+    Actions with π(a|x_t) = 0 (logits −inf, e.g. masked actions) contribute 0, not 0·(−inf).
 
     Args:
       logits_t: `[T, B, A]` policy logits (the only input that carries gradient).
@@ -74,15 +80,18 @@ def acer_policy_loss(logits_t, q_t, mu_t, a_t, q_ret_t, c=10.0, *, mask_t=None):
 
     log_pi = jax.nn.log_softmax(logits_t, axis=-1)
     pi = sg(jnp.exp(log_pi))
+    mu = sg(mu_t)
+    # log π where π > 0, else 0: its coefficient is 0 there, and 0·(−inf) would be NaN.
+    log_pi = jnp.where(pi > 0, log_pi, 0.0)
     q = sg(q_t)
     v = jnp.sum(pi * q, axis=-1)
-    rho = pi / sg(mu_t)
-    rho_a = _take(rho, a_t)
+    rho_a = _take(_importance_ratio(pi, mu), a_t)
     # Truncated importance-sampling term on the sampled action.
     adv_a = sg(q_ret_t) - v
     term_a = sg(jnp.minimum(c, rho_a) * adv_a) * _take(log_pi, a_t)
     # Bias correction: an expectation under π over all actions, active where ρ(a) > c.
-    bc_weight = jnp.maximum(0.0, 1.0 - c / rho) * pi * (q - v[..., None])
+    # [1 − c/ρ]_+ · π = [π − c·(μ + ε)]_+, written without a division by ρ.
+    bc_weight = jnp.maximum(0.0, pi - c * (mu + MU_EPSILON)) * (q - v[..., None])
     term_bc = jnp.sum(sg(bc_weight) * log_pi, axis=-1)
     return -mask * (term_a + term_bc)
 
@@ -91,7 +100,8 @@ def beta_loo_policy_loss(logits_t, q_t, a_t, mu_a_t, return_t, c=1.0, *, mask_t=
     r"""Reactor's β-leave-one-out policy loss (Gruslys et al. 2018, eq. 8).
 
     With A = a_t the sampled action, R = return_t (e.g. a Retrace target) and
-    β = min(c, 1/μ(A|x_t)), the gradient of this loss with respect to the logits is minus
+    β = min(c, 1/(μ(A|x_t) + ε)) (ε = `MU_EPSILON`), the gradient of this loss with respect to
+    the logits is minus
 
         G_β = β · (R − Q(x_t, A)) · ∇π(A|x_t) + Σ_a Q(x_t, a) · ∇π(a|x_t).
 
@@ -116,7 +126,7 @@ def beta_loo_policy_loss(logits_t, q_t, a_t, mu_a_t, return_t, c=1.0, *, mask_t=
 
     pi = jax.nn.softmax(logits_t, axis=-1)
     q = sg(q_t)
-    beta = sg(jnp.minimum(c, 1.0 / mu_a_t))
+    beta = sg(jnp.minimum(c, 1.0 / (mu_a_t + MU_EPSILON)))
     advantage = sg(return_t) - _take(q, a_t)
     objective = beta * advantage * _take(pi, a_t) + jnp.sum(q * pi, axis=-1)
     return -mask * objective
@@ -161,7 +171,8 @@ def trust_region_policy_loss(
     g = −∂ℓ/∂φ (the ascent direction of the per-sample loss ℓ) and
     k = ∂ KL(π_avg ‖ π_φ)/∂φ = π_φ − π_avg, it computes z* = `trust_region_projection(g, k, δ)`
     and returns the surrogate −stop_gradient(z*)ᵀφ, whose gradient with respect to the
-    network parameters θ is −z*ᵀ ∂φ/∂θ: z* back-propagated, as in ACER eq. 13.
+    network parameters θ is −z*ᵀ ∂φ/∂θ: z* back-propagated, as in ACER eq. 13. Logits at −inf
+    (masked actions) are left out of the surrogate, so it stays finite.
 
     Args:
       policy_loss_fn: maps logits `[..., A]` to a per-sample loss `[...]`. Each sample's loss
@@ -181,5 +192,7 @@ def trust_region_policy_loss(
     k = jax.nn.softmax(phi, axis=-1) - jax.nn.softmax(sg(avg_logits_t), axis=-1)
     scale = _projection_scale(g, k, delta)
     z = g - scale[..., None] * k
-    loss = -jnp.sum(sg(z) * logits_t, axis=-1)
+    # Logits at −inf (masked actions) stay out of the surrogate: 0·(−inf) would be NaN, and a
+    # finite step cannot move them anyway.
+    loss = -jnp.sum(sg(z) * jnp.where(jnp.isneginf(logits_t), 0.0, logits_t), axis=-1)
     return TrustRegionOutput(loss=loss, g=g, k=k, scale=scale)

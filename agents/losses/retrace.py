@@ -14,15 +14,35 @@ import jax.numpy as jnp
 
 from agents.losses import _checks as C
 
+MU_EPSILON = 1e-8
+"""ε added to the behaviour probability in every importance ratio: ρ = π / (μ + ε).
+
+With ε > 0 a ratio never divides by zero: π = μ = 0 (an action the behaviour policy could not
+take, e.g. a masked one, at a fake auto-reset step) gives ρ = 0 instead of NaN, and π > 0 =
+μ gives a large finite ρ that the truncations min(c, ρ) then cap. rlax guards its Retrace
+ratio the same way (`rlax.retrace`, `pi_a_t / (mu_t + eps)` with `eps=1e-8`). For μ ≥ 1e-3,
+far above anything a behaviour policy with exploration produces, the relative change of ρ is
+at most 1e-5. Used by `trace_coefficients` (so `retrace_targets` and
+`distributional_retrace_targets`), `acer_policy_loss` and `beta_loo_policy_loss`.
+"""
+
 
 def _take(x, a):
     """x[..., a] for x `[T, B, A]` and integer a `[T, B]`."""
     return jnp.take_along_axis(x, a[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
 
+def _importance_ratio(pi, mu):
+    """ρ = π / (μ + ε) with ε = `MU_EPSILON`, elementwise."""
+    return pi / (mu + MU_EPSILON)
+
+
 def trace_coefficients(pi_a_t, mu_a_t, lambda_, c_max, mask_t):
-    """c_t = λ·min(c_max, π(a_t|x_t)/μ(a_t|x_t)), zeroed at masked (auto-reset) steps."""
-    return lambda_ * jnp.minimum(c_max, pi_a_t / mu_a_t) * mask_t
+    """c_t = λ·min(c_max, π(a_t|x_t)/(μ(a_t|x_t) + ε)), zeroed at masked (auto-reset) steps.
+
+    ε is `MU_EPSILON`. Elementwise over arrays of one shape.
+    """
+    return lambda_ * jnp.minimum(c_max, _importance_ratio(pi_a_t, mu_a_t)) * mask_t
 
 
 def _retrace_core(q_a, v, c, r, d, mask, bootstrap_value):
@@ -52,7 +72,8 @@ def retrace_targets(
 ):
     r"""Retrace targets Q_ret(x_t, a_t) for a batch of traces (ACER eq. 5).
 
-    With V(x) = Σ_a π(a|x) Q(x, a) and c_t = λ·min(c_max, π(a_t|x_t)/μ(a_t|x_t)):
+    With V(x) = Σ_a π(a|x) Q(x, a) and c_t = λ·min(c_max, π(a_t|x_t)/(μ(a_t|x_t) + ε)), ε =
+    `MU_EPSILON`:
 
         Q_ret(T-1) = r_{T-1} + d_{T-1} · V(x_T)
         Q_ret(t)   = r_t + d_t · [ c_{t+1} · (Q_ret(t+1) − Q(x_{t+1}, a_{t+1})) + V(x_{t+1}) ]
