@@ -47,6 +47,10 @@ def categorical_projection(z_p, probs, z_q):
 
     Returns:
       `[..., Kq]` projected masses.
+
+    Checks: shapes and dtypes always; z_q finite and strictly increasing when it is a NumPy
+    value (not a traced one). Under `agents.losses.checked` also for jax Arrays, and `probs`
+    must be finite; otherwise finite inputs are the caller's duty.
     """
     C.check_float("z_p", z_p)
     C.check_float("probs", probs)
@@ -56,6 +60,8 @@ def categorical_projection(z_p, probs, z_q):
     if jnp.ndim(z_p) < 1:
         raise ValueError("z_p must have a trailing atom axis [..., Kp]")
     C.check_shape("probs", probs, jnp.shape(z_p), "masses of the atoms z_p")
+    C.check_support("z_q", z_q)
+    C.debug_check_finite("probs", probs)
     return jnp.einsum("...ij,...j->...i", _hat_weights(z_p, z_q), probs)
 
 
@@ -130,6 +136,11 @@ def distributional_retrace_targets(
 
     Returns:
       `[T, B, K]` target masses, stop_gradient'ed.
+
+    Checks: shapes and dtypes always; λ ∈ [0, 1], discount_t ∈ [0, 1] and `atoms` finite and
+    strictly increasing when they are Python or NumPy values (not traced ones). The caller's
+    duty, checked only under `agents.losses.checked`: a_t ∈ [0, A), π, μ, Z(x_t, ·) and
+    `bootstrap_probs` finite, non-negative and summing to 1.
     """
     T, B = C.time_batch("q_probs_t", q_probs_t, 4, "[T, B, A, K]")
     A, K = q_probs_t.shape[2:]
@@ -139,6 +150,11 @@ def distributional_retrace_targets(
     C.check_shape("bootstrap_probs", bootstrap_probs, (B, K))
     C.check_float("atoms", atoms)
     C.check_shape("atoms", atoms, (K,), "the fixed support")
+    C.check_unit_interval("discount_t", discount_t)
+    C.check_support("atoms", atoms)
+    C.debug_check_trace_data(A, pi_t, mu_t, a_t)
+    C.debug_check_probs("q_probs_t", q_probs_t)
+    C.debug_check_probs("bootstrap_probs", bootstrap_probs)
     mask = C.optional_mask(mask_t, (T, B), q_probs_t.dtype)
 
     za = jnp.take_along_axis(q_probs_t, a_t[..., None, None].astype(jnp.int32), axis=2)[:, :, 0]
@@ -156,12 +172,14 @@ def categorical_cross_entropy(target_probs_t, logits_t, *, mask_t=None):
 
     The loss for the distributional Retrace critic: `target_probs_t` `[T, B, K]` from
     `distributional_retrace_targets` (stop_gradient'ed here again), `logits_t` `[T, B, K]` the
-    predicted logits of Z(x_t, a_t). Masked steps contribute zero.
+    predicted logits of Z(x_t, a_t). Masked steps contribute zero. Checks: shapes and dtypes;
+    under `agents.losses.checked`, `target_probs_t` must be finite (it may be signed).
     """
     T, B = C.time_batch("logits_t", logits_t, 3, "[T, B, K]")
     C.check_float("logits_t", logits_t)
     C.check_float("target_probs_t", target_probs_t)
     C.check_shape("target_probs_t", target_probs_t, jnp.shape(logits_t))
+    C.debug_check_finite("target_probs_t", target_probs_t)
     mask = C.optional_mask(mask_t, (T, B), logits_t.dtype)
     log_q = jax.nn.log_softmax(logits_t, axis=-1)
     return -mask * jnp.sum(jax.lax.stop_gradient(target_probs_t) * log_q, axis=-1)

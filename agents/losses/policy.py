@@ -69,6 +69,10 @@ def acer_policy_loss(logits_t, q_t, mu_t, a_t, q_ret_t, c=10.0, *, mask_t=None):
 
     Returns:
       `[T, B]` per-step loss.
+
+    Checks: shapes and dtypes always; c ≥ 0 when it is a Python or NumPy value. The caller's
+    duty, checked only under `agents.losses.checked`: a_t ∈ [0, A), μ finite, non-negative
+    and summing to 1.
     """
     T, B, A = _check_logits_q(logits_t, q_t)
     C.check_prob("mu_t", mu_t, (T, B, A))
@@ -76,6 +80,9 @@ def acer_policy_loss(logits_t, q_t, mu_t, a_t, q_ret_t, c=10.0, *, mask_t=None):
     C.check_shape("a_t", a_t, (T, B))
     C.check_float("q_ret_t", q_ret_t)
     C.check_shape("q_ret_t", q_ret_t, (T, B))
+    C.check_nonnegative("c", c)
+    C.debug_check_actions("a_t", a_t, A)
+    C.debug_check_probs("mu_t", mu_t)
     mask = C.optional_mask(mask_t, (T, B), logits_t.dtype)
 
     log_pi = jax.nn.log_softmax(logits_t, axis=-1)
@@ -114,14 +121,21 @@ def beta_loo_policy_loss(logits_t, q_t, a_t, mu_a_t, return_t, c=1.0, *, mask_t=
 
     Returns:
       `[T, B]` per-step loss.
+
+    Checks: shapes and dtypes always; c ≥ 0 when it is a Python or NumPy value. The caller's
+    duty, checked only under `agents.losses.checked`: a_t ∈ [0, A), μ(a_t|x_t) finite in
+    [0, 1].
     """
-    T, B, _ = _check_logits_q(logits_t, q_t)
+    T, B, A = _check_logits_q(logits_t, q_t)
     C.check_int("a_t", a_t)
     C.check_shape("a_t", a_t, (T, B))
     C.check_float("mu_a_t", mu_a_t)
     C.check_shape("mu_a_t", mu_a_t, (T, B), "μ(a_t|x_t) of the taken action")
     C.check_float("return_t", return_t)
     C.check_shape("return_t", return_t, (T, B))
+    C.check_nonnegative("c", c)
+    C.debug_check_actions("a_t", a_t, A)
+    C.debug_check_probs("mu_a_t", mu_a_t, normalised=False)
     mask = C.optional_mask(mask_t, (T, B), logits_t.dtype)
 
     pi = jax.nn.softmax(logits_t, axis=-1)
@@ -138,12 +152,14 @@ def trust_region_projection(g, k, delta):
         z* = g − max(0, (kᵀg − δ) / ‖k‖²) · k
 
     z* is the closest vector to g (in L2) that satisfies the linearised KL constraint kᵀz ≤ δ.
-    Where k = 0 the constraint is void and z* = g.
+    Where k = 0 the constraint is void and z* = g. Checks: shapes and dtypes; δ ≥ 0 when it is
+    a Python or NumPy value (under `agents.losses.checked`, also for jax Arrays).
     """
     C.check_float("g", g)
     C.check_float("k", k)
     if jnp.shape(g) != jnp.shape(k):
         raise ValueError(f"g has shape {jnp.shape(g)} but k has shape {jnp.shape(k)}")
+    C.check_nonnegative("delta", delta)
     return g - _projection_scale(g, k, delta)[..., None] * k
 
 
@@ -180,6 +196,9 @@ def trust_region_policy_loss(
       logits_t: `[..., A]` current policy logits (carry gradient into the network).
       avg_logits_t: `[..., A]` logits of the Polyak-averaged policy network (no gradient).
       delta: the constraint δ (1 in ACER's Atari experiments).
+
+    Checks: shapes and dtypes; δ ≥ 0 when it is a Python or NumPy value (under
+    `agents.losses.checked`, also for jax Arrays); `policy_loss_fn` does its own checks.
     """
     C.check_float("logits_t", logits_t)
     C.check_float("avg_logits_t", avg_logits_t)
@@ -187,6 +206,7 @@ def trust_region_policy_loss(
         raise ValueError(
             f"avg_logits_t has shape {jnp.shape(avg_logits_t)}, expected {jnp.shape(logits_t)}"
         )
+    C.check_nonnegative("delta", delta)
     phi = sg(logits_t)
     g = -jax.grad(lambda x: jnp.sum(policy_loss_fn(x)))(phi)
     k = jax.nn.softmax(phi, axis=-1) - jax.nn.softmax(sg(avg_logits_t), axis=-1)
