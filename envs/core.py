@@ -167,6 +167,10 @@ def finalize_step(
     raw = xp.asarray(raw_reward).astype(xp.float32)
     # The auto-reset step is fake: its reward is 0 by construction (envpool already does so).
     raw = xp.where(first, xp.float32(0.0), raw)
+    # XLA:CPU runs with subnormals flushed to zero (a reward of 1e-45 compares and clips as 0
+    # inside `jit`, but not in NumPy). Flush them here, explicitly, so both paths agree bit for
+    # bit; no env reward is that small on purpose.
+    raw = xp.where(xp.abs(raw) < xp.float32(np.finfo(np.float32).tiny), xp.float32(0.0), raw)
     reward = xp.clip(raw, xp.float32(-1.0), xp.float32(1.0)) if reward_clip else raw
     if real_termination is None:
         game_over = terminated | truncated

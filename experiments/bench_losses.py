@@ -13,10 +13,13 @@ time per call; the table shows the median over rounds.
 rlax comparison. For Retrace, V-trace, λ-returns and the categorical projection the script
 also computes the same quantity with rlax, `vmap`ped over the batch axis (rlax functions take
 one sequence). Before timing it checks that both agree on the same inputs and prints the
-largest absolute difference; a disagreement raises. Then it times the two in alternating
-rounds, so both see the same machine load, and reports ours/rlax (below 1: ours is faster) as
-the ratio of the two medians, which shrugs off a burst of load from other processes that hits
-a few rounds of one side, next to the median of the per-round ratios. Each side gets its
+largest absolute difference; a disagreement raises. That is a guard for the timing: the
+agreement itself is tested in tests/losses/test_rlax_agreement.py over random shapes, seeds
+and episode ends, on inputs built by this module's `make_inputs` and `rlax_pairs`. Then it
+times the two in alternating rounds, so both see the same machine load, and reports ours/rlax
+(below 1: ours is faster) as the ratio of the two medians, which shrugs off a burst of load
+from other processes that hits a few rounds of one side, next to the median of the per-round
+ratios. Each side gets its
 natural inputs, sliced outside the timed call: ours takes steps 0..T−1 plus a bootstrap value
 for x_T, rlax's inputs are shifted by one step (V(x_1)..V(x_T), Q(x_1, ·)..Q(x_T, ·)).
 """
@@ -131,7 +134,7 @@ class Inputs:
     v_full: jax.Array  # [T+1, B] V(x_t) = Σ_a π Q
     avg_logits: jax.Array  # [T, B, A]
     r: jax.Array  # [T, B]
-    d: jax.Array  # [T, B] 0.99, zero at ~5% terminal steps
+    d: jax.Array  # [T, B] 0.99, zero at terminal steps (a fraction p_terminal, 5% by default)
     mu_a: jax.Array  # [T, B] μ(a_t|x_t)
     rho: jax.Array  # [T, B] π(a_t|x_t)/μ(a_t|x_t)
     q_ret: jax.Array  # [T, B] our Retrace targets, input to the policy losses
@@ -151,7 +154,9 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def make_inputs(args: Args, batch: int, with_dist: bool) -> Inputs:
+def make_inputs(args: Args, batch: int, with_dist: bool, p_terminal: float = 0.05) -> Inputs:
+    """Random inputs at one size. A fraction `p_terminal` of steps has discount 0 (an episode
+    ends inside the trace); 0 gives traces without episode boundaries."""
     rng = np.random.default_rng([args.seed, batch])
     T, A, K = args.trace_len, args.num_actions, args.num_atoms
     f32 = np.float32
@@ -163,7 +168,7 @@ def make_inputs(args: Args, batch: int, with_dist: bool) -> Inputs:
     a = np.minimum((u > np.cumsum(mu, axis=-1)).sum(axis=-1), A - 1).astype(np.int32)
     v = (pi * q).sum(axis=-1)
     r = rng.normal(size=(T, batch)).astype(f32)
-    d = np.where(rng.random((T, batch)) < 0.05, 0.0, 0.99).astype(f32)
+    d = np.where(rng.random((T, batch)) < p_terminal, 0.0, 0.99).astype(f32)
     pi_a = np.take_along_axis(pi, a[..., None], axis=-1)[..., 0]
     mu_a = np.take_along_axis(mu, a[..., None], axis=-1)[..., 0]
     atoms = np.linspace(V_MIN, V_MAX, K, dtype=f32)
@@ -298,10 +303,11 @@ def make_rlax_fns(rlax) -> dict[str, Callable[..., Any]]:
 
     def retrace(q_next, pi_next, mu_next, a_next, r, d):
         # Inputs at x_1..x_T. rlax drops c and Q(x_T, a_T) at the last step and bootstraps
-        # from Σ_a π(a|x_T) Q(x_T, a), exactly like ours with bootstrap_value = V(x_T).
+        # from Σ_a π(a|x_T) Q(x_T, a), exactly like ours with bootstrap_value = V(x_T). The
+        # trace coefficient is built as in `rlax.retrace`: π/(μ + ε), ε = 1e-8 = MU_EPSILON.
         pi_a = jnp.take_along_axis(pi_next, a_next[..., None], axis=-1)[..., 0]
         mu_a = jnp.take_along_axis(mu_next, a_next[..., None], axis=-1)[..., 0]
-        c = LAMBDA * jnp.minimum(1.0, pi_a / mu_a)
+        c = LAMBDA * jnp.minimum(1.0, pi_a / (mu_a + losses.MU_EPSILON))
         fn = functools.partial(
             rlax.general_off_policy_returns_from_action_values, stop_target_gradients=True
         )
@@ -342,6 +348,20 @@ def rlax_args(x: Inputs) -> dict[str, tuple[Any, ...]]:
         "lambda_returns": (x.r, x.d, v_next),
         "categorical_projection": (x.z_p, x.z_probs, x.atoms),
     }
+
+
+def rlax_pairs(x: Inputs, rlax_fns: dict[str, Callable[..., Any]]) -> list[tuple[Case, Case]]:
+    """(ours, rlax) for every quantity in `rlax_fns`, on the same inputs `x`.
+
+    Shared with tests/losses/test_rlax_agreement.py, which checks the pairs over random shapes
+    and seeds, with and without episode ends.
+    """
+    ref_args = rlax_args(x) if rlax_fns else {}
+    return [
+        (case, Case(case.name, rlax_fns[case.name], ref_args[case.name]))
+        for case in our_cases(x)
+        if case.name in rlax_fns
+    ]
 
 
 def check_agreement(name: str, ours, ref) -> float:
@@ -559,13 +579,13 @@ def main(args: Args) -> dict[str, Any]:
     for b in args.batch_sizes:
         with_dist = b <= args.max_dist_batch
         x = make_inputs(args, b, with_dist)
-        ref_args = rlax_args(x) if rlax_fns else {}
         cases = our_cases(x)
-        console.print(f"B={b}: timing {len(cases) + len(rlax_fns)} entries ...")
+        refs = {ours.name: ref for ours, ref in rlax_pairs(x, rlax_fns)}
+        console.print(f"B={b}: timing {len(cases) + len(refs)} entries ...")
         for case in cases:
             rec = {"name": case.name, "batch_size": b}
-            if case.name in rlax_fns:
-                ref = Case(case.name, rlax_fns[case.name], ref_args[case.name])
+            ref = refs.get(case.name)
+            if ref is not None:
                 ours_out, ours_ms = _first_call(case)
                 ref_out, ref_ms = _first_call(ref)
                 diff = check_agreement(case.name, ours_out, ref_out)
@@ -586,7 +606,7 @@ def main(args: Args) -> dict[str, Any]:
                 )
             else:
                 report["results"].append({**rec, **time_single(case, args)})
-        del x, cases, ref_args
+        del x, cases, refs
     report["meta"]["wall_s"] = time.perf_counter() - t_start
     print_tables(console, args, report)
     console.print(f"total {report['meta']['wall_s']:.1f} s")

@@ -131,7 +131,7 @@ class ReactorNetwork(nn.Module):
 
         q_logits = self.q_head(q_out)
         q_probs = jax.nn.softmax(q_logits, axis=-1)
-        q_values = jnp.sum(q_probs * self.atoms, axis=-1)
+        q_values = jnp.einsum("...k,k->...", q_probs, self.atoms)  # E[Z] = Σ_k p_k z_k
 
         output = ReactorOutput(policy_logits, policy_probs, q_logits, q_probs, q_values)
         return output, ReactorState(policy=policy_state, q=q_state)

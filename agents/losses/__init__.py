@@ -22,6 +22,30 @@ With these two fields, a trace that crosses an episode end gives exactly the tar
 two pieces computed separately, for termination and for truncation alike. All `mask_t`
 arguments are keyword-only and default to all ones.
 
+Importance ratios: wherever a loss divides by a behaviour probability μ, it divides by
+μ + `MU_EPSILON` (1e-8, as rlax's `retrace`), so π = μ = 0 gives a ratio of 0, never NaN.
+
+Checks
+------
+* Shapes and dtypes: always, at trace time, free under `jit`.
+* Hyperparameters and discounts: λ (`lambda_`) ∈ [0, 1], truncation levels `c`, `c_max` (and
+  V-trace's clips) ≥ 0, `discount_t` ∈ [0, 1] (every entry), the trust-region `delta` ≥ 0, and
+  a categorical support (`z_q`, `atoms`) finite and strictly increasing. Checked eagerly, with
+  a one-line `ValueError` naming the argument, when the value is a Python number or a NumPy
+  array. Traced values, and jax Arrays in general, are not checked: pass them inside
+  `checked` to check them at run time.
+* Data: actions a_t ∈ [0, A), finite probabilities that sum to 1. These are the caller's
+  duty: out of range, a_t = −1 silently picks the last action and a_t = A gives NaN.
+
+Debug mode: `checked(fn)` wraps any function of this package (or a function that calls
+them) and adds `jax.experimental.checkify` checks of the data and of the ranges above for
+traced values. The wrapped function returns the same values, runs compiled with `jax.jit`,
+and raises `checkify.JaxRuntimeError` (a `ValueError`) naming the argument on a violation::
+
+    q_ret = losses.checked(losses.retrace_targets)(q, pi, mu, a, r, disc, boot)
+
+Without the wrapper no check is emitted: the compiled losses are unchanged.
+
 Gradients: every target (`retrace_targets`, `vtrace`, `lambda_returns`, `n_step_returns`,
 `gae`, `distributional_retrace_targets`) is wrapped in `jax.lax.stop_gradient`. The losses
 treat their targets and coefficients as constants; gradient flows only into the quantity
@@ -44,6 +68,7 @@ Example::
     loss = losses.acer_policy_loss(logits, q, mu, a, q_ret, c=10.0).mean()
 """
 
+from agents.losses.debug import checked
 from agents.losses.distributional import (
     categorical_cross_entropy,
     categorical_projection,
@@ -57,10 +82,16 @@ from agents.losses.policy import (
     trust_region_policy_loss,
     trust_region_projection,
 )
-from agents.losses.retrace import acer_value_loss, retrace_targets, trace_coefficients
+from agents.losses.retrace import (
+    MU_EPSILON,
+    acer_value_loss,
+    retrace_targets,
+    trace_coefficients,
+)
 from agents.losses.returns import VTraceOutput, gae, lambda_returns, n_step_returns, vtrace
 
 __all__ = [
+    "MU_EPSILON",
     "TrustRegionOutput",
     "VTraceOutput",
     "acer_policy_loss",
@@ -68,6 +99,7 @@ __all__ = [
     "beta_loo_policy_loss",
     "categorical_cross_entropy",
     "categorical_projection",
+    "checked",
     "distributional_retrace_targets",
     "entropy",
     "gae",

@@ -23,8 +23,10 @@ def _hat_weights(z, z_q):
     z = jnp.clip(z, z_q[0], z_q[-1])
     gap_right = jnp.concatenate([z_q[1:] - z_q[:-1], jnp.ones((1,), z_q.dtype)])
     gap_left = jnp.concatenate([jnp.ones((1,), z_q.dtype), z_q[1:] - z_q[:-1]])
-    diff = z[..., None, :] - z_q[:, None]  # z_j − z_q[i]
-    w = jnp.where(diff >= 0, 1.0 - diff / gap_right[:, None], 1.0 + diff / gap_left[:, None])
+    # Column vectors `[1, ..., 1, Kq, 1]` of z's rank + 1: broadcast explicitly, no promotion.
+    col = lambda x: jnp.reshape(x, (1,) * (z.ndim - 1) + (-1, 1))  # noqa: E731
+    diff = z[..., None, :] - col(z_q)  # z_j − z_q[i]
+    w = jnp.where(diff >= 0, 1.0 - diff / col(gap_right), 1.0 + diff / col(gap_left))
     return jnp.clip(w, 0.0, 1.0)
 
 
@@ -45,6 +47,10 @@ def categorical_projection(z_p, probs, z_q):
 
     Returns:
       `[..., Kq]` projected masses.
+
+    Checks: shapes and dtypes always; z_q finite and strictly increasing when it is a NumPy
+    value (not a traced one). Under `agents.losses.checked` also for jax Arrays, and `probs`
+    must be finite; otherwise finite inputs are the caller's duty.
     """
     C.check_float("z_p", z_p)
     C.check_float("probs", probs)
@@ -54,6 +60,8 @@ def categorical_projection(z_p, probs, z_q):
     if jnp.ndim(z_p) < 1:
         raise ValueError("z_p must have a trailing atom axis [..., Kp]")
     C.check_shape("probs", probs, jnp.shape(z_p), "masses of the atoms z_p")
+    C.check_support("z_q", z_q)
+    C.debug_check_finite("probs", probs)
     return jnp.einsum("...ij,...j->...i", _hat_weights(z_p, z_q), probs)
 
 
@@ -108,7 +116,7 @@ def distributional_retrace_targets(
     r"""Reactor's distributional Retrace target for Z(x_t, a_t), projected on `atoms`.
 
     Retrace written as a mixture of n-step backups (Gruslys et al. 2018, §3.2). With
-    c_u = λ·min(1, π(a_u|x_u)/μ(a_u|x_u)), C_{t,s} = Π_{u=t+1}^{s} c_u,
+    c_u = λ·min(1, π(a_u|x_u)/(μ(a_u|x_u) + ε)) (ε = `MU_EPSILON`), C_{t,s} = Π_{u=t+1}^{s} c_u,
     G_{t,s} = Σ_{u=t}^{s} (Π_{v=t}^{u−1} γ_v) r_u and Γ_{t,s} = Π_{v=t}^{s} γ_v:
 
         Z_ret(x_t, a_t) = Σ_{s=t}^{T−1} C_{t,s} · Σ_b α_{s+1,b} · Z(x_{s+1}, b) ∘ f_{t,s}
@@ -128,6 +136,11 @@ def distributional_retrace_targets(
 
     Returns:
       `[T, B, K]` target masses, stop_gradient'ed.
+
+    Checks: shapes and dtypes always; λ ∈ [0, 1], discount_t ∈ [0, 1] and `atoms` finite and
+    strictly increasing when they are Python or NumPy values (not traced ones). The caller's
+    duty, checked only under `agents.losses.checked`: a_t ∈ [0, A), π, μ, Z(x_t, ·) and
+    `bootstrap_probs` finite, non-negative and summing to 1.
     """
     T, B = C.time_batch("q_probs_t", q_probs_t, 4, "[T, B, A, K]")
     A, K = q_probs_t.shape[2:]
@@ -137,6 +150,11 @@ def distributional_retrace_targets(
     C.check_shape("bootstrap_probs", bootstrap_probs, (B, K))
     C.check_float("atoms", atoms)
     C.check_shape("atoms", atoms, (K,), "the fixed support")
+    C.check_unit_interval("discount_t", discount_t)
+    C.check_support("atoms", atoms)
+    C.debug_check_trace_data(A, pi_t, mu_t, a_t)
+    C.debug_check_probs("q_probs_t", q_probs_t)
+    C.debug_check_probs("bootstrap_probs", bootstrap_probs)
     mask = C.optional_mask(mask_t, (T, B), q_probs_t.dtype)
 
     za = jnp.take_along_axis(q_probs_t, a_t[..., None, None].astype(jnp.int32), axis=2)[:, :, 0]
@@ -154,12 +172,14 @@ def categorical_cross_entropy(target_probs_t, logits_t, *, mask_t=None):
 
     The loss for the distributional Retrace critic: `target_probs_t` `[T, B, K]` from
     `distributional_retrace_targets` (stop_gradient'ed here again), `logits_t` `[T, B, K]` the
-    predicted logits of Z(x_t, a_t). Masked steps contribute zero.
+    predicted logits of Z(x_t, a_t). Masked steps contribute zero. Checks: shapes and dtypes;
+    under `agents.losses.checked`, `target_probs_t` must be finite (it may be signed).
     """
     T, B = C.time_batch("logits_t", logits_t, 3, "[T, B, K]")
     C.check_float("logits_t", logits_t)
     C.check_float("target_probs_t", target_probs_t)
     C.check_shape("target_probs_t", target_probs_t, jnp.shape(logits_t))
+    C.debug_check_finite("target_probs_t", target_probs_t)
     mask = C.optional_mask(mask_t, (T, B), logits_t.dtype)
     log_q = jax.nn.log_softmax(logits_t, axis=-1)
     return -mask * jnp.sum(jax.lax.stop_gradient(target_probs_t) * log_q, axis=-1)

@@ -14,15 +14,41 @@ import jax.numpy as jnp
 
 from agents.losses import _checks as C
 
+MU_EPSILON = 1e-8
+"""ε added to the behaviour probability in every importance ratio: ρ = π / (μ + ε).
+
+With ε > 0 a ratio never divides by zero: π = μ = 0 (an action the behaviour policy could not
+take, e.g. a masked one, at a fake auto-reset step) gives ρ = 0 instead of NaN, and π > 0 =
+μ gives a large finite ρ that the truncations min(c, ρ) then cap. rlax guards its Retrace
+ratio the same way (`rlax.retrace`, `pi_a_t / (mu_t + eps)` with `eps=1e-8`). For μ ≥ 1e-3,
+far above anything a behaviour policy with exploration produces, the relative change of ρ is
+at most 1e-5. Used by `trace_coefficients` (so `retrace_targets` and
+`distributional_retrace_targets`), `acer_policy_loss` and `beta_loo_policy_loss`.
+"""
+
 
 def _take(x, a):
     """x[..., a] for x `[T, B, A]` and integer a `[T, B]`."""
     return jnp.take_along_axis(x, a[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
 
+def _importance_ratio(pi, mu):
+    """ρ = π / (μ + ε) with ε = `MU_EPSILON`, elementwise."""
+    return pi / (mu + MU_EPSILON)
+
+
 def trace_coefficients(pi_a_t, mu_a_t, lambda_, c_max, mask_t):
-    """c_t = λ·min(c_max, π(a_t|x_t)/μ(a_t|x_t)), zeroed at masked (auto-reset) steps."""
-    return lambda_ * jnp.minimum(c_max, pi_a_t / mu_a_t) * mask_t
+    """c_t = λ·min(c_max, π(a_t|x_t)/(μ(a_t|x_t) + ε)), zeroed at masked (auto-reset) steps.
+
+    ε is `MU_EPSILON`. Elementwise over arrays of one shape. Checks: λ ∈ [0, 1] and c_max ≥ 0
+    when they are Python or NumPy values; under `checked`, also for jax Arrays, and π(a_t|x_t),
+    μ(a_t|x_t) finite in [0, 1].
+    """
+    C.check_unit_interval("lambda_", lambda_)
+    C.check_nonnegative("c_max", c_max)
+    C.debug_check_probs("pi_a_t", pi_a_t, normalised=False)
+    C.debug_check_probs("mu_a_t", mu_a_t, normalised=False)
+    return lambda_ * jnp.minimum(c_max, _importance_ratio(pi_a_t, mu_a_t)) * mask_t
 
 
 def _retrace_core(q_a, v, c, r, d, mask, bootstrap_value):
@@ -52,7 +78,8 @@ def retrace_targets(
 ):
     r"""Retrace targets Q_ret(x_t, a_t) for a batch of traces (ACER eq. 5).
 
-    With V(x) = Σ_a π(a|x) Q(x, a) and c_t = λ·min(c_max, π(a_t|x_t)/μ(a_t|x_t)):
+    With V(x) = Σ_a π(a|x) Q(x, a) and c_t = λ·min(c_max, π(a_t|x_t)/(μ(a_t|x_t) + ε)), ε =
+    `MU_EPSILON`:
 
         Q_ret(T-1) = r_{T-1} + d_{T-1} · V(x_T)
         Q_ret(t)   = r_t + d_t · [ c_{t+1} · (Q_ret(t+1) − Q(x_{t+1}, a_{t+1})) + V(x_{t+1}) ]
@@ -72,6 +99,10 @@ def retrace_targets(
     Returns:
       `[T, B]` targets. They carry no gradient: the whole output is wrapped in
       `jax.lax.stop_gradient`, so differentiating a loss built on them only moves Q(x_t, a_t).
+
+    Checks: shapes and dtypes always; λ ∈ [0, 1], c_max ≥ 0 and discount_t ∈ [0, 1] when they
+    are Python or NumPy values (not traced ones). The caller's duty, checked only under
+    `agents.losses.checked`: a_t ∈ [0, A), π and μ finite, non-negative and summing to 1.
     """
     T, B = C.time_batch("q_t", q_t, 3, "[T, B, A]")
     A = q_t.shape[2]
@@ -79,6 +110,8 @@ def retrace_targets(
     C.check_trace_inputs(T, B, A, pi_t, mu_t, a_t, r_t, discount_t)
     C.check_float("bootstrap_value", bootstrap_value)
     C.check_shape("bootstrap_value", bootstrap_value, (B,), "V(x_T) per trace")
+    C.check_unit_interval("discount_t", discount_t)
+    C.debug_check_trace_data(A, pi_t, mu_t, a_t)
     mask = C.optional_mask(mask_t, (T, B), q_t.dtype)
 
     q_a = _take(q_t, a_t)
@@ -95,6 +128,9 @@ def acer_value_loss(q_t, a_t, q_ret_t, *, mask_t=None):
 
     `q_ret_t` is treated as a constant (stop_gradient), so the gradient with respect to
     Q(x_t, a_t) is −(Q_ret − Q). Masked steps contribute zero.
+
+    Checks: shapes and dtypes always. The caller's duty, checked only under
+    `agents.losses.checked`: a_t ∈ [0, A).
     """
     T, B = C.time_batch("q_t", q_t, 3, "[T, B, A]")
     C.check_float("q_t", q_t)
@@ -102,6 +138,7 @@ def acer_value_loss(q_t, a_t, q_ret_t, *, mask_t=None):
     C.check_shape("a_t", a_t, (T, B))
     C.check_float("q_ret_t", q_ret_t)
     C.check_shape("q_ret_t", q_ret_t, (T, B))
+    C.debug_check_actions("a_t", a_t, q_t.shape[2])
     mask = C.optional_mask(mask_t, (T, B), q_t.dtype)
     td = jax.lax.stop_gradient(q_ret_t) - _take(q_t, a_t)
     return 0.5 * mask * jnp.square(td)

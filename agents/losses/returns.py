@@ -4,6 +4,11 @@ All take `v_t` = V(x_t) for t = 0..T−1 `[T, B]` and `bootstrap_value` = V(x_T)
 follow the masking convention of `agents.losses`: at a step with mask_t = 0 the target equals
 V(x_t), so nothing crosses the fake auto-reset transition.
 
+Checks, in every function: shapes and dtypes always; discount_t ∈ [0, 1] and λ ∈ [0, 1] (and
+V-trace's clipping levels ≥ 0) when they are Python or NumPy values, not traced ones. Under
+`agents.losses.checked` the same ranges are checked for jax Arrays too, and V-trace's ρ_t must
+be finite and ≥ 0; otherwise finite values are the caller's duty.
+
 References:
   Espeholt et al. (2018), IMPALA, arXiv:1802.01561, eq. 1 (V-trace).
   Sutton & Barto (2018), Reinforcement Learning: An Introduction, §7.1 and §12.1.
@@ -30,6 +35,7 @@ def _check_value_inputs(r_t, discount_t, v_t, bootstrap_value, mask_t):
     C.check_shape("v_t", v_t, (T, B), "V(x_t) for t = 0..T-1")
     C.check_float("bootstrap_value", bootstrap_value)
     C.check_shape("bootstrap_value", bootstrap_value, (B,), "V(x_T) per trace")
+    C.check_unit_interval("discount_t", discount_t)
     return C.optional_mask(mask_t, (T, B), v_t.dtype)
 
 
@@ -80,6 +86,10 @@ def vtrace(
     mask = _check_value_inputs(r_t, discount_t, v_t, bootstrap_value, mask_t)
     C.check_float("rho_t", rho_t)
     C.check_shape("rho_t", rho_t, v_t.shape)
+    C.check_unit_interval("lambda_", lambda_)
+    for name, clip in (("clip_rho", clip_rho), ("clip_c", clip_c), ("clip_pg_rho", clip_pg_rho)):
+        C.check_nonnegative(name, clip)
+    C.debug_check_ratio("rho_t", rho_t)
     v_next = _next_values(v_t, bootstrap_value)
     rho_bar = jnp.minimum(clip_rho, rho_t)
     c = lambda_ * jnp.minimum(clip_c, rho_t)
@@ -108,6 +118,7 @@ def lambda_returns(r_t, discount_t, v_t, bootstrap_value, lambda_=1.0, *, mask_t
     mask = _check_value_inputs(r_t, discount_t, v_t, bootstrap_value, mask_t)
     if jnp.ndim(lambda_) != 0:
         C.check_shape("lambda_", lambda_, v_t.shape, "a scalar or one λ per step [T, B]")
+    C.check_unit_interval("lambda_", lambda_)
     lam = jnp.broadcast_to(jnp.asarray(lambda_, v_t.dtype), v_t.shape)
     v_next = _next_values(v_t, bootstrap_value)
 
@@ -165,6 +176,7 @@ def gae(r_t, discount_t, v_t, bootstrap_value, lambda_=0.95, *, mask_t=None):
     Masked steps have A_t = 0. A_t + V(x_t) equals `lambda_returns` with the same λ.
     """
     mask = _check_value_inputs(r_t, discount_t, v_t, bootstrap_value, mask_t)
+    C.check_unit_interval("lambda_", lambda_)
     delta = r_t + discount_t * _next_values(v_t, bootstrap_value) - v_t
 
     def step(a_next, xs):

@@ -425,3 +425,19 @@ def test_rows_are_scattered_by_env_id(xp):
     np.testing.assert_array_equal(term_o, [0, 0, 0, 1])
     np.testing.assert_array_equal(real_o, [0, 0, 0, 1])
     assert not trunc_o.any()
+
+
+@pytest.mark.parametrize("clip", [False, True])
+def test_finalize_step_flushes_subnormal_rewards_in_both_paths(clip):
+    # XLA:CPU treats subnormals as zero; NumPy does not. Both paths must give +0.0 bit for bit.
+    tiny = np.finfo(np.float32).tiny
+    reward = np.array([1e-45, -1e-45, -0.0, tiny, -tiny, 2.0], np.float32)
+    z = np.zeros(reward.shape, bool)
+    kwargs = dict(terminated=z, truncated=z, prev_done=z, prev_game_over=z, reward_clip=clip)
+    out_np = finalize_step(np, obs=reward, raw_reward=reward, real_termination=None, **kwargs)
+    out_jnp = jax.jit(
+        lambda r: finalize_step(jnp, obs=r, raw_reward=r, real_termination=None, **kwargs)
+    )(reward)
+    want = np.array([0.0, 0.0, 0.0, tiny, -tiny, 1.0 if clip else 2.0], np.float32)
+    for got in (out_np.reward, np.asarray(out_jnp.reward)):
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -3,6 +3,9 @@
 Nothing here calls or mirrors the JAX code: every reference is an explicit Python loop over
 time (and batch) that spells out the published formula. Shapes follow the library: time-major
 `[T, B, ...]`, `bootstrap_value` is V(x_T) `[B]`.
+
+Importance ratios are π/(μ + ε) with ε = `MU_EPS` (the library's documented `MU_EPSILON`,
+stated here again rather than imported; a test checks that the two agree).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import numpy as np
 # ---------------------------------------------------------------------------------------------
 
 GAMMA = 0.9
+MU_EPS = 1e-8  # ε in every importance ratio π/(μ + ε)
 
 
 def softmax_np(x):
@@ -55,7 +59,7 @@ def retrace_recursive(q, pi, mu, a, r, d, boot, lam=1.0, c_max=1.0):
                 continue
             an = a[t + 1, b]
             v_next = sum(pi[t + 1, b, i] * q[t + 1, b, i] for i in range(q.shape[2]))
-            c_next = lam * min(c_max, pi[t + 1, b, an] / mu[t + 1, b, an])
+            c_next = lam * min(c_max, pi[t + 1, b, an] / (mu[t + 1, b, an] + MU_EPS))
             corr = c_next * (out[t + 1, b] - q[t + 1, b, an])
             out[t, b] = r[t, b] + d[t, b] * (corr + v_next)
     return out
@@ -73,7 +77,7 @@ def retrace_sum_form(q, pi, mu, a, r, d, boot, lam=1.0, c_max=1.0):
     for b in range(B):
         v = [sum(pi[t, b, i] * q[t, b, i] for i in range(A)) for t in range(T)] + [boot[b]]
         qa = [q[t, b, a[t, b]] for t in range(T)]
-        c = [lam * min(c_max, pi[t, b, a[t, b]] / mu[t, b, a[t, b]]) for t in range(T)]
+        c = [lam * min(c_max, pi[t, b, a[t, b]] / (mu[t, b, a[t, b]] + MU_EPS)) for t in range(T)]
         for t in range(T):
             total = 0.0
             for s in range(t, T):
@@ -92,7 +96,10 @@ def retrace_sum_form(q, pi, mu, a, r, d, boot, lam=1.0, c_max=1.0):
 
 
 def acer_policy_gradient(logits, q, mu, a, q_ret, c):
-    """ĝ of ACER eq. 9 with respect to the logits, `[T, B, A]`."""
+    """ĝ of ACER eq. 9 with respect to the logits, `[T, B, A]`, with ρ = π/(μ + ε).
+
+    The bias-correction weight [1 − c/ρ(a)]_+ is taken as its limit 0 where ρ(a) = 0.
+    """
     logits, q, mu, q_ret = (np.asarray(x, np.float64) for x in (logits, q, mu, q_ret))
     T, B, A = logits.shape
     g = np.zeros((T, B, A))
@@ -100,20 +107,20 @@ def acer_policy_gradient(logits, q, mu, a, q_ret, c):
         for b in range(B):
             pi = softmax_np(logits[t, b])
             v = sum(pi[i] * q[t, b, i] for i in range(A))
-            rho = pi / mu[t, b]
+            rho = pi / (mu[t, b] + MU_EPS)
             at = a[t, b]
             for j in range(A):
                 dlog = [(1.0 if i == j else 0.0) - pi[j] for i in range(A)]  # ∂log π(i)/∂l_j
                 term = min(c, rho[at]) * dlog[at] * (q_ret[t, b] - v)
                 for i in range(A):
-                    weight = max(0.0, 1.0 - c / rho[i])
+                    weight = max(0.0, 1.0 - c / rho[i]) if rho[i] > 0 else 0.0
                     term += weight * pi[i] * dlog[i] * (q[t, b, i] - v)
                 g[t, b, j] = term
     return g
 
 
 def beta_loo_gradient(logits, q, a, mu_a, ret, c):
-    """G_β of Reactor eq. 8 with respect to the logits, `[T, B, A]`."""
+    """G_β of Reactor eq. 8 with respect to the logits, `[T, B, A]`, β = min(c, 1/(μ + ε))."""
     logits, q, mu_a, ret = (np.asarray(x, np.float64) for x in (logits, q, mu_a, ret))
     T, B, A = logits.shape
     g = np.zeros((T, B, A))
@@ -121,7 +128,7 @@ def beta_loo_gradient(logits, q, a, mu_a, ret, c):
         for b in range(B):
             pi = softmax_np(logits[t, b])
             at = a[t, b]
-            beta = min(c, 1.0 / mu_a[t, b])
+            beta = min(c, 1.0 / (mu_a[t, b] + MU_EPS))
             for j in range(A):
                 dpi = [pi[i] * ((1.0 if i == j else 0.0) - pi[j]) for i in range(A)]
                 total = beta * (ret[t, b] - q[t, b, at]) * dpi[at]
@@ -289,7 +296,7 @@ def distributional_retrace_np(q_probs, pi, mu, a, r, d, boot_probs, atoms, lam=1
     T, B, A, K = q_probs.shape
     out = np.zeros((T, B, K))
     for b in range(B):
-        c = [lam * min(1.0, pi[u, b, a[u, b]] / mu[u, b, a[u, b]]) for u in range(T)]
+        c = [lam * min(1.0, pi[u, b, a[u, b]] / (mu[u, b, a[u, b]] + MU_EPS)) for u in range(T)]
         for t in range(T):
             for s in range(t, T):
                 weight = 1.0

@@ -257,7 +257,7 @@ def test_distributional_retrace_targets_carry_no_gradient():
         out = losses.distributional_retrace_targets(
             q_probs, pi, mu, a, r, d, boot, atoms, lam, mask_t=mask
         )
-        return jnp.sum(out * weights)
+        return jnp.sum(out * weights[None, None, :])
 
     args = (q_probs, pi, mu, r, d, boot, atoms, 0.9)
     for g in jax.jit(jax.grad(total, argnums=tuple(range(8))))(*args):

@@ -8,15 +8,39 @@ import pytest
 from networks import ACERNetwork, NatureCNN, ResetLSTM
 
 
+def _nature_cnn_by_hand(params, frames):
+    """The Nature CNN written out with lax convolutions, for float frames `[N, C, 84, 84]`
+    already in [0, 1]: no scaling here, so it checks the module's own uint8 → [0, 1]."""
+    p = params["params"]
+    x = jnp.transpose(frames, (0, 2, 3, 1))  # NHWC
+    for i, stride in enumerate((4, 2, 1)):
+        conv = p[f"Conv_{i}"]
+        x = jax.lax.conv_general_dilated(
+            x,
+            conv["kernel"],
+            (stride, stride),
+            "VALID",
+            dimension_numbers=("NHWC", "HWIO", "NHWC"),
+            precision=jax.lax.Precision.HIGHEST,
+        )
+        x = jax.nn.relu(x + conv["bias"][None, None, None, :])
+    x = x.reshape((x.shape[0], -1))
+    dense = p["Dense_0"]
+    return jax.nn.relu(x @ dense["kernel"] + dense["bias"][None, :])
+
+
 def test_nature_cnn_shapes_and_uint8_input():
     net = NatureCNN()
     obs = jax.random.randint(jax.random.PRNGKey(0), (3, 2, 4, 84, 84), 0, 256).astype(jnp.uint8)
     params = net.init(jax.random.PRNGKey(1), obs[0])
     out = net.apply(params, obs)
     assert out.shape == (3, 2, 512)
-    # scaling happens inside: feeding floats already in [0, 1] would not match uint8 input
-    scaled = net.apply(params, obs.astype(jnp.float32) / 255.0 * 255.0)
-    np.testing.assert_allclose(out, scaled, rtol=1e-5, atol=1e-5)
+    # Expected output built independently: the same parameters applied by hand to obs / 255.
+    # Fails if the module drops the scaling (inputs up to 255) or scales by anything else.
+    frames = np.asarray(obs, np.float32).reshape((6, 4, 84, 84)) / np.float32(255.0)
+    want = _nature_cnn_by_hand(params, jnp.asarray(frames)).reshape((3, 2, 512))
+    assert float(jnp.max(jnp.abs(want))) > 0.1  # not a vacuous all-zero comparison
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
 def test_acer_network_rejects_wrong_obs_shape():

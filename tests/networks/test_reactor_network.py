@@ -94,7 +94,8 @@ def test_shapes_and_distributions_for_vector_obs():
     atoms = net.atoms
     assert atoms.shape == (K,)
     assert atoms[0] == net.v_min and atoms[-1] == net.v_max
-    np.testing.assert_allclose(out.q_values, (out.q_probs * atoms).sum(-1), rtol=1e-5, atol=1e-5)
+    expected = (np.asarray(out.q_probs) * np.asarray(atoms)).sum(-1)  # NumPy broadcasting
+    np.testing.assert_allclose(out.q_values, expected, rtol=1e-5, atol=1e-5)
     wide = ReactorNetwork((5,), A, num_atoms=5, v_min=0.0, v_max=4.0)
     np.testing.assert_allclose(wide.atoms, [0.0, 1.0, 2.0, 3.0, 4.0])
 
