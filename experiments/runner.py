@@ -97,9 +97,9 @@ class TrainLoop:
         c.episodes += int(over.sum())
         self.returns.extend(np.asarray(host.finished_return)[over].tolist())
         self.lengths.extend(np.asarray(host.finished_length)[over].tolist())
-        means = {k: float(np.mean([m[k] for m in host.metrics])) for k in self._names}
-        if not host.metrics:
-            means = dict.fromkeys(self._names, math.nan)
+        means = dict.fromkeys(self._names, math.nan)  # no learner update yet
+        if host.metrics:
+            means = {k: float(np.mean([m[k] for m in host.metrics])) for k in self._names}
         return {
             "env_steps": c.env_steps,
             "frames": c.env_steps * frames_per_step(agent.env),

@@ -358,6 +358,7 @@ class PrioritizedTraceReplay:
             weight = jnp.asarray(float(self.decay) ** (distance - 1), jnp.float32)  # [K]
             neighbour = (s - jnp.asarray(distance, jnp.int32)) % c  # [K]
             use = usable[:, neighbour]  # [N, K]
+            weight = weight[None, :]  # [1, K], explicit: no rank promotion against [N, K]
             weight_sum = jnp.sum(jnp.where(use, weight, 0.0), axis=1)
             weighted = jnp.sum(jnp.where(use, weight * priorities[:, neighbour], 0.0), axis=1)
             local = weighted / jnp.where(weight_sum > 0, weight_sum, 1.0)

@@ -90,7 +90,7 @@ class ReactorLearner(ActorCriticLearner):
             )  # fmt: skip
             q_logits_a = jnp.take_along_axis(out.q_logits[:T], a[..., None, None], axis=2)[:, :, 0]
             critic = losses.categorical_cross_entropy(target, q_logits_a, mask_t=mask)
-            ret = jnp.sum(target * atoms, axis=-1)
+            ret = jnp.einsum("tbk,k->tb", target, atoms)
         else:
             boot = jnp.sum(pi[T] * tgt.q_values[T], axis=-1)
             ret = losses.retrace_targets(

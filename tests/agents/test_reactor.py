@@ -73,7 +73,7 @@ def test_loss_is_the_composition_of_agents_losses(distributional):
             )  # fmt: skip
             logits_a = jnp.take_along_axis(out.q_logits[:T], a[..., None, None], 2)[:, :, 0]
             critic = losses.categorical_cross_entropy(target, logits_a, mask_t=m)
-            ret = (target * net.atoms).sum(-1)
+            ret = jnp.einsum("tbk,k->tb", target, net.atoms)
         else:
             boot = (pi[T] * tgt.q_values[T]).sum(-1)
             ret = losses.retrace_targets(
