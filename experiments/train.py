@@ -11,7 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from experiments.args import parse_train_args, resume_args
+from experiments.args import flag_value, parse_train_args, resume_args
+from experiments.checkpoint import CheckpointError
 from experiments.common import load_run
 from experiments.runfolder import RunFolderLocked
 from experiments.runner import Runner, init_distributed
@@ -19,11 +20,7 @@ from experiments.runner import Runner, init_distributed
 
 def parse(argv: list[str]):
     """(args, resuming) of a command line; every bad input is a one-line SystemExit."""
-    resume = next(
-        (a.split("=", 1)[1] if "=" in a else argv[i + 1] for i, a in enumerate(argv)
-         if a.split("=", 1)[0] == "--resume" and ("=" in a or i + 1 < len(argv))),
-        None,
-    )  # fmt: skip
+    resume = flag_value(argv, "--resume")
     if resume is None:
         return parse_train_args(argv), False
     try:
@@ -39,7 +36,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     try:
         init_distributed(args)
         return Runner(args, resuming).run()
-    except (ValueError, RunFolderLocked, OSError) as err:
+    except (ValueError, RunFolderLocked, CheckpointError, OSError) as err:
         raise SystemExit(f"error: {err}") from None
 
 
