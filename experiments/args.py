@@ -21,6 +21,7 @@ import tyro
 
 from agents.config import flag
 from agents.registry import AgentSpec, agent_names, all_specs, get_agent
+from experiments.runfolder import check_run_dir_writable
 
 C = TypeVar("C")
 
@@ -238,6 +239,30 @@ def _unchecked(cls: type) -> type:
 def _recast(cls: type, value: Any) -> Any:
     """`value`'s fields as a `cls` (running `cls`'s checks)."""
     return cls(**{f.name: getattr(value, f.name) for f in dataclasses.fields(cls)})
+
+
+def check_output_file(name: str, path: str | None) -> None:
+    """A one-line ValueError naming the flag `name` unless a file can be written at `path`
+    (None: no file), its folder made if need be; checked before any work is done."""
+    if path is None:
+        return
+    if not path.strip() or Path(path).is_dir():
+        raise ValueError(f"{flag(name)} must be a file path, got {path!r}")
+    try:
+        check_run_dir_writable(Path(path).parent, what="folder")
+    except ValueError as err:
+        raise ValueError(f"{flag(name)} {path!r}: {err}") from None
+
+
+def cli(cls: type[C], argv: list[str] | None = None, **tyro_kwargs) -> C:
+    """`tyro.cli(cls)` for a script's argument dataclass, with its `__post_init__` checks
+    run outside tyro: a bad value is a one-line `SystemExit("error: ...")` (tyro's own usage
+    errors, such as a word for an int flag, stay tyro's)."""
+    raw = tyro.cli(_unchecked(cls), args=argv, **tyro_kwargs)
+    try:
+        return _recast(cls, raw)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
 
 
 def parse_train_args(argv: list[str] | None = None) -> TrainArgs:
