@@ -116,12 +116,24 @@ class RunArgs:
         for name in ("run_dir", "exp_name", "resume", "env"):
             value = getattr(self, name)
             need(value is None or value.strip() != "", name, "non-empty")
+        check_env(self.env)
         name = self.exp_name
         need(
             name is None or ("/" not in name and name.strip() not in (".", "..")),
             "exp_name",
             "a folder name (no '/'; a path goes in --run-dir)",
         )
+
+
+def check_env(env_id: str) -> None:
+    """A one-line ValueError naming --env (with close matches) unless envpool or gymnasium
+    has `env_id`. Builds no env."""
+    from envs.factory import check_env_id  # imports envpool: only when checking
+
+    try:
+        check_env_id(env_id)
+    except ValueError as err:
+        raise ValueError(f"--env: {err}") from None
 
 
 def _is_host_port(text: str) -> bool:
@@ -142,10 +154,10 @@ RESUME_MAY_CHANGE = ("total_steps", "max_minutes", "progress", "resume", "run_di
 
 def flag_value(argv: list[str], name: str) -> str | None:
     """The value of flag `name` (`--name V` or `--name=V`) in `argv`; the last one wins, as
-    in tyro."""
+    in tyro. A flag followed by another flag has no value here (tyro reports it)."""
     value = None
     for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
+        if arg == name and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
             value = argv[i + 1]
         elif arg.startswith(name + "="):
             value = arg.split("=", 1)[1]
@@ -164,6 +176,20 @@ def explicit_flags(argv: list[str]) -> set[str]:
 
 def _fields(cls) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
+
+
+def lookup(agent: str, preset: str | None = None) -> AgentSpec:
+    """The spec of `--agent agent`, with `--preset preset` (None: its default) checked
+    against it; the errors name the flag."""
+    try:
+        spec = get_agent(agent)
+    except ValueError as err:
+        raise ValueError(f"--agent: {err}") from None
+    try:
+        spec.split_preset(preset)
+    except ValueError as err:
+        raise ValueError(f"--preset: {err}") from None
+    return spec
 
 
 def check_flags(argv: list[str], spec: AgentSpec) -> None:
@@ -188,11 +214,13 @@ def parse(
     argv: list[str], run_default: RunArgs | None = None, config_default: Any = None
 ) -> TrainArgs:
     """Parse `argv` for the agent it names. Defaults: the preset's, unless given (resume)."""
-    name = flag_value(argv, "--agent") or (run_default.agent if run_default else "acer")
-    spec = get_agent(name)
+    name = flag_value(argv, "--agent")
+    spec = lookup(name if name is not None else run_default.agent if run_default else "acer")
     check_flags(argv, spec)
     if run_default is None:
-        preset = flag_value(argv, "--preset") or spec.default_preset
+        preset = flag_value(argv, "--preset")
+        preset = spec.default_preset if preset is None else preset
+        lookup(spec.name, preset)
         run_values, config_values = spec.split_preset(preset)
         run_default = RunArgs(agent=spec.name, preset=preset, **run_values)
         config_default = spec.config_cls(**config_values)

@@ -26,8 +26,7 @@ import numpy as np
 
 from agents.config import check
 from agents.parallel import make_mesh
-from agents.registry import get_agent
-from experiments.args import check_output_file, cli
+from experiments.args import check_env, check_output_file, cli, lookup
 from experiments.common import make_agent
 from experiments.runner import TrainLoop
 
@@ -69,6 +68,7 @@ class ScalingArgs:
         for name in ("agent", "env"):
             check(getattr(self, name).strip() != "", name, getattr(self, name), "non-empty")
         check_output_file("json_out", self.json_out)
+        check_env(self.env)
 
 
 def measure(args: ScalingArgs, n: int) -> dict:
@@ -97,7 +97,7 @@ def measure(args: ScalingArgs, n: int) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     args = cli(ScalingArgs, argv, prog="python -m experiments.bench_scaling")
     try:
-        spec = get_agent(args.agent)
+        spec = lookup(args.agent, args.preset)
         spec.make_config(
             args.preset, num_envs=args.num_envs, batch_size=args.batch_size, microbatch_traces=0
         )

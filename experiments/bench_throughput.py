@@ -30,9 +30,8 @@ import jax
 import numpy as np
 
 from agents.config import check, from_dict
-from agents.registry import get_agent
 from envs import make_env
-from experiments.args import check_output_file, cli
+from experiments.args import check_env, check_output_file, cli, lookup
 from experiments.common import bench_preset, make_agent
 from experiments.runner import TrainLoop
 
@@ -79,6 +78,7 @@ class BenchArgs:
         for name in ("agent", "env"):
             check(getattr(self, name).strip() != "", name, getattr(self, name), "non-empty")
         check_output_file("json_out", self.json_out)
+        check_env(self.env)
 
 
 def raw_env_sps(env_id: str, num_envs: int, num_threads: int, steps: int) -> float:
@@ -167,11 +167,12 @@ def ceiling(agent, raw: float, batch_sizes) -> dict | None:
 def main(argv: list[str] | None = None) -> dict:
     args = cli(BenchArgs, argv, prog="python -m experiments.bench_throughput")
     try:
-        spec = get_agent(args.agent)
-        preset = args.preset or bench_preset(spec)
-        spec.split_preset(preset)
+        spec = lookup(args.agent)
+        preset = bench_preset(spec) if args.preset is None else args.preset
+        lookup(spec.name, preset)
         field, values = parse_compare(
-            spec, args.compare or getattr(spec.agent_cls, "bench_compare", "")
+            spec,
+            getattr(spec.agent_cls, "bench_compare", "") if args.compare is None else args.compare,
         )
         for value in values:  # every variant's config, before anything is built
             try:
