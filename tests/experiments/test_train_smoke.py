@@ -217,10 +217,10 @@ def test_non_finite_loss_stops_run_and_keeps_checkpoint(tmp_path):
     "args, needle",
     [
         (["--env", "Pongg-v5"], "did you mean: Pong-v5"),
-        (["--buffer-size", "10"], "buffer_size 10 holds 0 traces"),
+        (["--buffer-size", "10"], "--buffer-size must be at least 3 traces per env"),
         (["--buffer-size", "100000000000000"], "lower --buffer-size"),
         (["--preset", "acer-nope"], "unknown preset"),
-        (["--microbatch-traces", "3"], "not divisible by microbatch_traces=3"),
+        (["--microbatch-traces", "3"], "--num-envs must be divisible by --microbatch-traces 3"),
     ],
 )
 def test_bad_config_gives_one_line_error(tmp_path, args, needle):
@@ -235,7 +235,7 @@ def test_help_lists_every_flag():
     for flag in (
         "--agent", "--env", "--total-steps", "--seed", "--num-envs", "--run-dir", "--preset",
         "--trace-len", "--batch-size", "--replay-ratio", "--buffer-size", "--start-train-at",
-        "--discount", "--c", "--trust-region", "--trust-region-threshold", "--tau", "--lr",
+        "--discount", "--c", "--trust-region", "--trust-region-delta", "--tau", "--lr",
         "--reward-clip", "--entropy-weight", "--max-grad-norm", "--exp-name", "--debug",
         "--resume",
     ):  # fmt: skip
