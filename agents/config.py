@@ -52,7 +52,9 @@ def check_finite(config, *names: str) -> None:
 
 def check_floats_finite(config) -> None:
     """Every float field (float or float | None) of `config` is finite or None."""
-    for name, tp in _field_types(type(config)).items():
+    hints = _field_types(type(config))
+    for name in (f.name for f in dataclasses.fields(config)):
+        tp = hints[name]
         if tp is float or (
             typing.get_origin(tp) in (typing.Union, types.UnionType)
             and float in typing.get_args(tp)
