@@ -50,6 +50,20 @@ def check_finite(config, *names: str) -> None:
         check(isinstance(value, int | float) and math.isfinite(value), name, value, "finite")
 
 
+def check_floats_finite(config) -> None:
+    """Every float field (float or float | None) of `config` is finite or None."""
+    hints = _field_types(type(config))
+    for name in (f.name for f in dataclasses.fields(config)):
+        tp = hints[name]
+        if tp is float or (
+            typing.get_origin(tp) in (typing.Union, types.UnionType)
+            and float in typing.get_args(tp)
+        ):
+            value = getattr(config, name)
+            if value is not None:
+                check_finite(config, name)
+
+
 def _field_types(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 

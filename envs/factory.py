@@ -48,6 +48,12 @@ def _resolve_backend(env_id: str, backend: str) -> str:
     raise _unknown(env_id, in_envpool | in_gym)
 
 
+def check_env_id(env_id: str, backend: str = "auto") -> str:
+    """The backend that serves `env_id` ("envpool" or "gymnasium"); an unknown id raises
+    `ValueError` with close matches. Builds nothing."""
+    return _resolve_backend(env_id, backend)
+
+
 def make_env(
     env_id: str,
     num_envs: int,

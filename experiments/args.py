@@ -10,15 +10,18 @@ chosen agent's flags (`--agent reactor --help` for the Reactor's).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import tyro
 
 from agents.config import flag
 from agents.registry import AgentSpec, agent_names, all_specs, get_agent
+from experiments.runfolder import check_run_dir_writable
 
 C = TypeVar("C")
 
@@ -90,10 +93,17 @@ class RunArgs:
                 raise ValueError(f"{flag(name)} must be {allowed}, got {getattr(self, name)!r}")
 
         need(self.total_steps >= 1, "total_steps", ">= 1")
-        need(0 <= self.seed < 2**31, "seed", "in [0, 2**31)")
+        # Room for the offsets the runner adds (eval envs: seed + 10,000) within envpool's int32.
+        need(0 <= self.seed < 2**30, "seed", "in [0, 2**30)")
         need(self.num_threads >= 0, "num_threads", ">= 0")
         need(self.num_devices is None or self.num_devices >= 1, "num_devices", ">= 1")
         need(self.num_processes >= 1, "num_processes", ">= 1")
+        address = self.coordinator_address
+        need(
+            address is None or _is_host_port(address),
+            "coordinator_address",
+            "HOST:PORT with PORT in [1, 65535]",
+        )
         need(0 <= self.process_id < self.num_processes, "process_id", "in [0, --num-processes)")
         need(self.eval_episodes >= 0, "eval_episodes", ">= 0 (0 skips the evaluation)")
         need(self.checkpoint_every >= 1, "checkpoint_every", ">= 1")
@@ -107,6 +117,29 @@ class RunArgs:
         for name in ("run_dir", "exp_name", "resume", "env"):
             value = getattr(self, name)
             need(value is None or value.strip() != "", name, "non-empty")
+        check_env(self.env)
+        name = self.exp_name
+        need(
+            name is None or ("/" not in name and name.strip() not in (".", "..")),
+            "exp_name",
+            "a folder name (no '/'; a path goes in --run-dir)",
+        )
+
+
+def check_env(env_id: str) -> None:
+    """A one-line ValueError naming --env (with close matches) unless envpool or gymnasium
+    has `env_id`. Builds no env."""
+    from envs.factory import check_env_id  # imports envpool: only when checking
+
+    try:
+        check_env_id(env_id)
+    except ValueError as err:
+        raise ValueError(f"--env: {err}") from None
+
+
+def _is_host_port(text: str) -> bool:
+    host, _, port = text.rpartition(":")
+    return bool(host.strip()) and port.isdigit() and 1 <= int(port) <= 65535
 
 
 @dataclass(frozen=True)
@@ -127,12 +160,15 @@ RESUME_MAY_CHANGE = (
 
 
 def flag_value(argv: list[str], name: str) -> str | None:
+    """The value of flag `name` (`--name V` or `--name=V`) in `argv`; the last one wins, as
+    in tyro. A flag followed by another flag has no value here (tyro reports it)."""
+    value = None
     for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
+        if arg == name and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            value = argv[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
 
 
 def explicit_flags(argv: list[str]) -> set[str]:
@@ -147,6 +183,20 @@ def explicit_flags(argv: list[str]) -> set[str]:
 
 def _fields(cls) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
+
+
+def lookup(agent: str, preset: str | None = None) -> AgentSpec:
+    """The spec of `--agent agent`, with `--preset preset` (None: its default) checked
+    against it; the errors name the flag."""
+    try:
+        spec = get_agent(agent)
+    except ValueError as err:
+        raise ValueError(f"--agent: {err}") from None
+    try:
+        spec.split_preset(preset)
+    except ValueError as err:
+        raise ValueError(f"--preset: {err}") from None
+    return spec
 
 
 def check_flags(argv: list[str], spec: AgentSpec) -> None:
@@ -171,24 +221,83 @@ def parse(
     argv: list[str], run_default: RunArgs | None = None, config_default: Any = None
 ) -> TrainArgs:
     """Parse `argv` for the agent it names. Defaults: the preset's, unless given (resume)."""
-    name = flag_value(argv, "--agent") or (run_default.agent if run_default else "acer")
-    spec = get_agent(name)
+    name = flag_value(argv, "--agent")
+    spec = lookup(name if name is not None else run_default.agent if run_default else "acer")
     check_flags(argv, spec)
     if run_default is None:
-        preset = flag_value(argv, "--preset") or spec.default_preset
+        preset = flag_value(argv, "--preset")
+        preset = spec.default_preset if preset is None else preset
+        lookup(spec.name, preset)
         run_values, config_values = spec.split_preset(preset)
         run_default = RunArgs(agent=spec.name, preset=preset, **run_values)
         config_default = spec.config_cls(**config_values)
+    run_cls, config_cls = _unchecked(RunArgs), _unchecked(spec.config_cls)
     cli = tyro.cli(
-        TrainArgs[spec.config_cls],
-        default=TrainArgs(run_default, config_default),
+        _Cli[run_cls, config_cls],
+        default=_Cli(_recast(run_cls, run_default), _recast(config_cls, config_default)),
         args=argv,
         prog="python -m experiments.train",
         description=f"{RunArgs.__doc__}\n\nAgents: {', '.join(agent_names())}. This is "
         f"--agent {spec.name}: {spec.description}.",
         config=(tyro.conf.OmitArgPrefixes,),
     )
-    return cli
+    # Checked here, outside tyro: a bad value is our one-line ValueError, not tyro's box.
+    return TrainArgs(_recast(RunArgs, cli.run), _recast(spec.config_cls, cli.config))
+
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class _Cli(Generic[R, C]):
+    """The whole command line: run options and the agent's config."""
+
+    run: R
+    config: C
+
+
+@functools.cache
+def _unchecked(cls: type) -> type:
+    """The dataclass `cls` with its `__post_init__` checks switched off, for tyro to build.
+
+    tyro turns a ValueError raised while it builds a nested dataclass into a box of text and
+    exit code 2; `parse` builds the real, checked classes from tyro's values instead."""
+    namespace = {
+        "__post_init__": lambda self: None,
+        "__doc__": cls.__doc__,
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+    }
+    return dataclass(frozen=True)(type(cls.__name__, (cls,), namespace))
+
+
+def _recast(cls: type, value: Any) -> Any:
+    """`value`'s fields as a `cls` (running `cls`'s checks)."""
+    return cls(**{f.name: getattr(value, f.name) for f in dataclasses.fields(cls)})
+
+
+def check_output_file(name: str, path: str | None) -> None:
+    """A one-line ValueError naming the flag `name` unless a file can be written at `path`
+    (None: no file), its folder made if need be; checked before any work is done."""
+    if path is None:
+        return
+    if not path.strip() or Path(path).is_dir():
+        raise ValueError(f"{flag(name)} must be a file path, got {path!r}")
+    try:
+        check_run_dir_writable(Path(path).parent, what="folder")
+    except ValueError as err:
+        raise ValueError(f"{flag(name)} {path!r}: {err}") from None
+
+
+def cli(cls: type[C], argv: list[str] | None = None, **tyro_kwargs) -> C:
+    """`tyro.cli(cls)` for a script's argument dataclass, with its `__post_init__` checks
+    run outside tyro: a bad value is a one-line `SystemExit("error: ...")` (tyro's own usage
+    errors, such as a word for an int flag, stay tyro's)."""
+    raw = tyro.cli(_unchecked(cls), args=argv, **tyro_kwargs)
+    try:
+        return _recast(cls, raw)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
 
 
 def parse_train_args(argv: list[str] | None = None) -> TrainArgs:
@@ -209,6 +318,11 @@ def resume_args(argv: list[str], saved: TrainArgs) -> TrainArgs:
             f"--agent {agent} differs from the resumed run's --agent {saved.run.agent}"
         )
     new = parse(argv, saved.run, saved.config)
+    # The run folder is the one resumed, wherever it was first made (or has been moved to).
+    folder = new.run.resume
+    if "run_dir" in explicit_flags(argv) and Path(new.run.run_dir) != Path(folder):
+        raise ValueError(f"--run-dir {new.run.run_dir} differs from --resume {folder}")
+    new = TrainArgs(dataclasses.replace(new.run, run_dir=folder), new.config)
     for part in ("run", "config"):
         old_part, new_part = getattr(saved, part), getattr(new, part)
         for f in dataclasses.fields(old_part):

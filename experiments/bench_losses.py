@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import os
 import platform
 import statistics
@@ -40,11 +41,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tyro
 from rich.console import Console
 from rich.table import Table
 
 from agents import losses
+from agents.config import check
+from experiments.args import check_output_file, cli
 
 LAMBDA = 0.9  # trace decay for Retrace, λ-returns and distributional Retrace
 GAE_LAMBDA = 0.95
@@ -108,15 +110,15 @@ class Args:
     first call's time (trace + compile + run, if not already compiled in this process)."""
 
     def __post_init__(self):
-        if not self.batch_sizes or any(b < 1 for b in self.batch_sizes):
-            raise ValueError(f"batch_sizes must be positive, got {self.batch_sizes}")
+        sizes = self.batch_sizes
+        check(bool(sizes) and min(sizes) >= 1, "batch_sizes", sizes, "one or more sizes >= 1")
         for name in ("trace_len", "num_actions", "repeats", "rounds", "max_dist_batch"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.num_atoms < 2:
-            raise ValueError(f"num_atoms must be >= 2, got {self.num_atoms}")
-        if self.target_round_s <= 0:
-            raise ValueError(f"target_round_s must be > 0, got {self.target_round_s}")
+            check(getattr(self, name) >= 1, name, getattr(self, name), ">= 1")
+        check(self.num_atoms >= 2, "num_atoms", self.num_atoms, ">= 2")
+        t = self.target_round_s
+        check(math.isfinite(t) and t > 0, "target_round_s", t, "a finite number > 0")
+        check(0 <= self.seed < 2**31, "seed", self.seed, "in [0, 2**31)")
+        check_output_file("json_out", self.json_out)
 
 
 # --------------------------------------------------------------------------- inputs
@@ -619,4 +621,4 @@ def main(args: Args) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    main(cli(Args, prog="python -m experiments.bench_losses"))

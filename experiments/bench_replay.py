@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import statistics
 import sys
@@ -37,10 +38,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tyro
 from rich.console import Console
 from rich.table import Table
 
+from agents.config import check
+from experiments.args import check_output_file, cli
 from replay import (
     PrioritizedReplayState,
     PrioritizedTraceReplay,
@@ -77,13 +79,18 @@ class Args:
     """If set, write every number (per-round times, calls per round) to this JSON file."""
 
     def __post_init__(self):
-        if not self.capacities or any(c < 3 * self.num_envs for c in self.capacities):
-            raise ValueError(f"capacities must be >= 3 * num_envs, got {self.capacities}")
         for name in ("batch_size", "rounds", "repeats", "num_envs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.target_round_s <= 0:
-            raise ValueError(f"target_round_s must be > 0, got {self.target_round_s}")
+            check(getattr(self, name) >= 1, name, getattr(self, name), ">= 1")
+        least = 3 * self.num_envs
+        caps = self.capacities
+        check(
+            bool(caps) and min(caps) >= least,
+            "capacities", caps, f"one or more numbers >= 3 * --num-envs ({least})",
+        )  # fmt: skip
+        t = self.target_round_s
+        check(math.isfinite(t) and t > 0, "target_round_s", t, "a finite number > 0")
+        check(0 <= self.seed < 2**31, "seed", self.seed, "in [0, 2**31)")
+        check_output_file("json_out", self.json_out)
 
 
 @dataclasses.dataclass
@@ -285,4 +292,4 @@ def main(args: Args) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    main(cli(Args, prog="python -m experiments.bench_replay"))

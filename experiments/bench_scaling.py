@@ -18,13 +18,14 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
     ).strip()
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import jax
 import numpy as np
-import tyro
 
+from agents.config import check
 from agents.parallel import make_mesh
-from agents.registry import get_agent
+from experiments.args import check_env, check_output_file, cli, lookup
 from experiments.common import make_agent
 from experiments.runfolder import write_json_atomic
 from experiments.runner import TrainLoop
@@ -53,6 +54,22 @@ class ScalingArgs:
     json_out: str | None = None
     """Optional JSON file for the numbers."""
 
+    def __post_init__(self):
+        devices = self.devices
+        check(bool(devices) and min(devices) >= 1, "devices", devices, "one or more counts >= 1")
+        for name in ("num_envs", "batch_size", "iterations", "rounds"):
+            check(getattr(self, name) >= 1, name, getattr(self, name), ">= 1")
+        for name in ("num_envs", "batch_size"):  # split evenly over the devices
+            value = getattr(self, name)
+            check(
+                all(value % n == 0 for n in devices),
+                name, value, f"divisible by every --devices count {devices}",
+            )  # fmt: skip
+        for name in ("agent", "env"):
+            check(getattr(self, name).strip() != "", name, getattr(self, name), "non-empty")
+        check_output_file("json_out", self.json_out)
+        check_env(self.env)
+
 
 def measure(args: ScalingArgs, n: int) -> dict:
     agent = make_agent(
@@ -60,7 +77,7 @@ def measure(args: ScalingArgs, n: int) -> dict:
         num_envs=args.num_envs, batch_size=args.batch_size, microbatch_traces=0,
     )  # fmt: skip
     try:
-        devices = agent.num_devices
+        devices = agent.num_devices  # read back: the mesh really has n devices
         state = agent.init(jax.random.PRNGKey(0))
         compile_s = agent.compile(state)
         loop = TrainLoop(agent, state)
@@ -79,9 +96,17 @@ def measure(args: ScalingArgs, n: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = tyro.cli(ScalingArgs, args=argv)
+    args = cli(ScalingArgs, argv, prog="python -m experiments.bench_scaling")
     try:
-        get_agent(args.agent).split_preset(args.preset)
+        spec = lookup(args.agent, args.preset)
+        spec.make_config(
+            args.preset, num_envs=args.num_envs, batch_size=args.batch_size, microbatch_traces=0
+        )
+        if max(args.devices) > jax.device_count():
+            raise ValueError(
+                f"--devices {max(args.devices)} is more than the {jax.device_count()} "
+                f"{jax.devices()[0].platform} devices visible"
+            )
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
     print(
@@ -89,7 +114,10 @@ def main(argv: list[str] | None = None) -> dict:
         f"{args.agent} on {args.env}, global batch {args.batch_size} traces, "
         f"{args.num_envs} envs"
     )
-    rows = [measure(args, n) for n in args.devices]
+    try:
+        rows = [measure(args, n) for n in args.devices]
+    except ValueError as err:  # the env id, or the config against the env
+        raise SystemExit(f"error: {err}") from None
     base = rows[0]["update_s"]
     print(f"\n{'devices':>7} {'updates/s':>10} {'env steps/s':>12} {'time/update vs 1':>17}")
     for r in rows:
@@ -100,6 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
     out = {"agent": args.agent, "env": args.env, "rows": rows}
     if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(args.json_out, out)
     return out
 

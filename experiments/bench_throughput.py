@@ -24,14 +24,14 @@ import dataclasses
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import jax
 import numpy as np
-import tyro
 
-from agents.config import from_dict
-from agents.registry import get_agent
+from agents.config import check, from_dict
 from envs import make_env
+from experiments.args import check_env, check_output_file, cli, lookup
 from experiments.common import bench_preset, make_agent
 from experiments.runfolder import write_json_atomic
 from experiments.runner import TrainLoop
@@ -70,12 +70,16 @@ class BenchArgs:
 
     def __post_init__(self):
         for name in ("iterations", "rounds", "raw_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
-        if self.warmup < 0:
-            raise ValueError("--warmup must be >= 0")
-        if self.num_envs is not None and self.num_envs < 1:
-            raise ValueError("--num-envs must be >= 1")
+            check(getattr(self, name) >= 1, name, getattr(self, name), ">= 1")
+        check(self.warmup >= 0, "warmup", self.warmup, ">= 0")
+        check(self.num_envs is None or self.num_envs >= 1, "num_envs", self.num_envs, ">= 1")
+        check(self.num_threads >= 0, "num_threads", self.num_threads, ">= 0")
+        sizes = self.batch_sizes
+        check(bool(sizes) and min(sizes) >= 1, "batch_sizes", sizes, "one or more sizes >= 1")
+        for name in ("agent", "env"):
+            check(getattr(self, name).strip() != "", name, getattr(self, name), "non-empty")
+        check_output_file("json_out", self.json_out)
+        check_env(self.env)
 
 
 def raw_env_sps(env_id: str, num_envs: int, num_threads: int, steps: int) -> float:
@@ -118,19 +122,31 @@ def parse_compare(spec, text: str) -> tuple[str, list]:
     field, _, values = text.partition("=")
     names = {f.name for f in dataclasses.fields(spec.config_cls)}
     if field not in names or not values:
-        raise ValueError(f"--compare {text!r}: need FIELD=V1,V2 with FIELD a {spec.name} field")
+        raise ValueError(
+            f"--compare must be FIELD=V1,V2,... with FIELD a --agent {spec.name} config field "
+            f"({', '.join(sorted(names))}), got {text!r}"
+        )
     typed = []
     for v in values.split(","):
-        raw = json.loads(v.lower()) if v.lower() in ("true", "false") else json.loads(v)
+        try:
+            raw = json.loads(v.lower() if v.lower() in ("true", "false") else v)
+        except json.JSONDecodeError:
+            raise ValueError(f"--compare {text!r}: {v!r} is not a number or true/false") from None
         typed.append(getattr(from_dict(spec.config_cls, {field: raw}, "--compare"), field))
+    if len(set(typed)) < len(typed):
+        raise ValueError(f"--compare {text!r} repeats a value")
     return field, typed
 
 
+def overrides(args: BenchArgs, field: str, value) -> dict:
+    return {field: value, **({"num_envs": args.num_envs} if args.num_envs else {})}
+
+
 def build(args: BenchArgs, spec, preset: str, field: str, value):
-    overrides = {field: value, **({"num_envs": args.num_envs} if args.num_envs else {})}
     agent = make_agent(
-        spec.name, args.env, preset=preset, num_threads=args.num_threads, **overrides
-    )
+        spec.name, args.env, preset=preset, num_threads=args.num_threads,
+        **overrides(args, field, value),
+    )  # fmt: skip
     state = agent.init(jax.random.PRNGKey(0))
     compile_s = agent.compile(state)
     return TrainLoop(agent, state), compile_s
@@ -150,20 +166,29 @@ def ceiling(agent, raw: float, batch_sizes) -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    args = cli(BenchArgs, argv, prog="python -m experiments.bench_throughput")
     try:
-        args = tyro.cli(BenchArgs, args=argv)
-        spec = get_agent(args.agent)
-        preset = args.preset or bench_preset(spec)
-        spec.split_preset(preset)
+        spec = lookup(args.agent)
+        preset = bench_preset(spec) if args.preset is None else args.preset
+        lookup(spec.name, preset)
         field, values = parse_compare(
-            spec, args.compare or getattr(spec.agent_cls, "bench_compare", "")
+            spec,
+            getattr(spec.agent_cls, "bench_compare", "") if args.compare is None else args.compare,
         )
+        for value in values:  # every variant's config, before anything is built
+            try:
+                spec.make_config(preset, **overrides(args, field, value))
+            except ValueError as err:
+                raise ValueError(f"with --compare {field}={value}: {err}") from None
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
     loops = {}
     try:
         for value in values:
-            loops[value] = build(args, spec, preset, field, value)
+            try:
+                loops[value] = build(args, spec, preset, field, value)
+            except ValueError as err:  # the env id, or the config against the env
+                raise SystemExit(f"error: {err}") from None
         num_envs = next(iter(loops.values()))[0].agent.config.num_envs
         print(
             f"jax {jax.__version__} on {jax.devices()[0].platform}: {spec.name} ({preset}) on "
@@ -241,6 +266,7 @@ def main(argv: list[str] | None = None) -> dict:
         "cost_model": None if model is None else model["parts"],
     }  # fmt: skip
     if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(args.json_out, out)
     return out
 

@@ -6,7 +6,7 @@ reward clipping, prints the mean and std of the returns, and can write a video (
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -15,10 +15,13 @@ import jax
 import numpy as np
 import tyro
 
+from agents.config import flag
 from agents.evaluation import evaluate
 from envs import make_env
+from experiments.args import TrainArgs, cli
 from experiments.checkpoint import CheckpointError
 from experiments.common import build_agent, load_run, restore_learner
+from experiments.runfolder import write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -45,14 +48,35 @@ class EvalArgs:
     """Optional JSON file for the results."""
 
     def __post_init__(self):
-        if self.episodes < 1:
-            raise ValueError(f"--episodes must be >= 1, got {self.episodes}")
-        if self.num_envs < 0:
-            raise ValueError(f"--num-envs must be >= 0 (0: min(episodes, 16)), got {self.num_envs}")
-        if self.step is not None and self.step < 0:
-            raise ValueError(f"--step must be >= 0, got {self.step}")
-        if not 0 <= self.seed < 2**31:
-            raise ValueError(f"--seed must be in [0, 2**31), got {self.seed}")
+        def need(ok: bool, name: str, allowed: str):
+            if not ok:
+                raise ValueError(f"{flag(name)} must be {allowed}, got {getattr(self, name)!r}")
+
+        if not self.run.strip():
+            raise ValueError("RUN (the run folder) must be non-empty, got ''")
+        need(self.episodes >= 1, "episodes", ">= 1")
+        need(self.num_envs >= 0, "num_envs", ">= 0 (0: min(--episodes, 16))")
+        need(self.step is None or self.step >= 0, "step", ">= 0")
+        need(0 <= self.seed < 2**30, "seed", "in [0, 2**30)")
+        if self.out is not None:
+            need(self.out.strip() != "", "out", "a file name")
+            parent = Path(self.out).parent
+            need(parent.is_dir(), "out", f"a file in an existing folder ({parent} is not one)")
+            need(not Path(self.out).is_dir(), "out", "a file, not a folder")
+
+
+def _acting_config(config, num_envs: int):
+    """The training config, for acting in `num_envs` envs: an evaluation stores no replay
+    and makes no updates, so it gets the smallest replay the agent accepts and unsplit
+    updates (else --num-envs / --episodes would trip the training checks of --buffer-size
+    and --microbatch-traces, or the replay's memory check on a smaller machine)."""
+    names = {f.name for f in dataclasses.fields(config)}
+    changes = {"num_envs": num_envs} if "num_envs" in names else {}
+    if {"buffer_size", "trace_len"} <= names:
+        changes["buffer_size"] = 3 * num_envs * config.trace_len
+    if "microbatch_traces" in names:
+        changes["microbatch_traces"] = 0
+    return dataclasses.replace(config, **changes)
 
 
 def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
@@ -98,15 +122,16 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    args = cli(EvalArgs, argv, prog="python -m experiments.evaluate")
     try:
-        args = tyro.cli(EvalArgs, args=argv)
         run_dir = Path(args.run)
         train_args = load_run(run_dir)
         n = args.num_envs or min(args.episodes, 16)
         env = make_env(train_args.run.env, n, args.seed, train=False)
-        agent = build_agent(train_args, env, seed=args.seed)
+        acting = TrainArgs(train_args.run, _acting_config(train_args.config, n))
+        agent = build_agent(acting, env, seed=args.seed)
         learner, _, step = restore_learner(agent, run_dir, args.step)
-    except (ValueError, FileNotFoundError, CheckpointError) as err:
+    except (ValueError, OSError, CheckpointError) as err:
         raise SystemExit(f"error: {err}") from None
     act = agent.act(args.greedy)
     params = agent.acting_params(learner)
@@ -132,7 +157,10 @@ def main(argv: list[str] | None = None) -> dict:
         + (f"; video {result['video']}" if args.video else "")
     )
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        try:
+            write_json_atomic(args.out, result)
+        except OSError as err:
+            raise SystemExit(f"error: --out {args.out}: {err.strerror or err}") from None
     return result
 
 

@@ -1,8 +1,7 @@
 """Plot learning curves: `python -m experiments.plot runs/<a> [runs/<b> ...] [--out curves.png]`.
 
 Draws the mean episode return (unclipped, full games) against env steps, and against wall
-time, for every run given, plus each run's critic loss (`value_loss`) and policy entropy
-where the agent logs them (README, "Metrics"). With two or more runs
+time, for every run given, plus the critic and policy losses of each. With two or more runs
 it also prints a comparison at their common env-step budget: the return each run had reached
 by then, and the env steps and training seconds each took to first reach every
 `--thresholds` return.
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Literal
 
 import tyro
+
+from experiments.args import cli
 
 
 @dataclass(frozen=True)
@@ -34,19 +35,61 @@ class PlotArgs:
     thresholds: tuple[float, ...] = ()
     """Returns to report the first-reached env steps and training seconds of (per run)."""
 
+    def __post_init__(self):
+        if not self.runs or any(not r.strip() for r in self.runs):
+            raise ValueError(f"RUNS must be one or more run folders, got {list(self.runs)}")
+        bad = [t for t in self.thresholds if not math.isfinite(t)]
+        if bad:
+            raise ValueError(f"--thresholds must be finite numbers, got {bad[0]}")
+        if self.out is not None:
+            out = Path(self.out)
+            if not out.parent.is_dir() or out.is_dir():
+                raise ValueError(f"--out must be a file in an existing folder, got {self.out!r}")
 
-def read_metrics(run: Path) -> dict[str, list[float]]:
+
+# Columns every plot needs; the loss panels are drawn for the runs that have theirs.
+REQUIRED = ("env_steps", "return_mean", "wall_s")
+
+
+def read_metrics(run: Path, columns=REQUIRED) -> dict[str, list[float]]:
+    """The numeric columns of `run`/metrics.csv. A cell that is not a number (empty, or a
+    line half-written by a live run) reads as NaN; rows without env_steps are dropped.
+    Problems are one-line `ValueError`s naming the file."""
+    if not run.exists():
+        raise ValueError(f"run folder {run} does not exist")
+    if not run.is_dir():
+        raise ValueError(f"{run} is not a folder")
     path = run / "metrics.csv"
-    if not path.exists():
-        raise SystemExit(f"error: {path} not found")
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        raise SystemExit(f"error: {path} has no rows yet")
-    out: dict[str, list[float]] = {}
-    for key in rows[0]:
-        out[key] = [float(r[key]) if r[key] not in ("", None) else math.nan for r in rows]
+    if not path.is_file():
+        raise ValueError(f"{run} is not a run folder (no metrics.csv)")
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise ValueError(f"{path} cannot be read: {err}") from None
+    missing = [c for c in columns if c not in header]
+    if missing:
+        what = "is empty" if not header else f"has no column {', '.join(missing)}"
+        raise ValueError(f"{path} {what}")
+    out: dict[str, list[float]] = {key: [] for key in header}
+    for row in rows:
+        values = {key: _number(row.get(key)) for key in header}
+        if math.isnan(values["env_steps"]):
+            continue
+        for key, value in values.items():
+            out[key].append(value)
+    if not out["env_steps"]:
+        raise ValueError(f"{path} has no rows yet")
     return out
+
+
+def _number(text: str | None) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _last_at_or_before(m: dict[str, list[float]], budget: float) -> int:
@@ -74,7 +117,7 @@ def compare(runs: dict[str, dict[str, list[float]]], thresholds=()) -> list[str]
         i = _last_at_or_before(m, budget)
         lines.append(
             f"{name}: return {m['return_mean'][i]:.1f} at {m['env_steps'][i]:,.0f} env steps, "
-            f"{m['wall_s'][i]:,.0f} s of training ({m['env_steps'][i] / m['wall_s'][i]:.1f} "
+            f"{m['wall_s'][i]:,.0f} s of training ({_ratio(m['env_steps'][i], m['wall_s'][i]):.1f} "
             "steps/s)"
         )
         for threshold in thresholds:
@@ -84,25 +127,35 @@ def compare(runs: dict[str, dict[str, list[float]]], thresholds=()) -> list[str]
     return lines
 
 
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else math.nan
+
+
 def main(argv: list[str] | None = None) -> Path:
+    args = cli(PlotArgs, argv, prog="python -m experiments.plot")
+    runs = [Path(r) for r in args.runs]
+    names = [run.name for run in runs]
+    if len(set(names)) < len(names):  # same folder name under different parents
+        names = [str(run) for run in runs]
+    try:
+        columns = (*REQUIRED, *(() if args.x == "env_steps" else (args.x,)))
+        metrics = {n: read_metrics(run, columns) for n, run in zip(names, runs, strict=True)}
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    args = tyro.cli(PlotArgs, args=argv)
-    runs = [Path(r) for r in args.runs]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    names = [run.name for run in runs]
-    if len(set(names)) < len(names):  # same folder name under different parents
-        names = [str(run) for run in runs]
-    metrics = {name: read_metrics(run) for name, run in zip(names, runs, strict=True)}
     for label, m in metrics.items():
         axes[0, 0].plot(m[args.x], m["return_mean"], label=label)
         axes[0, 1].plot([w / 60 for w in m["wall_s"]], m["return_mean"], label=label)
-        for ax, name in ((axes[1, 0], "value_loss"), (axes[1, 1], "entropy")):
-            if name in m:  # not every agent has a critic or a stochastic policy
-                ax.plot(m["env_steps"], m[name], label=label)
+        if "value_loss" in m:
+            axes[1, 0].plot(m["env_steps"], m["value_loss"], label=label)
+        if "entropy" in m:
+            axes[1, 1].plot(m["env_steps"], m["entropy"], label=label)
     axes[0, 0].set(xlabel=args.x.replace("_", " "), ylabel="mean episode return")
     axes[0, 1].set(xlabel="training wall time (min)", ylabel="mean episode return")
     axes[1, 0].set(xlabel="env steps", ylabel="critic loss (each agent's own)", yscale="log")
@@ -114,7 +167,11 @@ def main(argv: list[str] | None = None) -> Path:
         fig.suptitle(args.title)
     fig.tight_layout()
     out = Path(args.out) if args.out else runs[0] / "curves.png"
-    fig.savefig(out, dpi=100)
+    try:
+        fig.savefig(out, dpi=100)
+    except (OSError, ValueError) as err:  # ValueError: a file type matplotlib cannot write
+        reason = getattr(err, "strerror", None) or err
+        raise SystemExit(f"error: cannot write {out}: {reason}") from None
     print(f"wrote {out}")
     if len(runs) > 1 or args.thresholds:
         print("\n".join(compare(metrics, args.thresholds)))

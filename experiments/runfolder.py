@@ -101,8 +101,8 @@ def _read_pid(fd: int) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def check_run_dir_writable(path: str | Path):
-    """Raise a one-line `ValueError` naming `path` if a run folder cannot be used there:
+def check_run_dir_writable(path: str | Path, what: str = "run folder"):
+    """Raise a one-line `ValueError` naming `path` (as `what`) if a run folder cannot be used there:
     it exists and is not a folder, a parent is a file, or the nearest existing folder
     (the folder itself, or the ancestor it would be created in) cannot be written.
 
@@ -111,20 +111,20 @@ def check_run_dir_writable(path: str | Path):
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise ValueError(f"run folder {path} exists and is not a folder")
+        raise ValueError(f"{what} {path} exists and is not a folder")
     probe_in = path
     while not probe_in.exists():
         if probe_in.parent == probe_in:
             break
         probe_in = probe_in.parent
     if probe_in.exists() and not probe_in.is_dir():
-        raise ValueError(f"cannot create run folder {path}: {probe_in} is a file")
+        raise ValueError(f"cannot create {what} {path}: {probe_in} is a file")
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".write-probe-", dir=probe_in))
     except OSError as err:
         where = "it" if probe_in == path else str(probe_in)
         raise ValueError(
-            f"cannot write run folder {path}: {where} is not writable ({err.strerror or err})"
+            f"cannot write {what} {path}: {where} is not writable ({err.strerror or err})"
         ) from None
 
 

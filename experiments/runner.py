@@ -261,7 +261,7 @@ class Runner:
         ckpt_dir = run_dir / "checkpoints"
         checkpointer = Checkpointer(ckpt_dir, keep=run.keep_checkpoints)
         counters, last_ckpt = Counters(), "none"
-        if self.resuming and checkpointer.latest_step() is not None:
+        if self.resuming and checkpointer.steps():  # damaged ones: set aside, or one error
             learner, meta, step = restore_checkpoint(checkpointer, state.learner)
             counters = Counters(**meta["counters"])
             # New episodes, with a key that depends only on (seed, iteration, process).

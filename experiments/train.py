@@ -7,15 +7,15 @@ the run options (experiments/args.py) and the chosen agent's config fields; see
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from pathlib import Path
 
 from experiments.args import flag_value, parse_train_args, resume_args
+from experiments.checkpoint import CheckpointError
 from experiments.common import load_run
-from experiments.runfolder import RunFolderLocked
-from experiments.runner import Runner, init_distributed
+from experiments.runfolder import RunFolderLocked, check_run_dir_writable
+from experiments.runner import Runner, init_distributed, resolve_run_dir
 
 
 def parse(argv: list[str]):
@@ -24,21 +24,37 @@ def parse(argv: list[str]):
     if resume is None:
         return parse_train_args(argv), False
     try:
-        args = resume_args(argv, load_run(Path(resume)))
+        if not resume.strip():
+            raise ValueError("--resume must be a run folder, got ''")
+        try:
+            saved = load_run(Path(resume))
+        except ValueError as err:
+            raise ValueError(f"--resume: {err}") from None
+        return resume_args(argv, saved), True
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
-    # The folder given is the run, wherever it was first written (it may have moved).
-    run = dataclasses.replace(args.run, resume=resume, run_dir=resume)
-    return dataclasses.replace(args, run=run), True
+
+
+def check_run_folder(args, resuming: bool) -> None:
+    """Whether the run folder can be made and written, before anything is built; the error
+    names the flag that chose the folder."""
+    run = args.run
+    chosen_by = "--resume" if resuming else "--run-dir" if run.run_dir else "--exp-name"
+    try:
+        check_run_dir_writable(resolve_run_dir(args))
+    except ValueError as err:
+        raise ValueError(f"{chosen_by}: {err}") from None
 
 
 def main(argv: list[str] | None = None) -> dict | None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args, resuming = parse(argv)
     try:
+        if args.run.process_id == 0:  # the process that writes the run folder
+            check_run_folder(args, resuming)
         init_distributed(args)
         return Runner(args, resuming).run()
-    except (ValueError, RunFolderLocked, OSError) as err:
+    except (ValueError, RunFolderLocked, CheckpointError, OSError) as err:
         raise SystemExit(f"error: {err}") from None
 
 

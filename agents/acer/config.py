@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from agents.config import check, check_finite, check_positive_int
+from agents.config import check, check_floats_finite, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class ACERConfig:
 
     def __post_init__(self):
         check_positive_int(self, "num_envs", "trace_len", "batch_size", "buffer_size")
-        check_finite(self, "replay_ratio", "discount", "c", "retrace_c_max", "lr", "tau")
+        check_floats_finite(self)
         check(self.replay_ratio >= 0, "replay_ratio", self.replay_ratio, "finite and >= 0")
         check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
         check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")

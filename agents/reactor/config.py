@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.config import check, check_finite, check_positive_int
+from agents.config import check, check_floats_finite, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class ReactorConfig:
             self, "num_envs", "trace_len", "batch_size", "buffer_size", "num_atoms",
             "target_update_period", "torso_out", "lstm_size",
         )  # fmt: skip
-        check_finite(self, "discount", "v_min", "v_max", "lr", "env_steps_per_update")
+        check_floats_finite(self)
         check(self.num_atoms >= 2, "num_atoms", self.num_atoms, ">= 2")
         check(self.v_min < self.v_max, "v_min", self.v_min, f"< --v-max {self.v_max}")
         check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")

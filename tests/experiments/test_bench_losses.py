@@ -72,7 +72,7 @@ def test_without_rlax_prints_hint_and_skips_ratios(monkeypatch, capsys):
 
 
 def test_args_are_checked():
-    with pytest.raises(ValueError, match="batch_sizes"):
+    with pytest.raises(ValueError, match="--batch-sizes"):
         bench_losses.Args(batch_sizes=(0,))
-    with pytest.raises(ValueError, match="num_atoms"):
+    with pytest.raises(ValueError, match="--num-atoms"):
         bench_losses.Args(num_atoms=1)

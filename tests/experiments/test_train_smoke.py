@@ -221,7 +221,7 @@ def test_non_finite_loss_stops_run_and_keeps_checkpoint(tmp_path):
         (["--buffer-size", "10"], "--buffer-size must be at least 3 traces per env"),
         (["--buffer-size", "100000000000000"], "lower --buffer-size"),
         (["--preset", "acer-nope"], "unknown preset"),
-        (["--microbatch-traces", "3"], "divisible by --microbatch-traces 3"),
+        (["--microbatch-traces", "3"], "--num-envs must be divisible by --microbatch-traces 3"),
     ],
 )
 def test_bad_config_gives_one_line_error(tmp_path, args, needle):

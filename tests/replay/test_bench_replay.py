@@ -22,7 +22,7 @@ def test_every_method_is_timed(tmp_path, capsys):
 
 
 def test_args_are_validated():
-    with pytest.raises(ValueError, match="capacities"):
+    with pytest.raises(ValueError, match="--capacities"):
         bench_replay.Args(capacities=(10,))
-    with pytest.raises(ValueError, match="rounds"):
+    with pytest.raises(ValueError, match="--rounds"):
         bench_replay.Args(rounds=0)

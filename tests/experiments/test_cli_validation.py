@@ -1,0 +1,567 @@
+"""Every bad input of every entry point is rejected up front, with one line naming the flag.
+
+The train cases are derived from the dataclass fields of the run options and of every
+registered agent's config, so a new flag is covered by the generic invalid values of its
+type (negative counts, 0 for sizes, NaN and ±inf for floats, -1 for non-negative floats,
+1.5 for probabilities and discounts, "" for strings); the exceptions and the cross-field
+rules are listed by hand below. Entry points are called in-process: they raise
+`SystemExit("error: ...")`, which Python prints as that one line with exit status 1. A few
+subprocess runs check exactly that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import types
+import typing
+from pathlib import Path
+
+import pytest
+
+from agents.config import flag
+from agents.registry import BUILTIN, get_agent
+from experiments import (
+    bench_losses,
+    bench_replay,
+    bench_scaling,
+    bench_throughput,
+    evaluate,
+    plot,
+    train,
+)
+from experiments.args import RunArgs, cli
+from experiments.runner import Runner
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-size", "400"]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class Reached(Exception):
+    """An entry point got past its checks: the input was accepted."""
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Training (compile, checkpoints, metrics) fails the test; run folders chosen are
+    recorded in the list returned."""
+    chosen = []
+
+    def run(self, env, agent):
+        chosen.append(self.run_dir)
+        raise Reached(f"training started in {self.run_dir}")
+
+    monkeypatch.setattr(Runner, "_run", run)
+    return chosen
+
+
+def rejected(main, argv, capsys, reports: str | None = None) -> str:
+    """The one-line message `main(argv)` exits with; nothing else may reach stderr but
+    lines starting with `reports` (what was done on the way, such as a damaged checkpoint
+    set aside)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    message = exit_info.value.code
+    err = capsys.readouterr().err
+    assert isinstance(message, str), f"{argv}: exit code {message!r}, stderr:\n{err}"
+    assert message.startswith("error: ") and "\n" not in message, message
+    other = [line for line in err.splitlines() if not (reports and line.startswith(reports))]
+    assert not other, f"{argv} printed to stderr besides its message:\n{err}"
+    return message
+
+
+def tree(path: Path) -> dict[str, tuple[int, int]]:
+    """(size, mtime) of every file under `path`: to see that nothing was written."""
+    return {
+        str(p.relative_to(path)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(path.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _strip_optional(tp):
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        arms = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(arms) == 1:
+            return arms[0], True
+    return tp, False
+
+
+# --------------------------------------------------------------------------- train: per field
+
+# Integer fields for which 0 is meaningful (every other integer field must refuse 0, so a
+# new agent's or flag's zero-means-off integer must be listed here); every integer field
+# refuses -1.
+ZERO_OK = {
+    RunArgs: {"seed", "num_threads", "process_id", "eval_episodes"},
+    get_agent("acer").config_cls: {"start_train_at", "lstm_size", "microbatch_traces"},
+    get_agent("reactor").config_cls: {"start_train_at", "priority_neighbours", "microbatch_traces"},
+    bench_throughput.BenchArgs: {"num_threads", "warmup"},
+    bench_scaling.ScalingArgs: set(),
+    bench_losses.Args: {"seed"},
+    bench_replay.Args: {"seed"},
+    evaluate.EvalArgs: {"num_envs", "step", "seed"},
+}
+# Float fields that may be negative; every other float field must refuse -1.
+NEGATIVE_OK = {"v_min", "v_max"}
+# Probabilities, discounts and decays: must refuse 1.5.
+UNIT_INTERVAL = {
+    "discount", "retrace_lambda", "tau", "uniform_mix", "adam_b1", "adam_b2", "priority_epsilon",
+}  # fmt: skip
+# Tuples of ints that may be empty (every other one must refuse no values).
+EMPTY_OK = {"hidden"}
+
+
+def generic_invalid(cls) -> list[tuple[str, list[str]]]:
+    """(field, [invalid values as command-line text]) for every field of `cls` whose type
+    has generic invalid values."""
+    out = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp, _ = _strip_optional(hints[f.name])
+        name = f.name
+        if tp is int:
+            values = ["-1"] + ([] if name in ZERO_OK.get(cls, ()) else ["0"])
+        elif tp is float:
+            values = ["nan", "inf", "-inf"]
+            values += [] if name in NEGATIVE_OK else ["-1"]
+            values += ["1.5"] if name in UNIT_INTERVAL else []
+        elif tp is str:
+            values = [""]
+        elif typing.get_origin(tp) is tuple and typing.get_args(tp)[0] is int:
+            values = ["0"] + ([] if name in EMPTY_OK else [None])  # None: the flag alone
+        else:
+            continue  # bools and Literals: tyro's own usage errors (see below)
+        out.append((name, values))
+    return out
+
+
+def _flag_argv(name: str, value: str | None) -> list[str]:
+    return [flag(name)] if value is None else [f"{flag(name)}={value}"]
+
+
+# The run options, then every built-in agent's config (its fields are its flags).
+TRAIN_PARTS = {
+    "run": (RunArgs, ["--agent", "acer"]),
+    **{name: (get_agent(name).config_cls, ["--agent", name]) for name in sorted(BUILTIN)},
+}
+SKIP_GENERIC = {"resume"}  # --resume "" is below, with the other resume cases
+
+GENERIC_TRAIN = [
+    pytest.param([*prefix, *_flag_argv(name, v)], flag(name), id=f"{part}:{name}={v}")
+    for part, (cls, prefix) in TRAIN_PARTS.items()
+    for name, values in generic_invalid(cls)
+    if name not in SKIP_GENERIC
+    for v in values
+]
+
+# Cross-field rules, places, names: (argv, text the message must hold).
+EXPLICIT_TRAIN = [
+    (["--agent", "dqn"], "--agent"),
+    (["--agent", "acer", "--agent", "dqn"], "--agent"),  # the last one counts, as in tyro
+    (["--preset", "reactor-classic"], "--preset"),
+    (["--agent", "reactor", "--preset", "acer-atari"], "--preset"),
+    (["--preset", "acer-nope"], "--preset"),
+    (["--agent", "reactor", "--trust-region-delta", "2"], "--trust-region-delta"),
+    (["--beta-loo-c", "1"], "--beta-loo-c"),
+    (["--total-step", "5"], "--total-step"),
+    (["--seed", str(2**30)], "--seed"),
+    (["--exp-name", "a/b"], "--exp-name"),
+    (["--exp-name", ".."], "--exp-name"),
+    (["--process-id", "1"], "--process-id"),
+    (["--num-processes", "2"], "--coordinator-address"),
+    (["--coordinator-address", "localhost"], "--coordinator-address"),
+    (["--coordinator-address", "localhost:70000"], "--coordinator-address"),
+    (["--hidden", "64", "-1"], "--hidden"),
+    (["--buffer-size", "10"], "--buffer-size"),
+    (["--num-envs", "3", "--microbatch-traces", "2"], "--num-envs"),
+    (["--agent", "reactor", "--batch-size", "3", "--microbatch-traces", "2"], "--batch-size"),
+    (["--agent", "reactor", "--v-min", "5", "--v-max", "5"], "--v-min"),
+    (["--agent", "reactor", "--num-atoms", "1"], "--num-atoms"),
+    (["--env", "Pongg-v5"], "--env"),
+    (["--env", "HalfCheetah-v5"], "HalfCheetah-v5"),  # ACER needs discrete actions
+    (["--num-devices", "64"], "--num-devices"),
+    (["--num-devices", "4", "--num-envs", "6"], "--num-envs"),
+    (
+        ["--env", "Pong-v5", "--num-envs", "2", "--num-devices", "1", "--buffer-size", str(10**11)],
+        "--buffer-size",
+    ),
+]
+
+
+@pytest.mark.parametrize("argv, needle", [*GENERIC_TRAIN, *EXPLICIT_TRAIN])
+def test_train_rejects_bad_flag_before_anything(argv, needle, tmp_path, no_training, capsys):
+    run_dir = tmp_path / "run"
+    message = rejected(train.main, ["--run-dir", str(run_dir), "--no-progress", *argv], capsys)
+    assert needle in message, message
+    assert not run_dir.exists() and not no_training
+
+
+def test_generic_cases_cover_every_numeric_and_text_flag():
+    """A new int, float or str flag of any agent gets generic cases without edits here."""
+    covered = {name for part in TRAIN_PARTS.values() for name, _ in generic_invalid(part[0])}
+    for cls, _ in TRAIN_PARTS.values():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            tp, _ = _strip_optional(hints[f.name])
+            if tp in (int, float, str):
+                assert f.name in covered, f.name
+    assert len(GENERIC_TRAIN) > 150
+
+
+@pytest.mark.parametrize(
+    "place, needle",
+    [("file", "exists and is not a folder"), ("/proc/foo", "not writable")],
+)
+def test_train_rejects_an_unusable_run_folder(
+    place, needle, tmp_path, monkeypatch, no_training, capsys
+):
+    target = tmp_path / "a-file" if place == "file" else Path(place)
+    if place == "file":
+        target.write_text("x")
+    message = rejected(train.main, ["--run-dir", str(target)], capsys)
+    assert message.startswith("error: --run-dir: ") and needle in message, message
+    assert not no_training and (place != "file" or target.read_text() == "x")
+    # Without --run-dir the folder is runs/<exp-name>: a file in its way names --exp-name.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").write_text("x")
+    message = rejected(train.main, ["--exp-name", "x"], capsys)
+    assert message.startswith("error: --exp-name: ") and "runs is a file" in message, message
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--total-steps", "abc"], "--total-steps"),
+        (["--reward-clip", "maybe"], "--reward-clip"),
+        (["--agent"], "--agent"),
+    ],
+)
+def test_tyro_usage_errors_name_the_flag(argv, needle, tmp_path, no_training, capsys):
+    """tyro's own usage errors (a word for an int, a missing value) keep tyro's box and
+    exit status 2; they name the flag and happen before anything else."""
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        train.main([*argv, "--run-dir", str(run_dir)])
+    assert exit_info.value.code == 2
+    assert needle in capsys.readouterr().err
+    assert not run_dir.exists() and not no_training
+
+
+def test_a_good_command_line_reaches_training(tmp_path, no_training):
+    """The checks above are not refusing everything."""
+    with pytest.raises(Reached):
+        train.main([*TINY, "--run-dir", str(tmp_path / "run"), "--eval-episodes", "0"])
+    with pytest.raises(Reached):
+        train.main(["--agent", "reactor", "--run-dir", str(tmp_path / "r"), "--hidden"])
+    assert no_training == [tmp_path / "run", tmp_path / "r"]
+
+
+# --------------------------------------------------------------------------- a real run
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A finished tiny run (checkpoints at 20 and 40, --eval-episodes 0)."""
+    run_dir = tmp_path_factory.mktemp("cli") / "run"
+    summary = train.main(
+        [*TINY, "--run-dir", str(run_dir), "--total-steps", "40", "--checkpoint-every", "20",
+         "--eval-episodes", "0", "--num-devices", "1", "--no-progress"]
+    )  # fmt: skip
+    assert summary["env_steps"] == 40
+    return run_dir
+
+
+def test_eval_episodes_0_skips_the_evaluation_and_writes_nulls(trained):
+    summary = json.loads(
+        (trained / "summary.json").read_text(),
+        parse_constant=lambda c: pytest.fail(f"summary.json holds {c}"),
+    )
+    assert summary["eval_episodes"] == 0
+    assert summary["eval_return_mean"] is None and summary["eval_return_std"] is None
+    assert sorted(p.name for p in (trained / "checkpoints").iterdir()) == ["20", "40"]
+
+
+def _copy(run_dir: Path, tmp_path: Path, name: str) -> Path:
+    return Path(shutil.copytree(run_dir, tmp_path / name))
+
+
+def _edit_config(folder: Path, edit) -> None:
+    path = folder / "config.json"
+    data = json.loads(path.read_text())
+    text = edit(data)
+    path.write_text(text if isinstance(text, str) else json.dumps(data))
+
+
+CONFIG_DAMAGE = {
+    "missing": (lambda d: None, "no config.json"),
+    "not-json": (lambda d: '{"run": ', "not valid JSON"),
+    "array": (lambda d: "[1, 2]", "JSON array"),
+    "wrong-type": (lambda d: d["run"].__setitem__("total_steps", "lots"), "total_steps"),
+    "unknown-agent": (lambda d: d["run"].__setitem__("agent", "dqn"), "dqn"),
+    "no-agent-config": (lambda d: d.pop("agent_config"), "agent_config"),
+    "unknown-field": (lambda d: d["agent_config"].__setitem__("bogus", 1), "bogus"),
+    "out-of-range": (lambda d: d["agent_config"].__setitem__("lr", -1), "--lr"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(CONFIG_DAMAGE))
+def test_resume_of_a_folder_with_a_bad_config_is_one_line(
+    damage, trained, tmp_path, no_training, capsys
+):
+    folder = _copy(trained, tmp_path, "bad")
+    edit, needle = CONFIG_DAMAGE[damage]
+    if damage == "missing":
+        (folder / "config.json").unlink()
+    else:
+        _edit_config(folder, edit)
+    before = tree(folder)
+    message = rejected(train.main, ["--resume", str(folder), "--total-steps", "80"], capsys)
+    assert message.startswith("error: --resume: ") and needle in message, message
+    assert tree(folder) == before and not no_training
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--agent", "reactor"], "--agent"),
+        (["--env", "Acrobot-v1"], "--env"),
+        (["--lr", "0.1"], "--lr"),
+        (["--seed", "3"], "--seed"),
+        (["--keep-checkpoints", "1"], "--keep-checkpoints"),
+        (["--preset", "acer-atari"], "--preset"),
+        (["--beta-loo-c", "1"], "--beta-loo-c"),
+        (["--total-steps", "0"], "--total-steps"),
+        (["--run-dir", "/tmp/elsewhere"], "--run-dir"),
+    ],
+)
+def test_resume_refuses_changed_or_bad_flags(argv, needle, trained, no_training, capsys):
+    before = tree(trained)
+    message = rejected(train.main, ["--resume", str(trained), *argv], capsys)
+    assert needle in message, message
+    assert tree(trained) == before and not no_training
+
+
+@pytest.mark.parametrize("folder", ["", "/nonexistent/run", "/etc/passwd"])
+def test_resume_of_no_run_folder_names_resume(folder, no_training, capsys):
+    message = rejected(train.main, ["--resume", folder], capsys)
+    assert message.startswith("error: --resume"), message
+
+
+def test_resume_accepts_equal_explicit_flags_and_uses_its_own_folder(
+    trained, tmp_path, no_training
+):
+    moved = _copy(trained, tmp_path, "moved")  # config.json still names the old folder
+    with pytest.raises(Reached):
+        train.main(["--resume", str(moved), "--agent", "acer", "--lr", "0.002",
+                    "--total-steps", "80"])  # fmt: skip
+    assert no_training == [moved]
+
+
+# --------------------------------------------------------------------------- evaluate
+
+
+def _damage_newest(folder: Path) -> int:
+    newest = max(int(p.name) for p in (folder / "checkpoints").iterdir() if p.name.isdigit())
+    files = sorted(
+        p for p in (folder / "checkpoints" / str(newest) / "state").rglob("*") if p.is_file()
+    )
+    data = max(files, key=lambda p: p.stat().st_size)
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    return newest
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--episodes", "0"], "--episodes"),
+        (["--episodes=-1"], "--episodes"),
+        (["--num-envs=-1"], "--num-envs"),
+        (["--step=-1"], "--step"),
+        (["--seed=-1"], "--seed"),
+        (["--step", "30"], "no checkpoint 30"),
+        (["--out", "/proc/foo/e.json"], "--out"),
+        (["--out", "/tmp"], "--out"),
+    ],
+)
+def test_evaluate_rejects_bad_flags(argv, needle, trained, capsys):
+    message = rejected(evaluate.main, [str(trained), *argv], capsys)
+    assert needle in message, message
+
+
+def test_evaluate_generic_invalid_values(trained, capsys):
+    for name, values in generic_invalid(evaluate.EvalArgs):
+        for value in values:
+            argv = [str(trained), *_flag_argv(name, value)]
+            if name == "run":
+                argv = [value]
+            message = rejected(evaluate.main, argv, capsys)
+            assert (flag(name) if name != "run" else "RUN") in message, message
+
+
+def test_evaluate_of_missing_or_damaged_checkpoints(trained, tmp_path, capsys):
+    message = rejected(evaluate.main, [str(tmp_path / "nothing")], capsys)
+    assert "not a run folder" in message
+    empty = _copy(trained, tmp_path, "empty")
+    shutil.rmtree(empty / "checkpoints")
+    assert "no complete checkpoint" in rejected(evaluate.main, [str(empty)], capsys)
+
+    damaged = _copy(trained, tmp_path, "damaged")
+    step = _damage_newest(damaged)
+    message = rejected(evaluate.main, [str(damaged), "--step", str(step)], capsys)
+    assert f"checkpoint {step}" in message and "damaged" in message
+    # Without --step the damaged one is set aside (reported) and the one before it is used.
+    result = evaluate.main([str(damaged), "--episodes", "1"])
+    assert result["checkpoint_step"] == 20
+    assert f"checkpoint {step} skipped" in capsys.readouterr().err
+    _damage_newest(damaged)  # now 20 as well: its skip is reported, then the one-line error
+    message = rejected(evaluate.main, [str(damaged)], capsys, reports="checkpoint 20 skipped: ")
+    assert "could be restored" in message and "20: " in message
+
+
+def test_evaluate_with_more_envs_than_the_training_replay_fits(trained, tmp_path):
+    out = tmp_path / "e.json"
+    result = evaluate.main([str(trained), "--episodes", "2", "--num-envs", "40",
+                            "--out", str(out)])  # fmt: skip
+    assert result["episodes"] == 2
+    assert json.loads(out.read_text())["checkpoint_step"] == 40
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def _metrics_folder(tmp_path: Path, name: str, text: str | None) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    if text is not None:
+        (folder / "metrics.csv").write_text(text)
+    return folder
+
+
+def test_plot_rejects_bad_runs_and_flags(trained, tmp_path, capsys):
+    cases = {
+        str(tmp_path / "missing"): "does not exist",
+        str(trained / "config.json"): "not a folder",
+        str(_metrics_folder(tmp_path, "none", None)): "no metrics.csv",
+        str(_metrics_folder(tmp_path, "empty", "")): "is empty",
+        str(_metrics_folder(tmp_path, "header", "env_steps,return_mean,wall_s\n")): "no rows",
+        str(_metrics_folder(tmp_path, "cols", "a,b\n1,2\n")): "no column env_steps",
+    }
+    for run, needle in cases.items():
+        assert needle in rejected(plot.main, [run], capsys)
+    for argv, needle in [
+        ([], "RUNS"),
+        ([str(trained), "--thresholds", "nan"], "--thresholds"),
+        ([str(trained), "--out", "/proc/foo/c.png"], "--out"),
+        ([str(trained), "--out", str(tmp_path)], "--out"),
+        ([str(trained), "--out", str(tmp_path / "c.xyz")], "xyz"),
+    ]:
+        assert needle in rejected(plot.main, argv, capsys)
+    assert not list(tmp_path.glob("*.png")) and not (trained / "curves.png").exists()
+
+
+def test_plot_reads_a_live_runs_half_line_and_agents_without_loss_columns(trained, tmp_path):
+    live = _copy(trained, tmp_path, "live")
+    with open(live / "metrics.csv", "a") as f:
+        f.write("60,6")  # a row a running trainer has half written
+    toy = _metrics_folder(
+        tmp_path, "toy", "env_steps,frames,return_mean,wall_s,loss\n10,10,1,0,2\n"
+    )
+    out = plot.main([str(live), str(toy), "--out", str(tmp_path / "c.png")])
+    assert out.stat().st_size > 1000
+
+
+# --------------------------------------------------------------------------- benchmarks
+
+
+@pytest.fixture
+def no_benchmark(monkeypatch):
+    def stop(*args, **kwargs):
+        raise Reached("the benchmark started")
+
+    monkeypatch.setattr(bench_throughput, "build", stop)
+    monkeypatch.setattr(bench_scaling, "measure", stop)
+
+
+BENCHES = {
+    "throughput": (bench_throughput.BenchArgs, bench_throughput.main),
+    "scaling": (bench_scaling.ScalingArgs, bench_scaling.main),
+    "losses": (bench_losses.Args, lambda argv: cli(bench_losses.Args, argv)),
+    "replay": (bench_replay.Args, lambda argv: cli(bench_replay.Args, argv)),
+}
+GENERIC_BENCH = [
+    pytest.param(bench, _flag_argv(name, v), flag(name), id=f"{bench}:{name}={v}")
+    for bench, (cls, _) in BENCHES.items()
+    for name, values in generic_invalid(cls)
+    for v in values
+]
+EXPLICIT_BENCH = [
+    ("throughput", ["--agent", "dqn"], "--agent"),
+    ("throughput", ["--preset", "reactor-atari"], "--preset"),
+    ("throughput", ["--env", "Nope-v0"], "--env"),
+    ("throughput", ["--compare", "lr"], "--compare"),
+    ("throughput", ["--compare", "nope=1,2"], "--compare"),
+    ("throughput", ["--compare", "lr=abc"], "--compare"),
+    ("throughput", ["--compare", "lr=-1"], "--lr"),
+    ("throughput", ["--compare", "lr=0.1,0.1"], "--compare"),
+    ("throughput", ["--env", "CartPole-v1", "--compare", "num_envs=3"], "--compare num_envs=3"),
+    ("throughput", ["--json-out", "/proc/foo/b.json"], "--json-out"),
+    ("scaling", ["--agent", "dqn"], "--agent"),
+    ("scaling", ["--agent", "reactor", "--preset", "acer-atari"], "--preset"),
+    ("scaling", ["--env", "Nope-v0"], "--env"),
+    ("scaling", ["--devices", "8"], "--devices"),
+    ("scaling", ["--devices", "3"], "--num-envs"),
+    ("scaling", ["--json-out", "/proc/foo/b.json"], "--json-out"),
+    ("losses", ["--json-out", "/etc/passwd/b.json"], "--json-out"),
+    ("losses", ["--num-atoms", "1"], "--num-atoms"),
+    ("replay", ["--capacities", "10"], "--capacities"),
+    ("replay", ["--json-out", "/proc/foo/b.json"], "--json-out"),
+]
+
+
+@pytest.mark.parametrize("bench, argv, needle", [*GENERIC_BENCH, *EXPLICIT_BENCH])
+def test_benchmarks_reject_bad_flags_before_timing(bench, argv, needle, no_benchmark, capsys):
+    message = rejected(BENCHES[bench][1], argv, capsys)
+    assert needle in message, message
+
+
+def test_benchmarks_accept_their_defaults(no_benchmark):
+    for bench in ("throughput", "scaling"):
+        with pytest.raises(Reached):
+            BENCHES[bench][1](["--env", "CartPole-v1"])
+    for bench in ("losses", "replay"):
+        assert BENCHES[bench][1]([]) == BENCHES[bench][0]()
+
+
+# --------------------------------------------------------------------------- real processes
+
+
+@pytest.mark.parametrize(
+    "module, argv, needle",
+    [
+        ("experiments.train", ["--total-steps", "0"], "--total-steps"),
+        ("experiments.plot", ["/nonexistent/run"], "does not exist"),
+        ("experiments.bench_losses", ["--target-round-s", "nan"], "--target-round-s"),
+        ("experiments.bench_replay", ["--rounds", "0"], "--rounds"),
+    ],
+)
+def test_a_process_prints_one_line_and_exits_1(module, argv, needle, tmp_path):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *argv, *(["--run-dir", str(tmp_path / "r")]
+                                               if module == "experiments.train" else [])],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
+    assert proc.stdout == "" and not (tmp_path / "r").exists()
