@@ -8,6 +8,11 @@ with `axis_name=None` or `axis_name=DATA` so the same code averages gradients wi
 another shape or dtype rather than silently recompiling. `traces` counts how often `fn` was
 traced (a test asserts it stays at 1).
 
+With data checks on (`enable_data_checks()`, what `--debug` does), every loss of
+`agents.losses` traced inside a Program also checks its data at run time (actions in range,
+probabilities valid; see `agents.losses.checked`): the program is `checkify`-ed and each call
+raises on the first failed check. It costs reductions and a host read per call.
+
 `RolloutProgram` does the same for acting: envpool's XLA step inside one jitted `lax.scan`
 when the env has it, else a host loop (gymnasium), and under data parallelism it acts on
 this process's first device and then splits the traces over the mesh by env.
@@ -19,9 +24,20 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.experimental import checkify
+
+from agents.losses._checks import debug_scope
 
 from agents.parallel import DATA, ROLLOUT_SPECS, abstract_rollout, local_replica, place_rollout
 from agents.rollout import make_host_rollout, make_xla_rollout, rollout_shape
+
+
+_DATA_CHECKS = [False]
+
+
+def enable_data_checks(on: bool = True) -> None:
+    """Programs built from now on check their losses' data at run time (module docstring)."""
+    _DATA_CHECKS[0] = on
 
 
 class Program:
@@ -39,14 +55,20 @@ class Program:
     ):
         self.name = name or getattr(fn, "__name__", "program")
         self.traces = 0
+        self.checks = _DATA_CHECKS[0]
         axis_name = DATA if mesh is not None else None
 
         def counted(*args):
             self.traces += 1  # runs once per trace, not per call
-            return fn(*args, axis_name=axis_name)
+            if not self.checks:
+                return fn(*args, axis_name=axis_name)
+            with debug_scope():  # the losses emit checkify checks while traced
+                return fn(*args, axis_name=axis_name)
 
         if mesh is not None:
             counted = jax.shard_map(counted, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+        if self.checks:
+            counted = checkify.checkify(counted, errors=checkify.user_checks)
         self._jitted = jax.jit(counted, donate_argnums=donate_argnums)
         self._compiled = None
 
@@ -55,10 +77,11 @@ class Program:
         return self
 
     def __call__(self, *args):
-        return (self._compiled or self._jitted)(*args)
-
-    def eval_shape(self, *args):
-        return jax.eval_shape(self._jitted, *args)
+        out = (self._compiled or self._jitted)(*args)
+        if self.checks:
+            err, out = out
+            checkify.check_error(err)
+        return out
 
 
 class RolloutProgram:

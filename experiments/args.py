@@ -85,7 +85,8 @@ class RunArgs:
     progress: bool = True
     """Show a live progress bar."""
     debug: bool = False
-    """Debug mode: jax_debug_nans on, no TensorBoard."""
+    """Debug mode: every loss checks its data at run time (actions in range, probabilities
+    valid: agents.losses.checked), jax_debug_nans on, no TensorBoard. Slower."""
 
     def __post_init__(self):
         def need(ok: bool, name: str, allowed: str):

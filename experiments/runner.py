@@ -25,6 +25,7 @@ import numpy as np
 
 from agents.evaluation import evaluate
 from agents.parallel import check_divisible, local_replica, make_mesh
+from agents.programs import enable_data_checks
 from envs import make_env
 from experiments.args import TrainArgs
 from experiments.checkpoint import Checkpointer
@@ -240,6 +241,7 @@ class Runner:
         written: the run folder's place, the env id, the config against the env."""
         if self.args.run.debug:
             jax.config.update("jax_debug_nans", True)
+            enable_data_checks()
         if self.lead:
             check_run_dir_writable(self.run_dir)
         env, agent = self._build()
@@ -254,6 +256,7 @@ class Runner:
             agent.close()
             if lock is not None:
                 lock.close()
+            enable_data_checks(False)
 
     def _run(self, env, agent) -> dict | None:
         run, run_dir = self.args.run, self.run_dir

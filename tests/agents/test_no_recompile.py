@@ -45,3 +45,31 @@ def test_reactor_programs_trace_once():
     )  # fmt: skip
     updates = _run(ReactorAgent(cfg, make_env("CartPole-v1", 4, 0)))
     assert updates == [0, 4, 4, 4, 4]
+
+
+def test_data_checks_raise_on_a_bad_action_inside_a_program():
+    """--debug: losses traced inside a Program check their data (here a_t = A)."""
+    import jax.numpy as jnp
+    from jax.experimental import checkify
+
+    from agents import losses
+    from agents.programs import Program, enable_data_checks
+
+    T, B, A = 3, 2, 4
+
+    def targets(a, axis_name=None):
+        q = jnp.zeros((T, B, A))
+        pi = jnp.full((T, B, A), 1.0 / A)
+        r, d = jnp.zeros((T, B)), jnp.full((T, B), 0.9)
+        return losses.retrace_targets(q, pi, pi, a, r, d, jnp.zeros(B))
+
+    enable_data_checks()
+    try:
+        program = Program(targets)
+    finally:
+        enable_data_checks(False)
+    good = jnp.zeros((T, B), jnp.int32)
+    assert program(good).shape == (T, B)
+    with pytest.raises(checkify.JaxRuntimeError, match="a_t"):
+        program(good.at[1, 1].set(A))
+    assert Program(targets)(good.at[1, 1].set(A)).shape == (T, B)  # off: no check, no error

@@ -1,0 +1,30 @@
+"""`--debug` trains with run-time data checks in every loss (on one device and sharded)."""
+
+import json
+
+import pytest
+
+from agents import programs
+from experiments import train
+
+TINY = ["--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-size", "400",
+        "--total-steps", "60", "--eval-episodes", "1", "--no-progress", "--debug"]  # fmt: skip
+
+
+@pytest.mark.parametrize("devices", ["1", "2"])
+def test_debug_run_checks_data_and_finishes(tmp_path, devices, monkeypatch):
+    built = []
+    real = programs.Program.__init__
+
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        built.append(self.checks)
+
+    monkeypatch.setattr(programs.Program, "__init__", spy)
+    run_dir = tmp_path / "dbg"
+    summary = train.main([*TINY, "--num-devices", devices, "--run-dir", str(run_dir)])
+    assert summary["env_steps"] == 60 and summary["devices"] == int(devices)
+    assert built and all(built)  # every program of the run was built with data checks
+    assert not (run_dir / "tb").exists()
+    assert json.loads((run_dir / "config.json").read_text())["run"]["debug"] is True
+    assert programs._DATA_CHECKS == [False]  # switched off again after the run
