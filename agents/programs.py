@@ -27,10 +27,8 @@ import jax.numpy as jnp
 from jax.experimental import checkify
 
 from agents.losses._checks import debug_scope
-
 from agents.parallel import DATA, ROLLOUT_SPECS, abstract_rollout, local_replica, place_rollout
 from agents.rollout import make_host_rollout, make_xla_rollout, rollout_shape
-
 
 _DATA_CHECKS = [False]
 
