@@ -238,8 +238,8 @@ def parse(
         default=_Cli(_recast(run_cls, run_default), _recast(config_cls, config_default)),
         args=argv,
         prog="python -m experiments.train",
-        description=f"{RunArgs.__doc__}\n\nAgents: {', '.join(agent_names())}. This is "
-        f"--agent {spec.name}: {spec.description}.",
+        description=f"Agents: {', '.join(agent_names())}. These are the flags of --agent "
+        f"{spec.name} ({spec.description}); see another's with --agent NAME --help.",
         config=(tyro.conf.OmitArgPrefixes,),
     )
     # Checked here, outside tyro: a bad value is our one-line ValueError, not tyro's box.

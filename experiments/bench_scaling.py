@@ -18,7 +18,6 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
     ).strip()
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -26,8 +25,7 @@ import numpy as np
 from agents.config import check
 from agents.parallel import make_mesh
 from experiments.args import check_env, check_output_file, cli, lookup
-from experiments.common import make_agent
-from experiments.runfolder import write_json_atomic
+from experiments.common import make_agent, save_results
 from experiments.runner import TrainLoop
 
 
@@ -127,9 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"{r['overhead']:>17.2f}"
         )
     out = {"agent": args.agent, "env": args.env, "rows": rows}
-    if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(args.json_out, out)
+    save_results(args.json_out, out)
     return out
 
 

@@ -24,7 +24,6 @@ import dataclasses
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -32,8 +31,7 @@ import numpy as np
 from agents.config import check, from_dict
 from envs import make_env
 from experiments.args import check_env, check_output_file, cli, lookup
-from experiments.common import bench_preset, make_agent
-from experiments.runfolder import write_json_atomic
+from experiments.common import bench_preset, make_agent, save_results
 from experiments.runner import TrainLoop
 
 
@@ -138,14 +136,19 @@ def parse_compare(spec, text: str) -> tuple[str, list]:
     return field, typed
 
 
-def overrides(args: BenchArgs, field: str, value) -> dict:
-    return {field: value, **({"num_envs": args.num_envs} if args.num_envs else {})}
+def overrides(args: BenchArgs, spec, field: str, value) -> dict:
+    """Config changes for one variant. Steady-state training is measured, so a learning
+    warm-up threshold (a `start_train_at` field) is zeroed: learning runs from the start."""
+    changes = {field: value, **({"num_envs": args.num_envs} if args.num_envs else {})}
+    if "start_train_at" in {f.name for f in dataclasses.fields(spec.config_cls)}:
+        changes.setdefault("start_train_at", 0)
+    return changes
 
 
 def build(args: BenchArgs, spec, preset: str, field: str, value):
     agent = make_agent(
         spec.name, args.env, preset=preset, num_threads=args.num_threads,
-        **overrides(args, field, value),
+        **overrides(args, spec, field, value),
     )  # fmt: skip
     state = agent.init(jax.random.PRNGKey(0))
     compile_s = agent.compile(state)
@@ -177,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
         for value in values:  # every variant's config, before anything is built
             try:
-                spec.make_config(preset, **overrides(args, field, value))
+                spec.make_config(preset, **overrides(args, spec, field, value))
             except ValueError as err:
                 raise ValueError(f"with --compare {field}={value}: {err}") from None
     except ValueError as err:
@@ -265,9 +268,7 @@ def main(argv: list[str] | None = None) -> dict:
         "raw_env_sps": raw, "compare": field, "rows": rows,
         "cost_model": None if model is None else model["parts"],
     }  # fmt: skip
-    if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(args.json_out, out)
+    save_results(args.json_out, out)
     return out
 
 

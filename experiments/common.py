@@ -15,7 +15,7 @@ from agents.registry import get_agent
 from envs import make_env
 from experiments.args import RunArgs, TrainArgs
 from experiments.checkpoint import Checkpointer
-from experiments.runfolder import read_json
+from experiments.runfolder import read_json, write_json_atomic
 
 
 def load_run(run_dir: str | Path) -> TrainArgs:
@@ -121,3 +121,10 @@ def bench_preset(spec) -> str | None:
     """The preset benchmarks use by default: `<agent>-atari` where it exists."""
     name = f"{spec.name}-atari"
     return name if name in spec.presets else spec.default_preset
+
+
+def save_results(path: str | None, results: dict) -> None:
+    """A script's `--json-out` / `--out`: strict JSON, written atomically, folder created."""
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, results)

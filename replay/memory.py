@@ -7,9 +7,11 @@ error (or the host's OOM killer) minutes into a run.
 
 from __future__ import annotations
 
+import math
 import os
 
 import jax
+import numpy as np
 
 _GIB = 1024**3
 DEFAULT_FRACTION = 0.8
@@ -114,3 +116,23 @@ def check_fits(
             f"{what} needs {format_bytes(need_bytes)}{detail} but only "
             f"{format_bytes(limit_bytes)} is available; lower --buffer-size"
         )
+
+
+class SizedBuffer:
+    """`total_bytes` and `bytes_per_transition` of a buffer with `_state_specs()` (a pytree
+    of ShapeDtypeStructs of its whole state) and `num_transitions`."""
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of all arrays in the state."""
+        return tree_bytes(self._state_specs())
+
+    @property
+    def bytes_per_transition(self) -> float:
+        """Storage bytes per stored transition, counting every array."""
+        return self.total_bytes / self.num_transitions
+
+
+def tree_bytes(specs) -> int:
+    """Bytes of every array described by a pytree of ShapeDtypeStructs (or arrays)."""
+    return sum(math.prod(s.shape) * np.dtype(s.dtype).itemsize for s in jax.tree.leaves(specs))

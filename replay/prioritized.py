@@ -91,7 +91,7 @@ import numpy as np
 from flax import struct
 from jax import lax
 
-from replay.memory import check_fits
+from replay.memory import SizedBuffer, check_fits
 from replay.sum_tree import (
     last_occurrence_mask,
     sum_tree_descend,
@@ -142,7 +142,7 @@ def _concrete_float(x: Any) -> float | None:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class PrioritizedTraceReplay:
+class PrioritizedTraceReplay(SizedBuffer):
     """Prioritized sequence replay over a :class:`TraceReplay`; see the module docstring.
 
     Args:
@@ -226,19 +226,6 @@ class PrioritizedTraceReplay:
             tree=sds((sum_tree_size(self.num_leaves),), np.float32),
             assigned=sds((n, c), np.bool_),
         )
-
-    @property
-    def total_bytes(self) -> int:
-        """Bytes of all arrays in the state: the base storage, priorities, flags and tree."""
-        return sum(
-            math.prod(s.shape) * np.dtype(s.dtype).itemsize
-            for s in jax.tree.leaves(self._state_specs())
-        )
-
-    @property
-    def bytes_per_transition(self) -> float:
-        """Storage bytes per stored transition, counting every array."""
-        return self.total_bytes / self.num_transitions
 
     def partition_specs(self, axis: str) -> PrioritizedReplayState:
         """How the state is laid out for data parallelism over the mesh axis ``axis``.

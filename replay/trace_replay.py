@@ -64,7 +64,6 @@ All functions are pure and jittable; ``add`` may donate its state
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -76,7 +75,7 @@ from flax import struct
 from jax import lax
 from jax.sharding import PartitionSpec
 
-from replay.memory import check_fits
+from replay.memory import SizedBuffer, check_fits
 
 FRAME_RESET = "frame_reset"
 
@@ -257,7 +256,7 @@ def data_parallel_spec(axis: str, spec: jax.ShapeDtypeStruct) -> PartitionSpec:
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
-class TraceReplay:
+class TraceReplay(SizedBuffer):
     """Configuration of a uniform trace replay plus pure functions over
     :class:`TraceReplayState`.
 
@@ -388,19 +387,6 @@ class TraceReplay:
             write_slot=sds((), np.int32),
             count=sds((), np.int32),
         )
-
-    @property
-    def total_bytes(self) -> int:
-        """Bytes of all arrays in the state."""
-        return sum(
-            math.prod(s.shape) * np.dtype(s.dtype).itemsize
-            for s in jax.tree.leaves(self._state_specs())
-        )
-
-    @property
-    def bytes_per_transition(self) -> float:
-        """Storage bytes per stored transition, counting every array."""
-        return self.total_bytes / self.num_transitions
 
     def partition_specs(self, axis: str) -> TraceReplayState:
         """How the state is laid out for data parallelism over the mesh axis ``axis``.

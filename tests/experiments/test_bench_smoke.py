@@ -31,6 +31,8 @@ def test_bench_throughput_reactor_compares_acting_modes_by_default():
     assert out["num_envs"] == 8 and out["compare"] == "decoupled"
     assert [r["decoupled"] for r in out["rows"]] == [True, False]
     assert 0 <= out["rows"][0]["learner_waiting_for_actor_fraction"] <= 1
+    # the preset's learning warm-up (start_train_at) is zeroed: both variants learned
+    assert all(r["updates_per_s"] > 0 for r in out["rows"])
     assert out["cost_model"] is None  # the Reactor has no cost model
 
 

@@ -11,7 +11,7 @@ TINY = ["--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-si
         "--total-steps", "60", "--eval-episodes", "1", "--no-progress", "--debug"]  # fmt: skip
 
 
-@pytest.mark.parametrize("devices", ["1", "2"])
+@pytest.mark.parametrize("devices", ["2"])  # sharded: checkify over shard_map
 def test_debug_run_checks_data_and_finishes(tmp_path, devices, monkeypatch):
     built = []
     real = programs.Program.__init__

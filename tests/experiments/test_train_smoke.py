@@ -110,42 +110,6 @@ def test_pong_train_resume_evaluate(tmp_path):
     assert "Pong-v5 @ step 32" in proc.stdout
 
 
-def test_kill_9_resumes_from_last_complete_checkpoint(tmp_path):
-    run_dir = tmp_path / "killed"
-    cmd = [
-        sys.executable, "-m", "experiments.train", *CARTPOLE, "--run-dir", str(run_dir),
-        "--total-steps", "100000000", "--checkpoint-every", "40", "--no-progress",
-    ]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    ckpts = run_dir / "checkpoints"
-    deadline = time.time() + 240
-    while time.time() < deadline:
-        done = [p for p in ckpts.iterdir() if p.name.isdigit()] if ckpts.exists() else []
-        if len(done) >= 2:
-            break
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)  # at an arbitrary moment, maybe mid-write
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    # Plant a half-written checkpoint as a crash would leave it: it must be ignored.
-    complete = sorted(int(p.name) for p in ckpts.iterdir() if p.name.isdigit())
-    partial = ckpts / f"{complete[-1] + 1000}.orbax-checkpoint-tmp-123"
-    partial.mkdir()
-    (partial / "garbage").write_text("half")
-
-    target = complete[-1] + 80
-    out = run(
-        "experiments.train", "--resume", str(run_dir), "--total-steps", str(target), "--no-progress"
-    )
-    assert "resumed" in out.stderr
-    resumed_from = int(out.stderr.split("checkpoint at env step ")[1].split()[0])
-    assert resumed_from in complete
-    steps = [int(r["env_steps"]) for r in rows(run_dir)]
-    assert steps == sorted(set(steps)) and steps[-1] == target
-
-
 def _stopped_cleanly(run_dir, reason):
     """A run that stopped early still checkpointed its last step, logged it, and evaluated."""
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -225,10 +189,15 @@ def test_non_finite_loss_stops_run_and_keeps_checkpoint(tmp_path):
     ],
 )
 def test_bad_config_gives_one_line_error(tmp_path, args, needle):
-    proc = run("experiments.train", *args, "--run-dir", str(tmp_path / "x"), check=False)
-    assert proc.returncode != 0
-    assert needle in proc.stderr
-    assert "Traceback" not in proc.stderr
+    # In-process (a subprocess per case would cost a JAX start-up each); the exit message is
+    # what the CLI prints. tests/experiments/test_cli_validation.py covers every flag.
+    from experiments import train
+
+    with pytest.raises(SystemExit) as err:
+        train.main([*args, "--run-dir", str(tmp_path / "x")])
+    message = str(err.value)
+    assert needle in message and "\n" not in message and message.startswith("error: ")
+    assert not (tmp_path / "x").exists()
 
 
 def test_help_lists_every_flag():
