@@ -239,6 +239,7 @@ class Runner:
     def run(self) -> dict | None:
         """Bad input fails here with a one-line ValueError before anything is compiled or
         written: the run folder's place, the env id, the config against the env."""
+        debug_nans = jax.config.jax_debug_nans
         if self.args.run.debug:
             jax.config.update("jax_debug_nans", True)
             enable_data_checks()
@@ -256,7 +257,8 @@ class Runner:
             agent.close()
             if lock is not None:
                 lock.close()
-            enable_data_checks(False)
+            enable_data_checks(False)  # process-wide switches: as they were before the run
+            jax.config.update("jax_debug_nans", debug_nans)
 
     def _run(self, env, agent) -> dict | None:
         run, run_dir = self.args.run, self.run_dir

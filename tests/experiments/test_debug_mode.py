@@ -2,6 +2,7 @@
 
 import json
 
+import jax
 import pytest
 
 from agents import programs
@@ -28,3 +29,4 @@ def test_debug_run_checks_data_and_finishes(tmp_path, devices, monkeypatch):
     assert not (run_dir / "tb").exists()
     assert json.loads((run_dir / "config.json").read_text())["run"]["debug"] is True
     assert programs._DATA_CHECKS == [False]  # switched off again after the run
+    assert not jax.config.jax_debug_nans
