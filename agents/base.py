@@ -22,6 +22,7 @@ priorities [B])`.
 
 from __future__ import annotations
 
+import time
 from typing import Any, ClassVar
 
 import jax
@@ -194,11 +195,8 @@ class AgentBase:
             learner._replace(key=key), batch, axis_name
         )
         info = sample.info
-        return (
-            learner,
-            self.replay.set_priorities(replay, info.env_index, info.slot, priorities),
-            (metrics),
-        )
+        replay = self.replay.set_priorities(replay, info.env_index, info.slot, priorities)
+        return learner, replay, metrics
 
     def collect(self, state: TrainState):
         """One rollout with the current params: (actor, rollout, rollout placed on the mesh)."""
@@ -229,8 +227,6 @@ class AgentBase:
         return state._replace(actor=actor)
 
     def compile(self, state: TrainState) -> float:
-        import time
-
         t0 = time.perf_counter()
         params = state.learner.params
         self.rollout.compile(params, state.actor)
