@@ -1,23 +1,26 @@
-"""`AgentBase`: the agent protocol (agents/protocol.py) for agents that act in rollouts of T
-steps, store them in a trace replay, and learn from replayed (and, if they like, fresh)
-traces. An agent built on it writes its config, network, learner and a few hooks; the
-wiring (device programs for one device or a mesh, ahead-of-time compilation, the replay and
-its step spec, resets, evaluation policy) is here, once.
+"""The agent protocol (agents/protocol.py) for agents that act in rollouts of T steps, written
+once. An agent built on it writes its config, network, learner and a few hooks; the wiring
+(device programs for one device or a mesh, ahead-of-time compilation, the actor, resets,
+evaluation policy, and for replay agents the replay and its step spec) is here.
 
-One training iteration::
+`RolloutAgent`: on-policy agents (A2C, PPO). One training iteration::
 
-    actor, traj = collect(...)                       # T steps of every env (RolloutProgram)
-    learner, replay, metrics = absorb(learner, replay, traj)   # store (+ on-policy update)
+    actor, traj = collect(...)                                  # T steps of every env
+    learner, replay, metrics = absorb(learner, replay, traj)   # learn from the fresh rollout
+
+`AgentBase(RolloutAgent)`: agents with a trace replay (ACER, Reactor, DQN). `absorb` stores
+the rollout (and may learn from it first), then::
+
     repeat updates_due(iteration, env_steps) times:
         learner, replay, m = replay_update(learner, replay)    # sample, learn, set priorities
 
 `absorb` and `replay_update` are pure and run as `Program`s (jit, or jit(shard_map) with
 gradients averaged over the mesh), with the learner and replay states donated.
 
-The config must have `num_envs`, `trace_len`, `batch_size`, `buffer_size`, `discount` and
-`microbatch_traces`. The learner must have `init(key, sample_obs) -> state` (a NamedTuple
-with `params` and `key`) and `update(state, TraceBatch, axis_name) -> (state, metrics,
-priorities [B])`.
+The config must have `num_envs`, `trace_len` and `discount`; with a replay also
+`batch_size`, `buffer_size` and `microbatch_traces`. The learner must have
+`init(key, sample_obs) -> state` (a NamedTuple with `params` and `key`); a replay agent's
+also `update(state, TraceBatch, axis_name) -> (state, metrics, priorities [B])`.
 """
 
 from __future__ import annotations
@@ -28,34 +31,12 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
+from agents.actors import categorical_actor
 from agents.learning import TraceBatch, sample_key
 from agents.parallel import DATA, P, check_divisible, to_global
 from agents.programs import Program, RolloutProgram, replay_program_specs, rollout_program_specs
 from agents.protocol import IterationOutput, TrainState
-from agents.rollout import ActorOutput, initial_actor_state, trace_step_spec
-
-
-def categorical_actor(policy_logits):
-    """The actor of a categorical policy.
-
-    `policy_logits(params, obs, first, core) -> (logits [B, A], core)` is the network's
-    policy. Returns `select_action(params, obs, first, core, key) -> ActorOutput` (samples
-    a ~ π, records μ = π) and `act(greedy) -> ActFn` for evaluation."""
-
-    def select_action(params, obs, first, core, key) -> ActorOutput:
-        logits, core = policy_logits(params, obs, first, core)
-        action = jax.random.categorical(key, logits).astype(jnp.int32)
-        return ActorOutput(action, jax.nn.softmax(logits), core)
-
-    def act(greedy: bool):
-        def act_fn(params, obs, first, core, key):
-            logits, core = policy_logits(params, obs, first, core)
-            action = jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
-            return action.astype(jnp.int32), core
-
-        return jax.jit(act_fn)
-
-    return select_action, act
+from agents.rollout import initial_actor_state, trace_step_spec
 
 
 def make_trace_replay(
@@ -83,16 +64,17 @@ def make_trace_replay(
     )
 
 
-class AgentBase:
+class RolloutAgent:
     """See the module docstring. Subclasses set `name` and `metric_names` and implement
-    `make_network`, `make_learner`, `policy_logits` and `updates_due`; they may override
-    `initial_core`, `make_replay`, `absorb`, `collect` and `after_learning`."""
+    `make_network`, `make_learner`, `absorb` and either `policy_logits` (categorical
+    policies) or `make_actor`; they may override `initial_core`, `policy_params`, `collect`
+    and `after_learning`."""
 
     name: ClassVar[str] = "agent"
     metric_names: ClassVar[tuple[str, ...]] = ()
     discrete_only: ClassVar[bool] = True
 
-    def __init__(self, config, env, *, seed: int = 0, mesh=None, replay_memory_limit=None):
+    def __init__(self, config, env, *, seed: int = 0, mesh=None):
         """`mesh`: a 1-D mesh from `agents.parallel.make_mesh` for data parallelism; None or
         a single device keeps the plain jitted path."""
         spec = env.spec
@@ -110,26 +92,149 @@ class AgentBase:
         self.mesh = mesh if mesh is not None and mesh.size > 1 else None
         self.num_devices = self.mesh.size if self.mesh is not None else 1
         check_divisible("--num-envs", config.num_envs, self.num_devices)
+        self.config, self.env, self.seed = config, env, seed
+        self.steps_per_iteration = config.trace_len * config.num_envs
+        self.network = self.make_network(spec)
+        self.learner = self.make_learner(self.network)
+        self.select_action, self.act = self.make_actor()
+        self.rollout = RolloutProgram(
+            env, self.select_action, config.trace_len, config.discount, self.mesh
+        )
+        self.replay = None
+        self.compile_s = 0.0
+
+    def _build_absorb(self, replay_specs=()):
+        self._absorb = Program(
+            self.absorb, mesh=self.mesh, donate_argnums=(0, 1),
+            **(rollout_program_specs(replay_specs) if self.mesh is not None else {}),
+        )  # fmt: skip
+
+    # ------------------------------------------------------------------ agent hooks
+    def make_network(self, env_spec):
+        raise NotImplementedError
+
+    def make_learner(self, network):
+        raise NotImplementedError
+
+    def make_actor(self):
+        """`(select_action, act)` (agents/actors.py); by default the categorical actor of
+        `policy_logits`."""
+        return categorical_actor(self.policy_logits)
+
+    def policy_logits(self, params, obs, first, core):
+        """`(logits [B, A], core)` of the policy at one batched step."""
+        raise NotImplementedError
+
+    def policy_params(self, learner):
+        """What the actor takes as `params` from a learner state: `learner.params` by
+        default; e.g. (params, observation statistics) for an agent that normalises."""
+        return learner.params
+
+    def initial_core(self, num_envs: int):
+        return ()
+
+    def absorb(self, learner, replay, traj, axis_name=None):
+        """Take in a fresh rollout (learn from it, store it). Pure; returns (learner, replay,
+        metrics list)."""
+        raise NotImplementedError
+
+    def collect(self, state: TrainState):
+        """One rollout with the current policy: (actor, rollout, rollout placed on the mesh)."""
+        return self.rollout(self.policy_params(state.learner), state.actor)
+
+    def after_learning(self, learner, num_updates: int) -> None:
+        """Called on the host after an iteration's updates were dispatched."""
+
+    # ------------------------------------------------------------------ protocol
+    def sample_obs(self, num_envs: int):
+        spec = self.env.spec
+        return jnp.zeros((num_envs, *spec.obs_shape), spec.obs_dtype)
+
+    def init_learner(self, key):
+        return self.learner.init(key, self.sample_obs(self.env.spec.num_envs))
+
+    def _init_actor(self, key):
+        return initial_actor_state(self.env, self.initial_core(self.env.spec.num_envs), key)
+
+    def _init_replay(self):
+        return ()
+
+    def init(self, key) -> TrainState:
+        learner_key, actor_key = jax.random.split(key)
+        if jax.process_count() > 1:  # same learner everywhere, different actions per process
+            actor_key = jax.random.fold_in(actor_key, jax.process_index())
+        actor = self._init_actor(actor_key)
+        learner = self.init_learner(learner_key)
+        if self.mesh is not None:
+            learner = to_global(learner, self.mesh, P())  # replicated: same seed everywhere
+        return TrainState(learner, self._init_replay(), actor)
+
+    def reset_actor(self, state: TrainState, key) -> TrainState:
+        self.close()
+        return state._replace(actor=self._init_actor(key))
+
+    def _compile_learning(self, state: TrainState, placed) -> None:
+        self._absorb.compile(state.learner, state.replay, placed)
+
+    def compile(self, state: TrainState) -> float:
+        t0 = time.perf_counter()
+        params = self.policy_params(state.learner)
+        self.rollout.compile(params, state.actor)
+        self._compile_learning(state, self.rollout.abstract(params, state.actor))
+        self.compile_s = time.perf_counter() - t0
+        return self.compile_s
+
+    def learn(self, learner, replay, iteration: int, env_steps: int):
+        """The learning after `absorb` in one iteration: (learner, replay, metrics list)."""
+        return learner, replay, []
+
+    def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
+        actor, traj, placed = self.collect(state)
+        learner, replay, metrics = self._absorb(state.learner, state.replay, placed)
+        learner, replay, more = self.learn(learner, replay, iteration, env_steps)
+        out = IterationOutput(
+            list(metrics) + more, traj.finished_return, traj.finished_length, traj.game_over
+        )
+        return TrainState(learner, replay, actor), out
+
+    def acting_params(self, learner):
+        return self.rollout.acting_params(self.policy_params(learner))
+
+    @property
+    def programs(self) -> dict[str, Any]:
+        """The device programs, by name (their `traces` count compilations)."""
+        return {"rollout": self.rollout, "absorb": self._absorb}
+
+    @property
+    def bytes_per_transition(self) -> float:
+        return 0.0
+
+    def close(self) -> None:
+        """Stop background work (none by default)."""
+
+
+class AgentBase(RolloutAgent):
+    """A `RolloutAgent` with a trace replay (module docstring). Subclasses also implement
+    `updates_due`; they may override `make_replay`, and `absorb` (by default it stores the
+    rollout)."""
+
+    def __init__(self, config, env, *, seed: int = 0, mesh=None, replay_memory_limit=None):
+        super().__init__(config, env, seed=seed, mesh=mesh)
         check_divisible("--batch-size", config.batch_size, self.num_devices)
         if config.microbatch_traces:
             check_divisible(
                 "--batch-size per device", config.batch_size // self.num_devices,
                 config.microbatch_traces, "--microbatch-traces",
             )  # fmt: skip
-        self.config, self.env, self.seed = config, env, seed
-        self.steps_per_iteration = config.trace_len * config.num_envs
-        self.network = self.make_network(spec)
-        self.learner = self.make_learner(self.network)
-        self.select_action, self.act = categorical_actor(self.policy_logits)
-        self.rollout = RolloutProgram(
-            env, self.select_action, config.trace_len, config.discount, self.mesh
-        )
-        n = spec.num_envs
-        params = jax.eval_shape(self.init_learner, jax.random.PRNGKey(0)).params
-        obs = jax.ShapeDtypeStruct((n, *spec.obs_shape), spec.obs_dtype)
+        spec, n = self.env.spec, self.env.spec.num_envs
+        learner = jax.eval_shape(self.init_learner, jax.random.PRNGKey(0))
         first = jax.ShapeDtypeStruct((n,), jnp.bool_)
         core = self.initial_core(n)
-        out = jax.eval_shape(self.select_action, params, obs, first, core, jax.random.PRNGKey(0))
+        obs = jax.eval_shape(lambda: self.sample_obs(n))
+        out = jax.eval_shape(
+            self.select_action, self.policy_params(learner), obs, first, core,
+            jax.random.PRNGKey(0),
+        )  # fmt: skip
         self.replay = self.make_replay(
             make_trace_replay(
                 spec,
@@ -144,10 +249,7 @@ class AgentBase:
             )
         )
         specs = self.replay.partition_specs(DATA) if self.mesh is not None else None
-        self._absorb = Program(
-            self.absorb, mesh=self.mesh, donate_argnums=(0, 1),
-            **(rollout_program_specs(specs) if self.mesh is not None else {}),
-        )  # fmt: skip
+        self._build_absorb(specs)
         self._replay_update = Program(
             self.replay_update, mesh=self.mesh, donate_argnums=(0, 1),
             **(replay_program_specs(specs) if self.mesh is not None else {}),
@@ -156,26 +258,12 @@ class AgentBase:
             self._replay_init = jax.jit(
                 jax.shard_map(self.replay.init, mesh=self.mesh, in_specs=(), out_specs=specs)
             )
-        self.compile_s = 0.0
 
     # ------------------------------------------------------------------ agent hooks
-    def make_network(self, env_spec):
-        raise NotImplementedError
-
-    def make_learner(self, network):
-        raise NotImplementedError
-
-    def policy_logits(self, params, obs, first, core):
-        """`(logits [B, A], core)` of the policy at one batched step."""
-        raise NotImplementedError
-
     def updates_due(self, iteration: int, env_steps: int) -> int:
         """Replay updates to run in this iteration: a pure function of its arguments (the
         counts before it), so that a resumed run and every process agree."""
         raise NotImplementedError
-
-    def initial_core(self, num_envs: int):
-        return ()
 
     def make_replay(self, trace_replay):
         """Wrap the uniform trace replay (e.g. in `replay.PrioritizedTraceReplay`)."""
@@ -198,71 +286,27 @@ class AgentBase:
         replay = self.replay.set_priorities(replay, info.env_index, info.slot, priorities)
         return learner, replay, metrics
 
-    def collect(self, state: TrainState):
-        """One rollout with the current params: (actor, rollout, rollout placed on the mesh)."""
-        return self.rollout(state.learner.params, state.actor)
-
-    def after_learning(self, learner, num_updates: int) -> None:
-        """Called on the host after an iteration's updates were dispatched."""
-
     # ------------------------------------------------------------------ protocol
-    def init_learner(self, key):
-        n, spec = self.env.spec.num_envs, self.env.spec
-        return self.learner.init(key, jnp.zeros((n, *spec.obs_shape), spec.obs_dtype))
+    def _init_replay(self):
+        return self.replay.init() if self.mesh is None else self._replay_init()
 
-    def init(self, key) -> TrainState:
-        learner_key, actor_key = jax.random.split(key)
-        if jax.process_count() > 1:  # same learner everywhere, different actions per process
-            actor_key = jax.random.fold_in(actor_key, jax.process_index())
-        actor = initial_actor_state(self.env, self.initial_core(self.env.spec.num_envs), actor_key)
-        learner = self.init_learner(learner_key)
-        if self.mesh is None:
-            return TrainState(learner, self.replay.init(), actor)
-        learner = to_global(learner, self.mesh, P())  # replicated: same seed in every process
-        return TrainState(learner, self._replay_init(), actor)
-
-    def reset_actor(self, state: TrainState, key) -> TrainState:
-        self.close()
-        actor = initial_actor_state(self.env, self.initial_core(self.env.spec.num_envs), key)
-        return state._replace(actor=actor)
-
-    def compile(self, state: TrainState) -> float:
-        t0 = time.perf_counter()
-        params = state.learner.params
-        self.rollout.compile(params, state.actor)
-        placed = self.rollout.abstract(params, state.actor)
-        self._absorb.compile(state.learner, state.replay, placed)
+    def _compile_learning(self, state: TrainState, placed) -> None:
+        super()._compile_learning(state, placed)
         self._replay_update.compile(state.learner, state.replay)
-        self.compile_s = time.perf_counter() - t0
-        return self.compile_s
 
-    def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
-        actor, traj, placed = self.collect(state)
-        learner, replay, metrics = self._absorb(state.learner, state.replay, placed)
-        metrics = list(metrics)
+    def learn(self, learner, replay, iteration: int, env_steps: int):
+        metrics = []
         n = self.updates_due(iteration, env_steps)
         for _ in range(n):
             learner, replay, m = self._replay_update(learner, replay)
             metrics.append(m)
         self.after_learning(learner, n)
-        out = IterationOutput(metrics, traj.finished_return, traj.finished_length, traj.game_over)
-        return TrainState(learner, replay, actor), out
-
-    def acting_params(self, learner):
-        return self.rollout.acting_params(learner.params)
+        return learner, replay, metrics
 
     @property
     def programs(self) -> dict[str, Any]:
-        """The device programs, by name (their `traces` count compilations)."""
-        return {
-            "rollout": self.rollout,
-            "absorb": self._absorb,
-            "replay_update": self._replay_update,
-        }
+        return {**super().programs, "replay_update": self._replay_update}
 
     @property
     def bytes_per_transition(self) -> float:
         return self.replay.bytes_per_transition
-
-    def close(self) -> None:
-        """Stop background work (none by default)."""

@@ -1,7 +1,7 @@
 """Rollouts shared by the agents: time-major trace recording over a pure `select_action`.
 
 `select_action(params, obs, first, core_state, key) -> ActorOutput` is the agent's policy
-step (for categorical policies: `agents.base.categorical_actor`). Its output decides what a
+step (agents/actors.py builds it for categorical and Gaussian policies). Its output decides what a
 trace stores: the action (int32 index or float vector) and the behaviour statistics `mu` the
 learner needs for off-policy corrections (a probability vector, or any pytree: Gaussian mean
 and log-std, a log-prob).
@@ -31,6 +31,7 @@ class ActorOutput(NamedTuple):
     action: Array  # [B] int32 index, or [B, *action_shape] float for continuous actions
     mu: Any  # behaviour statistics, leaves [B, ...]: μ(·|x) [B, A] for a categorical policy
     core_state: Any  # recurrent state after this step (() for feed-forward networks)
+    env_action: Any = None  # what the env receives, if not `action` (e.g. clipped to bounds)
 
 
 class ActorState(NamedTuple):
@@ -55,6 +56,10 @@ class Rollout(NamedTuple):
     finished_return: Array  # [T, B] return of a game that ended at this step, else 0
     finished_length: Array  # [T, B]
     game_over: Array  # [T, B] bool
+
+
+def _env_action(out: ActorOutput):
+    return out.action if out.env_action is None else out.env_action
 
 
 def _record(discount: float, actor: ActorState, out: ActorOutput, ts: TimeStep):
@@ -111,7 +116,7 @@ def make_xla_rollout(env, select_action, trace_len: int, discount: float):
         def body(actor, _):
             key, sub = jax.random.split(actor.key)
             out = select_action(params, actor.obs, actor.first, actor.core_state, sub)
-            env_state, ts = env.xla_step(actor.env_state, out.action)
+            env_state, ts = env.xla_step(actor.env_state, _env_action(out))
             actor = actor._replace(env_state=env_state, key=key)
             return _record(discount, actor, out, ts)
 
@@ -144,7 +149,7 @@ def make_host_rollout(env, select_action, trace_len: int, discount: float):
         for _ in range(trace_len):
             key, sub = jax.random.split(key)
             out = policy(params, obs, first, core, sub)
-            ts = env.step(np.asarray(out.action))
+            ts = env.step(np.asarray(_env_action(out)))
             outs.append(out)
             tss.append(ts)
             obs, first, core = ts.obs, ts.first, out.core_state

@@ -1,5 +1,5 @@
 """ACER actor: the policy of one batched step (the categorical sampling is shared,
-`agents.base.categorical_actor`)."""
+`agents.actors.categorical_actor`)."""
 
 from __future__ import annotations
 
