@@ -30,8 +30,8 @@ Checks
 * Shapes and dtypes: always, at trace time, free under `jit`.
 * Hyperparameters and discounts: λ (`lambda_`) ∈ [0, 1], truncation levels `c`, `c_max` (and
   V-trace's clips) ≥ 0, `discount_t` ∈ [0, 1] (every entry), the trust-region `delta` ≥ 0, and
-  a categorical support (`z_q`, `atoms`) finite and strictly increasing; PPO's `epsilon` and
-  the normalisation `eps` ≥ 0 (and scalars). Checked eagerly, with
+  a categorical support (`z_q`, `atoms`) finite and strictly increasing; PPO's `epsilon`, the
+  Huber `delta` and the rescaling `eps` ≥ 0 (and scalars). Checked eagerly, with
   a one-line `ValueError` naming the argument, when the value is a Python number or a NumPy
   array. Traced values, and jax Arrays in general, are not checked: pass them inside
   `checked` to check them at run time.
@@ -48,11 +48,14 @@ and raises `checkify.JaxRuntimeError` (a `ValueError`) naming the argument on a 
 Without the wrapper no check is emitted: the compiled losses are unchanged.
 
 Gradients: every target (`retrace_targets`, `vtrace`, `lambda_returns`, `n_step_returns`,
-`gae`, `distributional_retrace_targets`, `normalize_advantages`) is wrapped in
-`jax.lax.stop_gradient`. The losses treat their targets and coefficients as constants;
-gradient flows only into the quantity being learnt (Q(x_t, a_t), the logits, the predicted
-distribution). In particular: `ppo_clip_loss` only into log π_θ(a_t|x_t) (not the old
-log-probabilities, not the advantages); `clipped_value_loss` only into V(x_t).
+`gae`, `distributional_retrace_targets`, the (double, categorical) Q-learning targets,
+`normalize_advantages`) is wrapped in `jax.lax.stop_gradient`. The losses treat their targets
+and coefficients as constants; gradient flows only into the quantity being learnt (Q(x_t, a_t),
+the logits, the predicted distribution). In particular: `ppo_clip_loss` only into
+log π_θ(a_t|x_t) (not the old log-probabilities, not the advantages); `clipped_value_loss`
+only into V(x_t); `q_learning_loss` and `categorical_q_learning_loss` only into the taken
+action's Q value or logits. `huber_loss` and the value rescaling are plain differentiable
+functions.
 
 Example::
 
@@ -98,6 +101,17 @@ from agents.losses.retrace import (
     trace_coefficients,
 )
 from agents.losses.returns import VTraceOutput, gae, lambda_returns, n_step_returns, vtrace
+from agents.losses.value import (
+    categorical_double_q_learning_targets,
+    categorical_q_learning_loss,
+    categorical_q_learning_targets,
+    double_q_learning_targets,
+    huber_loss,
+    inverse_value_rescale,
+    q_learning_loss,
+    q_learning_targets,
+    value_rescale,
+)
 
 __all__ = [
     "MU_EPSILON",
@@ -108,19 +122,28 @@ __all__ = [
     "acer_value_loss",
     "beta_loo_policy_loss",
     "categorical_cross_entropy",
+    "categorical_double_q_learning_targets",
     "categorical_projection",
+    "categorical_q_learning_loss",
+    "categorical_q_learning_targets",
     "checked",
     "clipped_value_loss",
     "distributional_retrace_targets",
+    "double_q_learning_targets",
     "entropy",
     "gae",
+    "huber_loss",
+    "inverse_value_rescale",
     "lambda_returns",
     "n_step_returns",
     "normalize_advantages",
     "ppo_clip_loss",
+    "q_learning_loss",
+    "q_learning_targets",
     "retrace_targets",
     "trace_coefficients",
     "trust_region_policy_loss",
     "trust_region_projection",
+    "value_rescale",
     "vtrace",
 ]
