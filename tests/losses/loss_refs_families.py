@@ -232,3 +232,132 @@ def categorical_loss_np(logits, a, target, mask=None):
             if mask[t, b]:
                 out[t, b] = -float(target[t, b] @ log_softmax_np(logits[t, b, a[t, b]]))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# SAC (Haarnoja et al. 2018, arXiv:1812.05905) and discrete SAC (arXiv:1910.07207)
+# ---------------------------------------------------------------------------------------------
+
+
+def tanh_gaussian_log_prob_np(u, mean, log_std, low=None, high=None):
+    """Eq. 26: Σ_i [log N(u_i; μ_i, σ_i) − log(1 − tanh²(u_i))], over the last axis; with
+    bounds, minus Σ_i log((high_i − low_i)/2). Valid while 1 − tanh² does not round to 0."""
+    u, mean, log_std = (np.asarray(x, np.float64) for x in (u, mean, log_std))
+    lead, D = u.shape[:-1], u.shape[-1]
+    out = np.zeros(lead)
+    for idx in np.ndindex(*lead):
+        total = 0.0
+        for i in range(D):
+            sigma = math.exp(log_std[(*idx, i)])
+            x = u[(*idx, i)]
+            normal = math.exp(-0.5 * ((x - mean[(*idx, i)]) / sigma) ** 2) / (
+                sigma * math.sqrt(2.0 * math.pi)
+            )
+            total += math.log(normal) - math.log(1.0 - math.tanh(x) ** 2)
+            if low is not None:
+                total -= math.log((high[i] - low[i]) / 2.0)
+        out[idx] = total
+    return out
+
+
+def log_sech2_np(u):
+    """log(1 − tanh²u) = log sech²u = 2 log(2 / (eᵘ + e⁻ᵘ)), in float64 (|u| < 700)."""
+    return np.array([2.0 * math.log(2.0 / (math.exp(v) + math.exp(-v))) for v in np.ravel(u)])
+
+
+def scale_action_np(a, low, high):
+    a = np.asarray(a, np.float64)
+    out = np.empty_like(a)
+    for idx in np.ndindex(*a.shape):
+        i = idx[-1]
+        out[idx] = low[i] + (a[idx] + 1.0) * (high[i] - low[i]) / 2.0
+    return out
+
+
+def soft_targets_np(r, d, next_q_min, next_logp, alpha):
+    """Eq. 3 + 5: y = r + γ (min Q'(x', a') − α log π(a'|x'))."""
+    T, B = np.shape(r)
+    out = np.zeros((T, B))
+    for t in range(T):
+        for b in range(B):
+            out[t, b] = r[t, b] + d[t, b] * (next_q_min[t, b] - alpha * next_logp[t, b])
+    return out
+
+
+def n_step_soft_targets_np(r, d, q_min, logp, alpha, n, mask=None):
+    """q_min, logp: `[T + 1, B]` at x_0..x_T; bootstrap from V_soft = min Q − α log π."""
+    r, d = np.asarray(r, np.float64), np.asarray(d, np.float64)
+    T, B = r.shape
+    mask = np.ones((T, B)) if mask is None else np.asarray(mask)
+    out = np.zeros((T, B))
+    for b in range(B):
+        for t in range(T):
+            total, disc, s = n_step_window(r[:, b], d[:, b], mask[:, b], t, n)
+            out[t, b] = total + disc * (q_min[s, b] - alpha * logp[s, b])
+    return out
+
+
+def softmax_row_np(x):
+    lp = log_softmax_np(x)
+    return np.array([math.exp(v) for v in lp]), lp
+
+
+def discrete_soft_targets_np(r, d, next_q_min, next_logits, alpha):
+    """Christodoulou eq. 10: V(x') = Σ_a π(a|x') [min Q'(x', a) − α log π(a|x')]."""
+    T, B, A = np.shape(next_q_min)
+    out = np.zeros((T, B))
+    for t in range(T):
+        for b in range(B):
+            pi, log_pi = softmax_row_np(next_logits[t, b])
+            v = sum(pi[a] * (next_q_min[t, b, a] - alpha * log_pi[a]) for a in range(A) if pi[a])
+            out[t, b] = r[t, b] + d[t, b] * v
+    return out
+
+
+def discrete_actor_np(logits, q_min, alpha):
+    """Eq. 12: Σ_a π(a|x) [α log π(a|x) − Q(x, a)] per step."""
+    T, B, A = np.shape(logits)
+    out = np.zeros((T, B))
+    for t in range(T):
+        for b in range(B):
+            pi, log_pi = softmax_row_np(logits[t, b])
+            out[t, b] = sum(pi[a] * (alpha * log_pi[a] - q_min[t, b, a]) for a in range(A) if pi[a])
+    return out
+
+
+def discrete_temperature_np(log_alpha, logits, target_entropy):
+    """Eq. 11: −α Σ_a π(a|x) (log π(a|x) + H̄) per step (also its derivative in log α)."""
+    T, B, A = np.shape(logits)
+    alpha = math.exp(log_alpha)
+    out = np.zeros((T, B))
+    for t in range(T):
+        for b in range(B):
+            pi, log_pi = softmax_row_np(logits[t, b])
+            out[t, b] = -alpha * sum(
+                pi[a] * (log_pi[a] + target_entropy) for a in range(A) if pi[a]
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# TD3 (Fujimoto et al. 2018, arXiv:1802.09477 eq. 10, 15)
+# ---------------------------------------------------------------------------------------------
+
+
+def td3_actions_np(next_action, noise, noise_clip, low, high):
+    next_action, noise = np.asarray(next_action, np.float64), np.asarray(noise, np.float64)
+    out = np.empty_like(next_action)
+    for idx in np.ndindex(*next_action.shape):
+        i = idx[-1]
+        eps = min(max(noise[idx], -noise_clip), noise_clip)
+        out[idx] = min(max(next_action[idx] + eps, low[i]), high[i])
+    return out
+
+
+def td3_targets_np(r, d, q1, q2):
+    T, B = np.shape(r)
+    out = np.zeros((T, B))
+    for t in range(T):
+        for b in range(B):
+            out[t, b] = r[t, b] + d[t, b] * min(q1[t, b], q2[t, b])
+    return out
