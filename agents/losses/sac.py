@@ -231,7 +231,7 @@ def n_step_soft_q_targets(
 
 
 def sac_actor_loss(q_min_t, logp_t, alpha, *, mask_t=None):
-    r"""SAC's policy loss (arXiv:1812.05905, eq. 7, reparameterised as eq. 8), per step.
+    r"""SAC's policy loss (arXiv:1812.05905, eq. 7, with a reparameterised action), per step.
 
         loss_t = α log π(a_t|x_t) − min_i Q_i(x_t, a_t),   a_t = tanh(μ + σ ξ), ξ ~ N(0, 1)
 
@@ -451,6 +451,8 @@ def dpg_loss(a_t, dqda_t, *, mask_t=None):
 
     Returns:
       `[T, B]` per-step loss.
+
+    Checks: shapes and dtypes always; under `agents.losses.checked`, `dqda_t` must be finite.
     """
     T, B = C.time_batch("a_t", a_t, 3, "[T, B, D]")
     C.check_float("a_t", a_t)

@@ -14,7 +14,7 @@ References:
   Mnih et al. (2015), DQN, Nature 518 (the Huber loss on the TD error, "error clipping").
   van Hasselt, Guez, Silver (2016), "Deep RL with Double Q-learning", arXiv:1509.06461, eq. 4.
   Bellemare, Dabney, Munos (2017), C51, arXiv:1707.06887, Algorithm 1.
-  Hessel et al. (2018), Rainbow, arXiv:1710.02298, §2 (n-step and double C51 targets).
+  Hessel et al. (2018), Rainbow, arXiv:1710.02298, §3 (the n-step double C51 target).
   Pohlen et al. (2018), "Observe and Look Further", arXiv:1805.11593, §3.2 and Prop. A.2.
   Kapturowski et al. (2019), R2D2, ICLR (n-step double Q targets with value rescaling).
   Huber (1964), "Robust Estimation of a Location Parameter", Ann. Math. Statist. 35(1).
@@ -329,7 +329,7 @@ def categorical_double_q_learning_targets(
     *,
     mask_t=None,
 ):
-    r"""n-step double C51 targets (Rainbow, arXiv:1710.02298 §2; C51 Algorithm 1), `[T, B, K]`.
+    r"""n-step double C51 targets (Rainbow, arXiv:1710.02298 §3; C51 Algorithm 1), `[T, B, K]`.
 
     As `categorical_q_learning_targets`, but the bootstrap action is chosen by the online
     network's mean Q values, a* = argmax_a Q_online(x_{t+m}, a) (van Hasselt et al. 2016), and

@@ -568,3 +568,9 @@ def test_traced_values_are_checked_under_checked(name, arg, bad, match):
         losses.checked(fn)(**{**kwargs, arg: jnp.asarray(bad)})
     got = losses.checked(fn)(**{**kwargs, arg: jnp.asarray(kwargs[arg])})
     np.testing.assert_allclose(np.asarray(got), np.asarray(fn(**kwargs)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unwrapped_losses_emit_no_checks(name):
+    kwargs = valid_kwargs(name)
+    assert "check" not in str(jax.make_jaxpr(lambda: getattr(losses, name)(**kwargs))())

@@ -464,3 +464,9 @@ def test_checked_catches_out_of_range_actions(name):
         losses.checked(getattr(losses, name))(**bad)
     got = losses.checked(getattr(losses, name))(**kwargs)
     np.testing.assert_allclose(got, getattr(losses, name)(**kwargs), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(SETS_SHAPE))
+def test_unwrapped_losses_emit_no_checks(name):
+    kwargs = valid_kwargs(name)
+    assert "check" not in str(jax.make_jaxpr(lambda: getattr(losses, name)(**kwargs))())
