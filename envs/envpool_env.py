@@ -90,7 +90,10 @@ class EnvpoolVecEnv(VecEnv):
         config = pool.config
         if not isinstance(obs_space, gymnasium.spaces.Box):
             pool.close()
-            raise ValueError(f"{env_id}: unsupported observation space {obs_space}")
+            raise ValueError(
+                f"{env_id}: envpool's observation space {obs_space} is not supported by the "
+                "envpool adapter (array observations only); use backend='gymnasium'"
+            )
         if isinstance(act_space, gymnasium.spaces.Discrete):
             discrete, num_actions, action_shape = True, int(act_space.n), ()
             low = high = None
