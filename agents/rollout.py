@@ -61,6 +61,12 @@ class Rollout(NamedTuple):
     game_over: Array  # [T, B] bool
 
 
+def time_major(obs):
+    """One batched step `[B, ...]` as a time-major sequence of one step `[1, B, ...]`: for an
+    observation array or pytree (every leaf gets the time axis)."""
+    return jax.tree.map(lambda x: x[None], obs)
+
+
 def _env_action(out: ActorOutput):
     return out.action if out.env_action is None else out.env_action
 
