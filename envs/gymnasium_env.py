@@ -113,6 +113,11 @@ class GymnasiumVecEnv(VecEnv):
         self._seed: int | None = seed
         self.last_info: dict[str, Any] = {}
 
+    def convert_obs(self, obs: Any) -> Any:
+        """A batch of raw gymnasium observations (leaves with a leading batch axis) as this
+        env's observations (`spec.obs_spec`); e.g. for a separate render env."""
+        return self._convert_obs(obs)
+
     def _raw_reset(self) -> np.ndarray:
         seed, self._seed = self._seed, None
         obs, info = self._venv.reset(seed=seed)
