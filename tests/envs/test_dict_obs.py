@@ -133,6 +133,9 @@ def test_obs_keys_and_their_errors():
         make_env(DOORKEY, 1, seed=0, obs_keys="image")
     with pytest.raises(ValueError, match=r"unknown environment 'MiniGrid-DorKey-5x5-v0'.*"):
         make_env("MiniGrid-DorKey-5x5-v0", 1, seed=0)
+    # envpool has its own MiniGrid port; its Dict observation is not taken by that adapter.
+    with pytest.raises(ValueError, match=r"not supported by the envpool adapter.*minigrid"):
+        make_env(DOORKEY, 1, seed=0, backend="envpool")
 
 
 def test_spaces_table():
