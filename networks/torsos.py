@@ -258,7 +258,9 @@ def check_obs(obs: Any, obs_spec: Any, lead: int | None = None) -> tuple[int, ..
             )
         got = tuple(obs.shape[: obs.ndim - n])
     if lead is not None and len(got) != lead:
+        what = "obs_spec leaves" if shape is None else f"obs_shape {shape}"
         raise ValueError(
-            f"observation has leading axes {got}, expected {lead} (e.g. time-major [T, B])"
+            f"observation has leading axes {got}, expected {lead} before the network's "
+            f"{what} (time-major [T, B, *obs_shape])"
         )
     return got
