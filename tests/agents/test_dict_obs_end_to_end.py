@@ -15,7 +15,7 @@ from agents.parallel import DATA, make_mesh, place_rollout
 from agents.protocol import TrainState
 from envs import make_env
 
-ENV, N, T, A = "MiniGrid-DoorKey-5x5-v0", 2, 4, 7
+ENV, N, T = "MiniGrid-DoorKey-5x5-v0", 2, 4
 
 
 class Recording:
