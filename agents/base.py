@@ -232,7 +232,7 @@ class AgentBase(RolloutAgent):
         core = self.initial_core(n)
         obs = jax.eval_shape(lambda: self.sample_obs(n))
         out = jax.eval_shape(
-            self.select_action, self.policy_params(learner), obs, first, core,
+            self.select_action, jax.eval_shape(self.policy_params, learner), obs, first, core,
             jax.random.PRNGKey(0),
         )  # fmt: skip
         self.replay = self.make_replay(

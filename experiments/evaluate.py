@@ -73,7 +73,9 @@ def _acting_config(config, num_envs: int):
     names = {f.name for f in dataclasses.fields(config)}
     changes = {"num_envs": num_envs} if "num_envs" in names else {}
     if {"buffer_size", "trace_len"} <= names:
-        changes["buffer_size"] = 3 * num_envs * config.trace_len
+        # 3 traces per env, or more where the agent's replay windows need more.
+        traces = getattr(config, "min_traces_per_env", 3)
+        changes["buffer_size"] = traces * num_envs * config.trace_len
     if "microbatch_traces" in names:
         changes["microbatch_traces"] = 0
     return dataclasses.replace(config, **changes)
