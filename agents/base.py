@@ -73,6 +73,9 @@ class RolloutAgent:
     name: ClassVar[str] = "agent"
     metric_names: ClassVar[tuple[str, ...]] = ()
     discrete_only: ClassVar[bool] = True
+    # `core_feedback(core, action, reward) -> core`: what a recurrent core learns of the step
+    # just taken (agents/protocol.py); None: nothing.
+    core_feedback = None
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None):
         """`mesh`: a 1-D mesh from `agents.parallel.make_mesh` for data parallelism; None or
@@ -98,8 +101,9 @@ class RolloutAgent:
         self.learner = self.make_learner(self.network)
         self.select_action, self.act = self.make_actor()
         self.rollout = RolloutProgram(
-            env, self.select_action, config.trace_len, config.discount, self.mesh
-        )
+            env, self.select_action, config.trace_len, config.discount, self.mesh,
+            feedback=self.core_feedback,
+        )  # fmt: skip
         self.replay = None
         self.compile_s = 0.0
 

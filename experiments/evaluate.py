@@ -96,6 +96,7 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
             1,
             jax.random.PRNGKey(args.seed),
             agent.initial_core(1),
+            feedback=getattr(agent, "core_feedback", None),
             on_step=lambda ts: frames.append(np.repeat(np.repeat(ts.obs[0, -1], 2, 0), 2, 1)),
         )
     else:
@@ -138,8 +139,9 @@ def main(argv: list[str] | None = None) -> dict:
     act = agent.act(args.greedy)
     params = agent.acting_params(learner)
     returns, lengths = evaluate(
-        act, params, env, args.episodes, jax.random.PRNGKey(args.seed), agent.initial_core(n)
-    )
+        act, params, env, args.episodes, jax.random.PRNGKey(args.seed), agent.initial_core(n),
+        feedback=getattr(agent, "core_feedback", None),
+    )  # fmt: skip
     result = {
         "run": str(run_dir),
         "checkpoint_step": step,
