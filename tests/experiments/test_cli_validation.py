@@ -104,6 +104,9 @@ ZERO_OK = {
     get_agent("acer").config_cls: {"start_train_at", "lstm_size", "microbatch_traces"},
     get_agent("reactor").config_cls: {"start_train_at", "priority_neighbours", "microbatch_traces"},
     get_agent("dqn").config_cls: {"start_train_at", "microbatch_traces", "eps_decay_steps"},
+    get_agent("r2d1").config_cls: {
+        "start_train_at", "microbatch_traces", "eps_decay_steps", "burn_in",
+    },  # fmt: skip
     bench_throughput.BenchArgs: {"num_threads", "warmup"},
     bench_scaling.ScalingArgs: set(),
     bench_losses.Args: {"seed"},
@@ -172,6 +175,9 @@ EXPLICIT_TRAIN = [
     (["--agent", "dqn", "--distributional", "--value-rescale"], "--value-rescale"),
     (["--agent", "dqn", "--num-atoms", "1"], "--num-atoms"),
     (["--agent", "dqn", "--buffer-size", "128"], "--buffer-size"),
+    (["--agent", "r2d1", "--seq-len", "15"], "--seq-len"),
+    (["--agent", "r2d1", "--burn-in", "5"], "--burn-in"),
+    (["--agent", "r2d1", "--buffer-size", "500"], "--buffer-size"),
     (["--preset", "reactor-classic"], "--preset"),
     (["--agent", "reactor", "--preset", "acer-atari"], "--preset"),
     (["--preset", "acer-nope"], "--preset"),
