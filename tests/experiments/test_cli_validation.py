@@ -105,8 +105,11 @@ ZERO_OK = {
     get_agent("reactor").config_cls: {"start_train_at", "priority_neighbours", "microbatch_traces"},
     get_agent("dqn").config_cls: {"start_train_at", "microbatch_traces", "eps_decay_steps"},
     get_agent("r2d1").config_cls: {
-        "start_train_at", "microbatch_traces", "eps_decay_steps", "burn_in",
-    },  # fmt: skip
+        "start_train_at",
+        "microbatch_traces",
+        "eps_decay_steps",
+        "burn_in",
+    },
     bench_throughput.BenchArgs: {"num_threads", "warmup"},
     bench_scaling.ScalingArgs: set(),
     bench_losses.Args: {"seed"},
