@@ -3,7 +3,8 @@
 
 `ActorOutput.mu` decides what a trace stores for the learner (agents/rollout.py): the
 categorical actor records the probability vector μ(·|x); the Gaussian actor records the
-distribution's statistics `{"mean", "log_std"}`. An agent that needs more at acting time (a
+distribution's statistics `{"mean", "log_std"}`; the ε-greedy actor of the value-based agents
+records nothing (`()`). An agent that needs more at acting time (a
 value estimate, a log-probability) writes its own actor with the same two signatures.
 """
 
@@ -70,6 +71,56 @@ def gaussian_actor(policy_gaussian, low=None, high=None):
                 return clip_to_bounds(mean, low, high), core
             noise = jax.random.normal(key, mean.shape, mean.dtype)
             return clip_to_bounds(mean + jnp.exp(log_std) * noise, low, high), core
+
+        return jax.jit(act_fn)
+
+    return select_action, act
+
+
+def linear_epsilon(env_steps, start: float, end: float, decay_steps: int):
+    """The linearly decaying exploration rate of DQN (Mnih et al. 2015): `start` at env step
+    0, `end` from `decay_steps` on. A pure function of the step count (an array or a number),
+    so that a resumed run explores as the original did."""
+    frac = jnp.clip(jnp.asarray(env_steps, jnp.float32) / max(decay_steps, 1), 0.0, 1.0)
+    return start + frac * (end - start)
+
+
+def apex_epsilons(num_envs: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:
+    """Ape-X's fixed per-actor exploration rates (Horgan et al. 2018, arXiv:1803.00933, §4.1),
+    as R2D2 uses them: ε_i = base^(1 + alpha·i/(N−1)) for env i of N (base for N = 1)."""
+    i = np.arange(num_envs, dtype=np.float64)
+    return (base ** (1.0 + alpha * i / max(num_envs - 1, 1))).astype(np.float32)
+
+
+def epsilon_greedy_actor(q_values, eval_epsilon: float = 0.001):
+    """The actor of a value-based agent (DQN, R2D1): ε-greedy on Q values.
+
+    `q_values(params, obs, first, core) -> (q [B, A], core)` is the network's. The actor's
+    params are `(network params, epsilon)`, epsilon a scalar or `[B]` (one rate per env) array,
+    so the exploration schedule is data, not a constant compiled into the rollout. With
+    probability ε an action uniform over all A actions, else argmax Q (ties to the lowest
+    index). It records no behaviour statistics (`mu = ()`): Q-learning needs none. `act(greedy)`
+    plays argmax Q when greedy, else ε-greedy with `eval_epsilon` (0.001: the Atari evaluation
+    protocol of Mnih et al. 2015 uses 0.05, later work, e.g. Rainbow and R2D2, 0.001)."""
+
+    def choose(q, epsilon, key):
+        explore_key, action_key = jax.random.split(key)
+        greedy = jnp.argmax(q, axis=-1)
+        random = jax.random.randint(action_key, greedy.shape, 0, q.shape[-1])
+        explore = jax.random.uniform(explore_key, greedy.shape) < epsilon
+        return jnp.where(explore, random, greedy).astype(jnp.int32)
+
+    def select_action(params, obs, first, core, key) -> ActorOutput:
+        net_params, epsilon = params
+        q, core = q_values(net_params, obs, first, core)
+        return ActorOutput(choose(q, epsilon, key), (), core)
+
+    def act(greedy: bool):
+        def act_fn(params, obs, first, core, key):
+            q, core = q_values(params[0], obs, first, core)
+            if greedy:
+                return jnp.argmax(q, axis=-1).astype(jnp.int32), core
+            return choose(q, eval_epsilon, key), core
 
         return jax.jit(act_fn)
 

@@ -73,6 +73,9 @@ class RolloutAgent:
     name: ClassVar[str] = "agent"
     metric_names: ClassVar[tuple[str, ...]] = ()
     discrete_only: ClassVar[bool] = True
+    # `core_feedback(core, action, reward) -> core`: what a recurrent core learns of the step
+    # just taken (agents/protocol.py); None: nothing.
+    core_feedback = None
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None):
         """`mesh`: a 1-D mesh from `agents.parallel.make_mesh` for data parallelism; None or
@@ -98,8 +101,9 @@ class RolloutAgent:
         self.learner = self.make_learner(self.network)
         self.select_action, self.act = self.make_actor()
         self.rollout = RolloutProgram(
-            env, self.select_action, config.trace_len, config.discount, self.mesh
-        )
+            env, self.select_action, config.trace_len, config.discount, self.mesh,
+            feedback=self.core_feedback,
+        )  # fmt: skip
         self.replay = None
         self.compile_s = 0.0
 
@@ -233,7 +237,7 @@ class AgentBase(RolloutAgent):
         core = self.initial_core(n)
         obs = jax.eval_shape(lambda: self.sample_obs(n))
         out = jax.eval_shape(
-            self.select_action, self.policy_params(learner), obs, first, core,
+            self.select_action, jax.eval_shape(self.policy_params, learner), obs, first, core,
             jax.random.PRNGKey(0),
         )  # fmt: skip
         self.replay = self.make_replay(
@@ -279,7 +283,7 @@ class AgentBase(RolloutAgent):
         """Sample a batch of traces, take one learner step, store the new priorities."""
         key, sub = sample_key(learner.key, axis_name)
         sample = self.replay.sample(replay, sub, self.config.batch_size // self.num_devices)
-        batch = TraceBatch.from_sample(sample, self.config.trace_len)
+        batch = TraceBatch.from_sample(sample, self.replay.window_len)
         learner, metrics, priorities = self.learner.update(
             learner._replace(key=key), batch, axis_name
         )

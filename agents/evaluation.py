@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -23,6 +24,7 @@ def evaluate(
     initial_core=(),
     max_steps: int = 1_000_000,
     on_step: Callable | None = None,
+    feedback: Callable | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Play until every env has finished its quota of games; return (returns, lengths).
 
@@ -30,6 +32,7 @@ def evaluate(
       act: `act(params, obs, first, core, key) -> (action, core)`, jitted.
       env: a `VecEnv` built with `train=False`.
       on_step: optional `on_step(ts)` callback (e.g. to record video frames).
+      feedback: the agent's `core_feedback(core, action, reward) -> core`, or None.
     """
     if num_episodes < 1:
         raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
@@ -47,6 +50,8 @@ def evaluate(
         key, sub = jax.random.split(key)
         action, core = act(params, ts.obs, ts.first, core, sub)
         ts = env.step(np.asarray(action))
+        if feedback is not None:
+            core = feedback(core, action, jnp.asarray(ts.reward, jnp.float32))
         if on_step is not None:
             on_step(ts)
         ret += ts.raw_reward

@@ -89,12 +89,15 @@ class RolloutProgram:
     device (`acting_params` gives them); `place(traj)` splits a rollout over the mesh by env
     (identity on one device). `abstract(params, actor)` is the placed rollout's shape."""
 
-    def __init__(self, env, select_action, trace_len: int, discount: float, mesh=None):
+    def __init__(
+        self, env, select_action, trace_len: int, discount: float, mesh=None, feedback=None
+    ):
         self.env, self.mesh = env, mesh
         self._select_action, self._trace_len, self._discount = select_action, trace_len, discount
+        self._feedback = feedback
         self.traces = 0
         if env.has_xla:
-            rollout = make_xla_rollout(env, select_action, trace_len, discount)
+            rollout = make_xla_rollout(env, select_action, trace_len, discount, feedback)
 
             def counted(params, actor):
                 self.traces += 1
@@ -102,7 +105,7 @@ class RolloutProgram:
 
             self._run = jax.jit(counted)
         else:
-            self._run = make_host_rollout(env, select_action, trace_len, discount)
+            self._run = make_host_rollout(env, select_action, trace_len, discount, feedback)
 
     def acting_params(self, params):
         """This process's replica of replicated params (no copy); params on one device."""
@@ -123,7 +126,7 @@ class RolloutProgram:
         """Shape of the placed rollout (for compiling the programs that consume it)."""
         shape = rollout_shape(
             self.env, self._select_action, self._trace_len, self._discount,
-            self.acting_params(params), actor,
+            self.acting_params(params), actor, self._feedback,
         )  # fmt: skip
         return shape if self.mesh is None else abstract_rollout(shape, self.mesh)
 

@@ -113,6 +113,10 @@ class Agent(Protocol):
         """A jitted batched policy step for evaluation (argmax when `greedy`)."""
         ...
 
+    # Optional attribute `core_feedback(core, action, reward) -> core` (None or absent: none):
+    # after every env step, the acting loops (rollouts, evaluation) pass the recurrent state
+    # the action taken and the reward received, for cores that take them as inputs (R2D2).
+
     def initial_core(self, num_envs: int) -> Any:
         """The recurrent state of `num_envs` fresh episodes (`()` for feed-forward)."""
         ...

@@ -71,8 +71,11 @@ def _env_action(out: ActorOutput):
     return out.action if out.env_action is None else out.env_action
 
 
-def _record(discount: float, actor: ActorState, out: ActorOutput, ts: TimeStep):
-    """One step of bookkeeping: the trace fields for step t and the actor state at t+1."""
+def _record(discount: float, actor: ActorState, out: ActorOutput, ts: TimeStep, feedback=None):
+    """One step of bookkeeping: the trace fields for step t and the actor state at t+1.
+
+    `feedback(core, action, reward) -> core`, when given, lets a recurrent core see the
+    action taken and the reward received (R2D2's previous-action and -reward inputs)."""
     steps = {
         "first": actor.first,
         "frame_reset": actor.frame_reset,
@@ -89,7 +92,9 @@ def _record(discount: float, actor: ActorState, out: ActorOutput, ts: TimeStep):
         obs=ts.obs,
         first=ts.first,
         frame_reset=ts.frame_reset,
-        core_state=out.core_state,
+        core_state=out.core_state
+        if feedback is None
+        else feedback(out.core_state, out.action, steps["reward"]),
         episode_return=jnp.where(ts.game_over, 0.0, ret),
         episode_length=jnp.where(ts.game_over, 0, length),
     )
@@ -118,7 +123,7 @@ def _assemble(start: ActorState, end: ActorState, recorded) -> Rollout:
     return Rollout(obs, steps, start.core_state, end.obs, end.first, fin_ret, fin_len, over)
 
 
-def make_xla_rollout(env, select_action, trace_len: int, discount: float):
+def make_xla_rollout(env, select_action, trace_len: int, discount: float, feedback=None):
     """A pure `rollout(params, actor) -> (actor, Rollout)` over envpool's XLA step."""
 
     def rollout(params, actor: ActorState):
@@ -127,7 +132,7 @@ def make_xla_rollout(env, select_action, trace_len: int, discount: float):
             out = select_action(params, actor.obs, actor.first, actor.core_state, sub)
             env_state, ts = env.xla_step(actor.env_state, _env_action(out))
             actor = actor._replace(env_state=env_state, key=key)
-            return _record(discount, actor, out, ts)
+            return _record(discount, actor, out, ts, feedback)
 
         end, recorded = jax.lax.scan(body, actor, None, length=trace_len)
         return end, _assemble(actor, end, recorded)
@@ -135,22 +140,24 @@ def make_xla_rollout(env, select_action, trace_len: int, discount: float):
     return rollout
 
 
-def _record_all(discount: float, actor: ActorState, outs: ActorOutput, tss: TimeStep):
+def _record_all(
+    discount: float, actor: ActorState, outs: ActorOutput, tss: TimeStep, feedback=None
+):
     """`_record` over T stacked policy outputs and env steps (the host rollout's second half)."""
 
     def body(actor, xs):
         out, ts = xs
-        return _record(discount, actor, out, ts)
+        return _record(discount, actor, out, ts, feedback)
 
     end, recorded = jax.lax.scan(body, actor, (outs, tss))
     return end, _assemble(actor, end, recorded)
 
 
-def make_host_rollout(env, select_action, trace_len: int, discount: float):
+def make_host_rollout(env, select_action, trace_len: int, discount: float, feedback=None):
     """The same rollout for host-stepped envs (gymnasium backend). Not jittable as a whole:
     T jitted policy steps, T host env steps, then one jitted recording scan."""
     policy = jax.jit(select_action)
-    record = jax.jit(lambda actor, outs, tss: _record_all(discount, actor, outs, tss))
+    record = jax.jit(lambda actor, outs, tss: _record_all(discount, actor, outs, tss, feedback))
 
     def rollout(params, actor: ActorState):
         outs, tss = [], []
@@ -162,6 +169,9 @@ def make_host_rollout(env, select_action, trace_len: int, discount: float):
             outs.append(out)
             tss.append(ts)
             obs, first, core = ts.obs, ts.first, out.core_state
+            if feedback is not None:
+                reward = jnp.asarray(ts.reward, jnp.float32)
+                core = feedback(core, out.action, reward)
         stack = lambda *xs: jnp.stack([jnp.asarray(x) for x in xs])  # noqa: E731
         outs = jax.tree.map(stack, *outs)
         tss = jax.tree.map(stack, *tss)
@@ -170,7 +180,9 @@ def make_host_rollout(env, select_action, trace_len: int, discount: float):
     return rollout
 
 
-def rollout_shape(env, select_action, trace_len: int, discount: float, params, actor):
+def rollout_shape(
+    env, select_action, trace_len: int, discount: float, params, actor, feedback=None
+):
     """The `Rollout` of either mode as ShapeDtypeStructs, without stepping any env."""
     sds = jax.ShapeDtypeStruct
     out = jax.eval_shape(select_action, params, actor.obs, actor.first, actor.core_state, actor.key)
@@ -183,7 +195,7 @@ def rollout_shape(env, select_action, trace_len: int, discount: float, params, a
     )  # fmt: skip
     stack = lambda s: sds((trace_len, *s.shape), s.dtype)  # noqa: E731
     outs, tss = jax.tree.map(stack, out), jax.tree.map(stack, ts)
-    return jax.eval_shape(partial(_record_all, discount), actor, outs, tss)[1]
+    return jax.eval_shape(partial(_record_all, discount, feedback=feedback), actor, outs, tss)[1]
 
 
 def initial_actor_state(env, network_initial_state, key, use_xla: bool | None = None) -> ActorState:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from envs.core import VecEnv
 from envs.envpool_env import EnvpoolVecEnv, envpool_ids, is_atari_id
 from envs.gymnasium_env import GymnasiumVecEnv, gymnasium_ids
+from envs.partial import PARTIAL_OBS, ObsSubsetVecEnv
 from envs.text import DEFAULT_MISSION_LENGTH
 
 BACKENDS = ("auto", "envpool", "gymnasium")
@@ -61,6 +62,8 @@ def _resolve_backend(env_id: str, backend: str) -> str:
 def check_env_id(env_id: str, backend: str = "auto") -> str:
     """The backend that serves `env_id` ("envpool" or "gymnasium"); an unknown id raises
     `ValueError` with close matches. Builds nothing."""
+    if env_id in PARTIAL_OBS:
+        return _resolve_backend(PARTIAL_OBS[env_id][0], backend)
     return _resolve_backend(env_id, backend)
 
 
@@ -82,7 +85,8 @@ def make_env(
 
     Args:
       env_id: an envpool id (Atari `*-v5`, classic control, MuJoCo, ...) or, failing that,
-        a gymnasium id. Unknown ids raise `ValueError` with close matches.
+        a gymnasium id, or a partially observed variant of one (`envs.partial.PARTIAL_OBS`,
+        e.g. CartPole-P-v1). Unknown ids raise `ValueError` with close matches.
       num_envs: batch size B (>= 1).
       seed: base seed (int32 range); env i is seeded from it deterministically.
       train: Atari only: True turns on episodic life and reward clipping (training
@@ -105,6 +109,14 @@ def make_env(
     """
     if not isinstance(env_id, str):
         raise ValueError(f"env_id must be a string, got {env_id!r}")
+    if env_id in PARTIAL_OBS:
+        inner_id, keep = PARTIAL_OBS[env_id]
+        inner = make_env(
+            inner_id, num_envs, seed, train=train, reward_clip=reward_clip,
+            episodic_life=episodic_life, num_threads=num_threads,
+            max_episode_steps=max_episode_steps, backend=backend,
+        )  # fmt: skip
+        return ObsSubsetVecEnv(inner, env_id, keep)
     try:
         num_envs = operator.index(num_envs)
     except TypeError:

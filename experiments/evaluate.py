@@ -73,7 +73,9 @@ def _acting_config(config, num_envs: int):
     names = {f.name for f in dataclasses.fields(config)}
     changes = {"num_envs": num_envs} if "num_envs" in names else {}
     if {"buffer_size", "trace_len"} <= names:
-        changes["buffer_size"] = 3 * num_envs * config.trace_len
+        # 3 traces per env, or more where the agent's replay windows need more.
+        traces = getattr(config, "min_traces_per_env", 3)
+        changes["buffer_size"] = traces * num_envs * config.trace_len
     if "microbatch_traces" in names:
         changes["microbatch_traces"] = 0
     return dataclasses.replace(config, **changes)
@@ -94,6 +96,7 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
             1,
             jax.random.PRNGKey(args.seed),
             agent.initial_core(1),
+            feedback=getattr(agent, "core_feedback", None),
             on_step=lambda ts: frames.append(np.repeat(np.repeat(ts.obs[0, -1], 2, 0), 2, 1)),
         )
     else:
@@ -144,8 +147,9 @@ def main(argv: list[str] | None = None) -> dict:
     act = agent.act(args.greedy)
     params = agent.acting_params(learner)
     returns, lengths = evaluate(
-        act, params, env, args.episodes, jax.random.PRNGKey(args.seed), agent.initial_core(n)
-    )
+        act, params, env, args.episodes, jax.random.PRNGKey(args.seed), agent.initial_core(n),
+        feedback=getattr(agent, "core_feedback", None),
+    )  # fmt: skip
     result = {
         "run": str(run_dir),
         "checkpoint_step": step,

@@ -152,14 +152,19 @@ def main(argv: list[str] | None = None) -> Path:
     for label, m in metrics.items():
         axes[0, 0].plot(m[args.x], m["return_mean"], label=label)
         axes[0, 1].plot([w / 60 for w in m["wall_s"]], m["return_mean"], label=label)
-        if "value_loss" in m:
-            axes[1, 0].plot(m["env_steps"], m["value_loss"], label=label)
+        # The critic's loss (value-based agents: their TD loss) and how the agent explores
+        # (policy entropy, or ε of the value-based agents' ε-greedy).
+        critic = "value_loss" if "value_loss" in m else "loss" if "epsilon" in m else None
+        if critic:
+            axes[1, 0].plot(m["env_steps"], m[critic], label=label)
         if "entropy" in m:
             axes[1, 1].plot(m["env_steps"], m["entropy"], label=label)
+        elif "epsilon" in m:
+            axes[1, 1].plot(m["env_steps"], m["epsilon"], label=f"{label} (ε)", linestyle="--")
     axes[0, 0].set(xlabel=args.x.replace("_", " "), ylabel="mean episode return")
     axes[0, 1].set(xlabel="training wall time (min)", ylabel="mean episode return")
     axes[1, 0].set(xlabel="env steps", ylabel="critic loss (each agent's own)", yscale="log")
-    axes[1, 1].set(xlabel="env steps", ylabel="policy entropy")
+    axes[1, 1].set(xlabel="env steps", ylabel="policy entropy, or ε (dashed)")
     for ax in axes.flat:
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=8)

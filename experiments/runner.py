@@ -364,6 +364,7 @@ class Runner:
                 run.eval_episodes,
                 jax.random.PRNGKey(run.seed + 1),
                 agent.initial_core(eval_env.spec.num_envs),
+                feedback=getattr(agent, "core_feedback", None),
             )
             eval_s = time.perf_counter() - t0
         evaluated = len(returns) > 0

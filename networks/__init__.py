@@ -2,7 +2,15 @@
 the Reactor network."""
 
 from networks.cores import ResetLSTM
-from networks.heads import ACERNetwork, PolicyQHead
+from networks.heads import (
+    ACERNetwork,
+    PolicyQHead,
+    QHead,
+    QNetwork,
+    QOutput,
+    RecurrentQNetwork,
+    RecurrentQState,
+)
 from networks.reactor import (
     DuelingDistributionalHead,
     ReactorNetwork,
@@ -17,9 +25,14 @@ __all__ = [
     "DuelingDistributionalHead",
     "NatureCNN",
     "PolicyQHead",
+    "QHead",
+    "QNetwork",
+    "QOutput",
     "ReactorNetwork",
     "ReactorOutput",
     "ReactorState",
+    "RecurrentQNetwork",
+    "RecurrentQState",
     "ResetLSTM",
     "make_torso",
 ]

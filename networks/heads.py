@@ -1,11 +1,13 @@
-"""Heads and complete actor-critic networks."""
+"""Heads and complete networks: ACER's policy and Q heads, the value networks of DQN and
+its variants (dueling, categorical) and R2D2's recurrent one."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from networks.cores import ResetLSTM
@@ -66,3 +68,113 @@ class ACERNetwork(nn.Module):
             jnp.zeros((batch_size, self.lstm_size), jnp.float32),
             jnp.zeros((batch_size, self.lstm_size), jnp.float32),
         )
+
+
+class QOutput(NamedTuple):
+    """A value network's output: Q(x, ·) `[..., A]`, and for a distributional network the
+    logits of Z(x, ·) over the atoms `[..., A, K]` (None otherwise)."""
+
+    q_values: jax.Array
+    q_logits: jax.Array | None
+
+
+class QHead(nn.Module):
+    """Q values from features: plain (one linear layer) or dueling (Wang et al. 2016,
+    arXiv:1511.06581, eq. 9: Q = V + A − mean_a A), scalar or categorical over `num_atoms`
+    atoms (C51, arXiv:1707.06887; dueling C51 as in Rainbow, arXiv:1710.02298 §3: the
+    streams are combined on the logits). The dueling streams split after the torso's last
+    hidden layer (for Atari the Nature CNN's 512 units); Wang et al. give each stream its own
+    512-unit layer, which doubles the cost of that layer."""
+
+    num_actions: int
+    dueling: bool = False
+    num_atoms: int = 0  # 0: scalar Q values
+    atoms: tuple[float, ...] = ()
+
+    @nn.compact
+    def __call__(self, features) -> QOutput:
+        k = max(self.num_atoms, 1)
+        dense = lambda n, name: nn.Dense(  # noqa: E731
+            n, kernel_init=nn.initializers.orthogonal(1.0), name=name
+        )
+        adv = dense(self.num_actions * k, "advantage" if self.dueling else "q")(features)
+        adv = adv.reshape((*features.shape[:-1], self.num_actions, k))
+        if self.dueling:
+            value = dense(k, "value")(features)[..., None, :]
+            out = value + adv - jnp.mean(adv, axis=-2, keepdims=True)
+        else:
+            out = adv
+        if not self.num_atoms:
+            return QOutput(out[..., 0], None)
+        probs = jax.nn.softmax(out, axis=-1)
+        return QOutput(jnp.einsum("...ak,k->...a", probs, jnp.asarray(self.atoms)), out)
+
+
+class QNetwork(nn.Module):
+    """The feed-forward value network of DQN and its variants: torso (Nature CNN for frames,
+    MLP for vectors) → `QHead`. `apply(params, obs)` with obs `[..., *obs_shape]`."""
+
+    obs_shape: tuple[int, ...]
+    num_actions: int
+    hidden: Sequence[int] = (64, 64)
+    dueling: bool = False
+    num_atoms: int = 0
+    atoms: tuple[float, ...] = ()
+
+    @nn.compact
+    def __call__(self, obs) -> QOutput:
+        features = make_torso(self.obs_shape, self.hidden)(obs)
+        return QHead(self.num_actions, self.dueling, self.num_atoms, self.atoms)(features)
+
+
+class RecurrentQNetwork(nn.Module):
+    """R2D2's value network (Kapturowski et al. 2019, §2.3): torso → LSTM → `QHead`, the LSTM
+    also fed the previous action (one-hot) and the previous reward.
+
+    `apply(params, obs, first, state)`: time-major obs `[T, B, ...]`, `first` `[T, B]`; the
+    state is `RecurrentQState`: the LSTM's (c, h) and the previous action and reward of the
+    step before obs[0] (zeroed with the LSTM at episode starts). `prev_action`/`prev_reward`
+    `[T, B]` of later steps are given, or (None) taken from the state for T = 1 (acting).
+    Returns (QOutput `[T, B, ...]`, state after the last step with the LSTM's state; the
+    caller sets its previous action and reward)."""
+
+    obs_shape: tuple[int, ...]
+    num_actions: int
+    hidden: Sequence[int] = (64,)
+    lstm_size: int = 64
+    dueling: bool = False
+
+    @nn.compact
+    def __call__(self, obs, first, state, prev_action=None, prev_reward=None):
+        if prev_action is None:  # one step: the previous action and reward are in the state
+            prev_action, prev_reward = state.prev_action[None], state.prev_reward[None]
+        keep = ~first
+        prev_action = jnp.where(keep, prev_action, 0)
+        prev_reward = jnp.where(keep, prev_reward, 0.0)
+        features = make_torso(self.obs_shape, self.hidden)(obs)
+        x = jnp.concatenate(
+            [
+                features,
+                jax.nn.one_hot(prev_action, self.num_actions, dtype=features.dtype),
+                prev_reward[..., None].astype(features.dtype),
+            ],
+            axis=-1,
+        )
+        y, lstm = ResetLSTM(self.lstm_size, name="core")(x, first, state.lstm)
+        out = QHead(self.num_actions, self.dueling, name="head")(y)
+        return out, state._replace(lstm=lstm)
+
+    def initial_state(self, batch_size: int) -> RecurrentQState:
+        zeros = jnp.zeros((batch_size, self.lstm_size), jnp.float32)
+        return RecurrentQState(
+            (zeros, zeros), jnp.zeros((batch_size,), jnp.int32), jnp.zeros((batch_size,))
+        )
+
+
+class RecurrentQState(NamedTuple):
+    """The acting state of `RecurrentQNetwork`: the LSTM's (c, h) `[B, size]` each, and the
+    action and reward of the step before the current observation `[B]`."""
+
+    lstm: tuple
+    prev_action: jax.Array
+    prev_reward: jax.Array

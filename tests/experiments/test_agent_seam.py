@@ -178,5 +178,5 @@ def test_flags_of_another_agent_are_errors_naming_both(toy, tmp_path, capsys):
         train.main(["--agent", "reactor", "--trust-region-delta", "2"])
     assert "does not apply to --agent reactor" in str(err.value)
     with pytest.raises(SystemExit) as err:
-        train.main(["--agent", "dqn"])
-    assert "unknown agent 'dqn'" in str(err.value) and "acer" in str(err.value)
+        train.main(["--agent", "dqnn"])
+    assert "unknown agent 'dqnn'" in str(err.value) and "acer" in str(err.value)

@@ -103,6 +103,13 @@ ZERO_OK = {
     RunArgs: {"seed", "num_threads", "process_id", "eval_episodes"},
     get_agent("acer").config_cls: {"start_train_at", "lstm_size", "microbatch_traces"},
     get_agent("reactor").config_cls: {"start_train_at", "priority_neighbours", "microbatch_traces"},
+    get_agent("dqn").config_cls: {"start_train_at", "microbatch_traces", "eps_decay_steps"},
+    get_agent("r2d1").config_cls: {
+        "start_train_at",
+        "microbatch_traces",
+        "eps_decay_steps",
+        "burn_in",
+    },
     bench_throughput.BenchArgs: {"num_threads", "warmup"},
     bench_scaling.ScalingArgs: set(),
     bench_losses.Args: {"seed"},
@@ -114,6 +121,8 @@ NEGATIVE_OK = {"v_min", "v_max"}
 # Probabilities, discounts and decays: must refuse 1.5.
 UNIT_INTERVAL = {
     "discount", "retrace_lambda", "tau", "uniform_mix", "adam_b1", "adam_b2", "priority_epsilon",
+    "priority_exponent", "importance_exponent", "priority_eta", "eps_start", "eps_end",
+    "eval_epsilon",
 }  # fmt: skip
 # Tuples of ints that may be empty (every other one must refuse no values).
 EMPTY_OK = {"hidden"}
@@ -164,8 +173,14 @@ GENERIC_TRAIN = [
 
 # Cross-field rules, places, names: (argv, text the message must hold).
 EXPLICIT_TRAIN = [
-    (["--agent", "dqn"], "--agent"),
-    (["--agent", "acer", "--agent", "dqn"], "--agent"),  # the last one counts, as in tyro
+    (["--agent", "dqnn"], "--agent"),
+    (["--agent", "acer", "--agent", "dqnn"], "--agent"),  # the last one counts, as in tyro
+    (["--agent", "dqn", "--distributional", "--value-rescale"], "--value-rescale"),
+    (["--agent", "dqn", "--num-atoms", "1"], "--num-atoms"),
+    (["--agent", "dqn", "--buffer-size", "128"], "--buffer-size"),
+    (["--agent", "r2d1", "--seq-len", "15"], "--seq-len"),
+    (["--agent", "r2d1", "--burn-in", "5"], "--burn-in"),
+    (["--agent", "r2d1", "--buffer-size", "500"], "--buffer-size"),
     (["--preset", "reactor-classic"], "--preset"),
     (["--agent", "reactor", "--preset", "acer-atari"], "--preset"),
     (["--preset", "acer-nope"], "--preset"),
@@ -305,7 +320,7 @@ CONFIG_DAMAGE = {
     "not-json": (lambda d: '{"run": ', "not valid JSON"),
     "array": (lambda d: "[1, 2]", "JSON array"),
     "wrong-type": (lambda d: d["run"].__setitem__("total_steps", "lots"), "total_steps"),
-    "unknown-agent": (lambda d: d["run"].__setitem__("agent", "dqn"), "dqn"),
+    "unknown-agent": (lambda d: d["run"].__setitem__("agent", "dqnn"), "dqnn"),
     "no-agent-config": (lambda d: d.pop("agent_config"), "agent_config"),
     "unknown-field": (lambda d: d["agent_config"].__setitem__("bogus", 1), "bogus"),
     "out-of-range": (lambda d: d["agent_config"].__setitem__("lr", -1), "--lr"),
@@ -505,7 +520,7 @@ GENERIC_BENCH = [
     for v in values
 ]
 EXPLICIT_BENCH = [
-    ("throughput", ["--agent", "dqn"], "--agent"),
+    ("throughput", ["--agent", "dqnn"], "--agent"),
     ("throughput", ["--preset", "reactor-atari"], "--preset"),
     ("throughput", ["--env", "Nope-v0"], "--env"),
     ("throughput", ["--compare", "lr"], "--compare"),
@@ -515,7 +530,7 @@ EXPLICIT_BENCH = [
     ("throughput", ["--compare", "lr=0.1,0.1"], "--compare"),
     ("throughput", ["--env", "CartPole-v1", "--compare", "num_envs=3"], "--compare num_envs=3"),
     ("throughput", ["--json-out", "/proc/foo/b.json"], "--json-out"),
-    ("scaling", ["--agent", "dqn"], "--agent"),
+    ("scaling", ["--agent", "dqnn"], "--agent"),
     ("scaling", ["--agent", "reactor", "--preset", "acer-atari"], "--preset"),
     ("scaling", ["--env", "Nope-v0"], "--env"),
     ("scaling", ["--devices", "8"], "--devices"),

@@ -1,0 +1,149 @@
+"""The DQN agent on the shared seam (AgentBase): ε-greedy actor, trace replay with a
+look-ahead of n − 1 steps (uniform or prioritized), value learner.
+
+One iteration: collect `trace_len` steps of every env with ε-greedy on the online network,
+store them (`absorb`, which also counts the env steps that drive ε), then run the updates
+owed (`updates_due`: replay_ratio transitions learnt per env step, as rlpyt). ε is a pure
+function of the env steps the learner has absorbed, which the checkpoint holds, so a resumed
+run explores as the original would have.
+
+Why traces with a look-ahead rather than single transitions: a sampled trace of T steps
+comes with the n − 1 steps after it (`replay.TraceReplay`'s `lookahead`), so all T
+transitions get full n-step targets, the online pass over them also gives double Q's
+selections, and frames are stored once. With T = 1 it is transition replay (per-transition
+priorities); the presets use T = 4, which costs (2n + T − 1)/T forward passes per learnt
+transition instead of 2n, at the price of learning 4 consecutive transitions together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from agents.actors import epsilon_greedy_actor, linear_epsilon
+from agents.base import AgentBase
+from agents.dqn.config import DQNConfig
+from agents.dqn.learner import METRICS, DQNLearner, network_costs_per_step
+from agents.learning import TraceBatch, sample_key
+from networks import QNetwork
+from replay import PrioritizedTraceReplay, TraceReplay
+
+
+class DQNAgent(AgentBase):
+    name = "dqn"
+    metric_names = METRICS
+    bench_compare = "prioritized=false,true"  # experiments.bench_throughput's default
+
+    def __init__(self, config: DQNConfig, env, *, seed=0, mesh=None, replay_memory_limit=None):
+        super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)
+
+    # ------------------------------------------------------------------ hooks
+    def make_network(self, spec):
+        cfg = self.config
+        atoms = ()
+        if cfg.distributional:
+            atoms = tuple(float(x) for x in jnp.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms))
+        return QNetwork(
+            obs_shape=spec.obs_shape,
+            num_actions=spec.num_actions,
+            hidden=cfg.hidden,
+            dueling=cfg.dueling,
+            num_atoms=cfg.num_atoms if cfg.distributional else 0,
+            atoms=atoms,
+        )
+
+    def make_learner(self, network):
+        return DQNLearner(self.config, network)
+
+    def make_actor(self):
+        return epsilon_greedy_actor(self.q_values, self.config.eval_epsilon)
+
+    def q_values(self, params, obs, first, core):
+        return self.network.apply(params, obs).q_values, core
+
+    def epsilon(self, env_steps):
+        """ε of the training actor after `env_steps` env steps (scalar, or `[num_envs]`)."""
+        cfg = self.config
+        return linear_epsilon(env_steps, cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps)
+
+    def policy_params(self, learner):
+        return learner.params, self.epsilon(learner.env_steps)
+
+    def make_replay(self, trace_replay: TraceReplay):
+        cfg = self.config
+        windowed = dataclasses.replace(trace_replay, lookback=cfg.lookback, lookahead=cfg.lookahead)
+        if not cfg.prioritized:
+            return windowed
+        # Proportional prioritization (Schaul et al. 2016) with no uniform mixing; new traces
+        # get the replay's lazy initial priority (their neighbours' recent priorities).
+        return PrioritizedTraceReplay(windowed, epsilon=0.0)
+
+    def absorb(self, learner, replay, traj, axis_name=None):
+        learner, replay, metrics = super().absorb(learner, replay, traj, axis_name)
+        learner = learner._replace(env_steps=learner.env_steps + self.steps_per_iteration)
+        return learner, replay, metrics
+
+    def replay_update(self, learner, replay, axis_name=None):
+        key, sub = sample_key(learner.key, axis_name)
+        sample = self.replay.sample(replay, sub, self.config.batch_size // self.num_devices)
+        batch = TraceBatch.from_sample(sample, self.replay.window_len)
+        learner, metrics, priorities = self.learner.update(
+            learner._replace(key=key), batch, axis_name, epsilon=self.epsilon(learner.env_steps)
+        )
+        info = sample.info
+        replay = self.replay.set_priorities(replay, info.env_index, info.slot, priorities)
+        return learner, replay, metrics
+
+    def updates_due(self, iteration: int, env_steps: int) -> int:
+        """Updates owed by this iteration's env steps: replay_ratio transitions learnt per env
+        step, from `start_train_at` on, once a trace and its look-ahead can be sampled. A pure
+        function of the step count (resume-safe, the same in every process)."""
+        cfg = self.config
+        slots_needed = 1 + (cfg.lookback + cfg.lookahead) // cfg.trace_len
+        if iteration < slots_needed:
+            return 0
+        return self._owed(env_steps + self.steps_per_iteration) - self._owed(env_steps)
+
+    def updates_per_env_step(self) -> float:
+        cfg = self.config
+        return cfg.replay_ratio / (cfg.batch_size * cfg.learn_len)
+
+    def _owed(self, env_steps: int) -> int:
+        cfg = self.config
+        if env_steps < cfg.start_train_at:
+            return 0
+        return math.floor((env_steps - cfg.start_train_at) * self.updates_per_env_step() + 1e-9)
+
+    # ------------------------------------------------------------------ benchmarks
+    def network_costs(self) -> dict:
+        """The cost model of experiments.bench_throughput: per env step, one acting forward
+        pass, and per update batch·L frames forward+backward with Adam, batch·n online and
+        batch·(L+n−1) target forward passes (agents.dqn.learner.network_costs_per_step).
+        Returns name -> (make(batch) -> (jitted fn, args), frames per env step)."""
+        spec, net = self.env.spec, self.network
+        params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
+        opt = self.learner.optimizer
+        opt_state = opt.init(params)
+
+        def obs(b):
+            x = jax.random.randint(jax.random.PRNGKey(b), (b, *spec.obs_shape), 0, 255)
+            return x.astype(spec.obs_dtype)
+
+        def train_step(p, s, o):
+            def loss(p):
+                q = net.apply(p, o).q_values
+                return jnp.mean(optax.huber_loss(q[:, 0], jnp.ones_like(q[:, 0])))
+
+            u, s = opt.update(jax.grad(loss)(p), s, p)
+            return optax.apply_updates(p, u), s
+
+        fwd, train = jax.jit(net.apply), jax.jit(train_step)
+        n_train, n_fwd = network_costs_per_step(self.config, self.updates_per_env_step())
+        return {
+            "forward": (lambda b: (fwd, (params, obs(b))), n_fwd),
+            "forward+backward+adam": (lambda b: (train, (params, opt_state, obs(b))), n_train),
+        }

@@ -1,0 +1,214 @@
+"""The value-based learner of DQN and its variants (and, through `unroll`, of R2D1).
+
+One update on a batch of sampled windows (`agents.learning.TraceBatch`, `[W+1, B]` steps: a
+burn-in of `lookback` steps, `L = learn_len` learnt transitions, `n − 1` look-ahead steps):
+
+- Q values of the learnt steps with gradient, of the n look-ahead observations without
+  (for double Q's action selection at the bootstrap states), and the target network's at
+  every state after the first learnt one (`unroll`; a recurrent learner burns in first);
+- n-step targets for every learnt step from `agents.losses` (`double_q_learning_targets` or
+  `q_learning_targets`, optionally value-rescaled; the categorical versions with
+  --distributional): each bootstraps from x_{t+n}, or earlier at an episode end (a
+  termination zeroes the discount, a time-limit truncation bootstraps from the final
+  observation: the trace's discount and mask say which);
+- Huber (or squared) TD loss, or C51's cross-entropy, averaged over the learnt transitions,
+  each sequence weighted by its prioritized-replay importance weight^β;
+- new priorities (η·max + (1 − η)·mean of |δ| over a sequence's valid steps)^α;
+- the target network copied every `target_update_period` updates (`optax.periodic_update`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from agents import losses
+from agents.learning import GradientStep, TraceBatch, adam_with_clipping, gradient_step
+
+Array = jax.Array
+sg = jax.lax.stop_gradient
+
+METRICS = ("loss", "grad_norm", "q_mean", "target_mean", "td_abs", "epsilon")
+RESCALE_EPS = 1e-3  # R2D2's ε of the value rescaling
+
+
+class DQNLearnerState(NamedTuple):
+    params: Any
+    target_params: Any
+    opt_state: Any
+    step: Array  # updates done
+    env_steps: Array  # env steps absorbed (drives the ε schedule; checkpointed)
+    key: Array
+
+
+class Unrolled(NamedTuple):
+    """Network outputs over a window, time-major (`agents.learning.TraceBatch` layout)."""
+
+    learn: Any  # QOutput of the L learnt steps, with gradient
+    ahead: Any  # QOutput of the n observations after them (x_L .. x_{L+n-1}), no gradient
+    target: Any  # target network's QOutput of x_1 .. x_{L+n-1}
+
+
+def priority_mix(td_abs, valid, eta):
+    """Per-sequence priority η·max_t |δ_t| + (1 − η)·mean_t |δ_t| over valid steps (R2D2,
+    Kapturowski et al. 2019, §2.3, η = 0.9). `td_abs`, `valid` `[T, B]`; returns `[B]`."""
+    count = jnp.sum(valid, axis=0)
+    mean = jnp.sum(valid * td_abs, axis=0) / jnp.maximum(count, 1.0)
+    peak = jnp.max(jnp.where(valid > 0, td_abs, 0.0), axis=0)
+    return eta * peak + (1.0 - eta) * mean
+
+
+class DQNLearner:
+    """See the module docstring. `config` is a `DQNConfig` (or R2D1's, with its fields)."""
+
+    def __init__(self, config, network):
+        self.config = config
+        self.network = network
+        self.optimizer = adam_with_clipping(config.lr, config.max_grad_norm, eps=config.adam_eps)
+        cfg = config
+        self.atoms = (
+            jnp.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms, dtype=jnp.float32)
+            if getattr(cfg, "distributional", False)
+            else None
+        )
+
+    def init_params(self, key, sample_obs):
+        return self.network.init(key, sample_obs)
+
+    def init(self, key, sample_obs) -> DQNLearnerState:
+        init_key, key = jax.random.split(key)
+        params = self.init_params(init_key, sample_obs)
+        return DQNLearnerState(
+            params=params,
+            target_params=jax.tree.map(jnp.copy, params),
+            opt_state=self.optimizer.init(params),
+            step=jnp.zeros((), jnp.int32),
+            env_steps=jnp.zeros((), jnp.int32),
+            key=key,
+        )
+
+    # ------------------------------------------------------------------ the loss
+    def unroll(self, params, target_params, batch: TraceBatch) -> Unrolled:
+        """Feed-forward: the online network on x_0..x_{L−1} (gradient) and x_L..x_{L+n−1},
+        the target network on x_1..x_{L+n−1}. Only what the targets read is computed."""
+        L = self.config.learn_len
+        apply = self.network.apply
+        ahead = jax.tree.map(sg, apply(params, batch.obs[L:]))
+        return Unrolled(apply(params, batch.obs[:L]), ahead, apply(target_params, batch.obs[1:]))
+
+    def targets(self, out: Unrolled, batch: TraceBatch):
+        """The n-step targets of the L learnt steps: `[L, B]` (in h-space with value
+        rescaling), or `[L, B, K]` probabilities with --distributional."""
+        cfg = self.config
+        L, n, back = cfg.learn_len, cfg.n_step, cfg.lookback
+        # The steps the targets use: x_0 .. x_{L+n−1} of the learnt part and look-ahead.
+        sl = slice(back, back + L + n - 1)
+        r, disc, mask = batch.reward[sl], batch.discount[sl], batch.mask[sl]
+        online_q = jnp.concatenate([sg(out.learn.q_values), out.ahead.q_values], axis=0)
+        # The target network's values of x_0 are never read (every target bootstraps at
+        # t + 1 or later): a filler row keeps the time index of the losses' layout.
+        if self.atoms is not None:
+            tgt = jax.nn.softmax(out.target.q_logits, axis=-1)
+            filler = jnp.full_like(tgt[:1], 1.0 / tgt.shape[-1])
+            tgt = jnp.concatenate([filler, tgt], axis=0)
+            if cfg.double:
+                target = losses.categorical_double_q_learning_targets(
+                    r, disc, tgt[:-1], tgt[-1], online_q[:-1], online_q[-1], self.atoms, n,
+                    mask_t=mask,
+                )  # fmt: skip
+            else:
+                target = losses.categorical_q_learning_targets(
+                    r, disc, tgt[:-1], tgt[-1], self.atoms, n, mask_t=mask
+                )
+            return target[:L]
+        tgt = out.target.q_values
+        tgt = jnp.concatenate([jnp.zeros_like(tgt[:1]), tgt], axis=0)
+        eps = RESCALE_EPS if cfg.value_rescale else None
+        if cfg.double:
+            target = losses.double_q_learning_targets(
+                r, disc, tgt[:-1], tgt[-1], online_q[:-1], online_q[-1], n,
+                mask_t=mask, rescale_eps=eps,
+            )  # fmt: skip
+        else:
+            target = losses.q_learning_targets(
+                r, disc, tgt[:-1], tgt[-1], n, mask_t=mask, rescale_eps=eps
+            )
+        return target[:L]
+
+    def loss(self, params, batch: TraceBatch, normaliser, target_params):
+        """The loss summed over the learnt steps ÷ `normaliser` (rescaled to a mean over the
+        learnt steps), its summed statistics, and the new priorities `[B]`."""
+        cfg = self.config
+        L, back = cfg.learn_len, cfg.lookback
+        out = self.unroll(params, target_params, batch)
+        target = self.targets(out, batch)
+        a_learn = batch.action[back : back + L]
+        mask_learn = batch.mask[back : back + L]
+        if self.atoms is not None:
+            per_step = losses.categorical_q_learning_loss(
+                out.learn.q_logits, a_learn, target, mask_t=mask_learn
+            )
+            td_abs = sg(per_step)  # the cross-entropy is C51's priority (as in Rainbow)
+            target_mean = jnp.einsum("tbk,k->tb", target, self.atoms)
+        else:
+            delta = cfg.huber_delta or None
+            per_step = losses.q_learning_loss(
+                out.learn.q_values, a_learn, target, mask_t=mask_learn, huber_delta=delta
+            )
+            q_a = jnp.take_along_axis(out.learn.q_values, a_learn[..., None], axis=-1)[..., 0]
+            td_abs = sg(jnp.abs(target - q_a))
+            target_mean = target
+        w = sg(batch.is_weight)[None, :] ** cfg.importance_exponent
+        # gradient_step divides by the window's steps; the loss is a mean over learnt steps.
+        window = batch.reward.shape[0]
+        total = jnp.sum(w * per_step) / normaliser * (window / L)
+        priorities = priority_mix(td_abs, mask_learn, cfg.priority_eta) ** cfg.priority_exponent
+        stats = {
+            "loss": jnp.sum(per_step),
+            "q_mean": jnp.sum(mask_learn * sg(jnp.max(out.learn.q_values, axis=-1))),
+            "target_mean": jnp.sum(mask_learn * sg(target_mean)),
+            "td_abs": jnp.sum(mask_learn * td_abs),
+            "valid": jnp.sum(mask_learn),
+        }
+        return total, (stats, priorities)
+
+    # ------------------------------------------------------------------ the update
+    def update(self, state: DQNLearnerState, batch: TraceBatch, axis_name=None, epsilon=None):
+        """One gradient step and the periodic target copy. Pure. Returns (state, metrics,
+        priorities [B])."""
+
+        def loss_fn(params, chunk, normaliser):
+            return self.loss(params, chunk, normaliser, state.target_params)
+
+        step: GradientStep = gradient_step(
+            loss_fn, self.optimizer, state.params, state.opt_state, batch,
+            chunk=self.config.microbatch_traces, axis_name=axis_name,
+        )  # fmt: skip
+        count = state.step + 1
+        target = optax.periodic_update(
+            step.params, state.target_params, count, self.config.target_update_period
+        )
+        sums = dict(step.sums)
+        valid = jnp.maximum(sums.pop("valid"), 1.0)
+        metrics = {k: v / valid for k, v in sums.items()}
+        metrics["grad_norm"] = step.grad_norm
+        metrics["epsilon"] = jnp.mean(epsilon) if epsilon is not None else jnp.zeros(())
+        metrics = {k: metrics[k] for k in METRICS}
+        new_state = state._replace(
+            params=step.params, target_params=target, opt_state=step.opt_state, step=count
+        )
+        return new_state, metrics, step.per_sequence
+
+
+def network_costs_per_step(config, updates_per_env_step: float) -> tuple[float, float]:
+    """(forward+backward passes, forward passes) of frames per env step: per update,
+    batch·L learnt frames with gradient, batch·n online and batch·(L+n−1) target forwards;
+    plus one acting forward per env step."""
+    b, L, n = config.batch_size, config.learn_len, config.n_step
+    train = updates_per_env_step * b * L
+    fwd = 1.0 + updates_per_env_step * b * (n + L + n - 1)
+    return float(train), float(np.float64(fwd))

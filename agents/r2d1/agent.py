@@ -1,0 +1,69 @@
+"""The R2D1 agent: `agents.dqn.DQNAgent` with a recurrent value network (R2D2 without the
+distributed actors, as rlpyt's R2D1).
+
+What changes from DQN: the network is `networks.RecurrentQNetwork` (LSTM fed the previous
+action and reward, which the acting loops hand to its state through `core_feedback`); the
+replay stores the recurrent state at the start of every trace and samples windows with a
+burn-in before them (`replay.TraceReplay`'s look-back) and the rest of the sequence plus the
+n-step look-ahead after; priorities are per sequence (η·max + (1 − η)·mean |δ|); ε is either
+the linear schedule or Ape-X's fixed per-env rates.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from agents.actors import apex_epsilons
+from agents.dqn.agent import DQNAgent
+from agents.r2d1.config import R2D1Config
+from agents.r2d1.learner import R2D1Learner
+from networks import RecurrentQNetwork
+
+
+class R2D1Agent(DQNAgent):
+    name = "r2d1"
+    bench_compare = "replay_ratio=1,4"
+
+    def __init__(self, config: R2D1Config, env, *, seed=0, mesh=None, replay_memory_limit=None):
+        super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)
+
+    def make_network(self, spec):
+        cfg = self.config
+        return RecurrentQNetwork(
+            obs_shape=spec.obs_shape,
+            num_actions=spec.num_actions,
+            hidden=cfg.hidden,
+            lstm_size=cfg.lstm_size,
+            dueling=cfg.dueling,
+        )
+
+    def make_learner(self, network):
+        return R2D1Learner(self.config, network)
+
+    def q_values(self, params, obs, first, core):
+        out, core = self.network.apply(params, obs[None], first[None], core)
+        return out.q_values[0], core
+
+    def initial_core(self, num_envs):
+        return self.network.initial_state(num_envs)
+
+    @staticmethod
+    def core_feedback(core, action, reward):
+        """The action taken and the reward received become the next step's inputs."""
+        return core._replace(
+            prev_action=jnp.asarray(action, jnp.int32), prev_reward=jnp.asarray(reward)
+        )
+
+    def epsilon(self, env_steps):
+        cfg = self.config
+        if not cfg.apex_epsilon:
+            return super().epsilon(env_steps)
+        # Per env over all processes: this process's envs take their own slice.
+        n = self.env.spec.num_envs
+        rates = apex_epsilons(cfg.num_envs).reshape(-1, n)[jax.process_index()]
+        return jnp.asarray(rates)
+
+    def network_costs(self) -> dict:
+        """No cost model: the recurrent unroll's cost depends on the sequence layout."""
+        return {}

@@ -1,0 +1,215 @@
+"""DQN: the ε schedule, the target copy period, n-step targets through the agent's replay
+window at terminations and truncations (against a NumPy reference written from the n-step
+double-Q equation), and one subprocess train → resume → evaluate.
+
+The losses themselves are tested in tests/losses/test_value.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from agents.actors import apex_epsilons, epsilon_greedy_actor, linear_epsilon
+from agents.dqn.config import DQNConfig
+from agents.dqn.learner import DQNLearner, priority_mix
+from agents.learning import TraceBatch
+from networks import QOutput
+from replay import ReplaySample, SampleInfo, TraceReplay
+
+ROOT = Path(__file__).resolve().parents[2]
+SDS = jax.ShapeDtypeStruct
+
+
+def test_linear_epsilon_schedule():
+    steps = np.array([0, 1, 2_500, 9_999, 10_000, 10_001, 10**7])
+    want = 1.0 + np.clip(steps / 10_000, 0, 1) * (0.05 - 1.0)
+    got = np.asarray(linear_epsilon(jnp.asarray(steps), 1.0, 0.05, 10_000))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    # Ape-X / R2D2 per-env rates: 0.4^(1 + 7 i / (N - 1)).
+    np.testing.assert_allclose(apex_epsilons(4), 0.4 ** (1 + 7 * np.arange(4) / 3), rtol=1e-6)
+    np.testing.assert_allclose(apex_epsilons(1), [0.4])
+
+
+def test_epsilon_greedy_actor_explores_at_its_rate():
+    q = jnp.tile(jnp.array([[0.0, 1.0, 0.5, -1.0]]), (20_000, 1))
+    select, act = epsilon_greedy_actor(lambda p, o, f, c: (q, c), eval_epsilon=0.001)
+    first = jnp.zeros((q.shape[0],), bool)
+    out = select((None, jnp.float32(0.2)), None, first, (), jax.random.PRNGKey(0))
+    greedy_share = np.mean(np.asarray(out.action) == 1)
+    assert abs(greedy_share - (0.8 + 0.2 / 4)) < 0.01  # a uniform action can be the greedy one
+    assert out.mu == ()
+    greedy, _ = act(True)((None, 0.5), None, first, (), jax.random.PRNGKey(1))
+    assert np.all(np.asarray(greedy) == 1)
+    sampled, _ = act(False)((None, 0.5), None, first, (), jax.random.PRNGKey(1))
+    assert np.mean(np.asarray(sampled) != 1) < 0.005  # ε = 0.001, not the training ε
+
+
+class LinearQ:
+    """A stand-in network: Q(x, ·) = x @ W (params W), so Q values are known exactly."""
+
+    def init(self, key, obs):
+        return jax.random.normal(key, (obs.shape[-1], 2))
+
+    def apply(self, params, obs):
+        return QOutput(obs @ params, None)
+
+
+def ends_stream(T_total, rng, ends, gamma):
+    """One env's stream with episode ends: at step e (in `ends`, with a kind) x_e is the final
+    observation; the transition e is the fake auto-reset one (mask 0) and x_{e+1} is first.
+    A termination zeroes the discount of transition e − 1; a truncation keeps γ."""
+    obs = rng.normal(size=(T_total + 1, 3)).astype(np.float32)
+    reward = rng.normal(size=T_total).astype(np.float32)
+    discount = np.full(T_total, gamma, np.float32)
+    mask = np.ones(T_total, np.float32)
+    first = np.zeros(T_total + 1, bool)
+    first[0] = True
+    for e, kind in ends:
+        mask[e] = 0.0
+        first[e + 1] = True
+        if kind == "terminated":
+            discount[e - 1] = 0.0
+    return obs, reward, discount, mask, first
+
+
+def reference_targets(obs, reward, discount, mask, w_online, w_target, n, start, L):
+    """G_t for t = start .. start+L−1 from the equation: walk the transitions of the episode,
+    at most n, stopping before a fake one (mask 0); bootstrap with the target network's value
+    of the online argmax at the state reached, times the product of the discounts."""
+    out = []
+    for t in range(start, start + L):
+        g, scale, j = 0.0, 1.0, t
+        while j < t + n and (j == t or mask[j] > 0):
+            g += scale * reward[j]
+            scale *= discount[j]
+            j += 1
+        q_on, q_tg = obs[j] @ w_online, obs[j] @ w_target
+        out.append(g + scale * q_tg[np.argmax(q_on)])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n):
+    gamma, T, L_slots = 0.9, 4, 6
+    rng = np.random.default_rng(n)
+    total = T * L_slots
+    ends = [
+        [(5, "terminated"), (13, "truncated"), (18, "truncated")],
+        [(3, "truncated"), (11, "terminated")],
+    ]
+    streams = [ends_stream(total, rng, e, gamma) for e in ends]
+    cfg = DQNConfig(num_envs=2, trace_len=T, n_step=n, discount=gamma, batch_size=2,
+                    buffer_size=2 * T * L_slots, hidden=(4,))  # fmt: skip
+    replay = TraceReplay(
+        num_envs=2, trace_len=T, capacity=2 * T * L_slots, obs_shape=(3,),
+        obs_dtype=np.float32, frame_stack=1, lookahead=cfg.lookahead,
+        step_spec={k: SDS((), d) for k, d in [("first", jnp.bool_), ("frame_reset", jnp.bool_),
+                   ("action", jnp.int32), ("reward", jnp.float32), ("discount", jnp.float32),
+                   ("mask", jnp.float32)]} | {"mu": ()},
+    )  # fmt: skip
+    state = replay.init()
+    actions = rng.integers(0, 2, size=(total, 2)).astype(np.int32)
+    for k in range(L_slots):
+        sl = slice(k * T, (k + 1) * T)
+        steps = {
+            "first": np.stack([s[4][sl] for s in streams], 1),
+            "frame_reset": np.stack([s[4][sl] for s in streams], 1),
+            "action": actions[sl],
+            "reward": np.stack([s[1][sl] for s in streams], 1),
+            "discount": np.stack([s[2][sl] for s in streams], 1),
+            "mask": np.stack([s[3][sl] for s in streams], 1),
+            "mu": (),
+        }
+        state = replay.add(state, np.stack([s[0][sl] for s in streams], 1), steps)
+    learner = DQNLearner(cfg, LinearQ())
+    w_online = rng.normal(size=(3, 2)).astype(np.float32)
+    w_target = rng.normal(size=(3, 2)).astype(np.float32)
+    valid = np.flatnonzero(np.asarray(replay.valid_mask(state)))
+    assert len(valid) == L_slots - 1 - cfg.lookahead // T
+    env = jnp.array([0, 1] * len(valid))
+    slot = jnp.repeat(jnp.asarray(valid), 2)
+    traces = replay.gather(state, env, slot)
+    ones = jnp.ones(env.shape, jnp.float32)
+    sample = ReplaySample(traces, SampleInfo(env, slot, ones, ones))
+    batch = TraceBatch.from_sample(sample, replay.window_len)
+    out = learner.unroll(jnp.asarray(w_online), jnp.asarray(w_target), batch)
+    got = np.asarray(learner.targets(out, batch))  # [L, B]
+    for b in range(len(env)):
+        e, s = int(env[b]), int(slot[b])
+        obs, reward, discount, mask, _ = streams[e]
+        want = reference_targets(obs, reward, discount, mask, w_online, w_target, n, s * T, T)
+        keep = mask[s * T : s * T + T] > 0  # masked (fake) steps have no meaningful target
+        np.testing.assert_allclose(got[keep, b], want[keep], rtol=1e-5, atol=1e-5)
+
+
+def test_priority_mix_of_max_and_mean_over_valid_steps():
+    rng = np.random.default_rng(0)
+    td = np.abs(rng.normal(size=(7, 5))).astype(np.float32)
+    valid = (rng.uniform(size=(7, 5)) > 0.3).astype(np.float32)
+    valid[:, 0] = 1.0
+    got = np.asarray(priority_mix(jnp.asarray(td), jnp.asarray(valid), 0.9))
+    for b in range(5):
+        v = td[valid[:, b] > 0, b]
+        want = 0.9 * v.max() + 0.1 * v.mean() if len(v) else 0.0
+        np.testing.assert_allclose(got[b], want, rtol=1e-6)
+
+
+def test_target_network_is_copied_every_period():
+    cfg = DQNConfig(num_envs=1, trace_len=2, n_step=1, batch_size=2, buffer_size=64,
+                    target_update_period=3, hidden=(4,), lr=0.1)  # fmt: skip
+    learner = DQNLearner(cfg, LinearQ())
+    state = learner.init(jax.random.PRNGKey(0), jnp.zeros((1, 3)))
+    w0 = jnp.asarray(np.random.default_rng(1).normal(size=(3, 2)), jnp.float32)
+    state = state._replace(params=w0, target_params=w0, opt_state=learner.optimizer.init(w0))
+    rng = np.random.default_rng(2)
+    batch = TraceBatch(
+        obs=jnp.asarray(rng.normal(size=(3, 2, 3)), jnp.float32),
+        first=jnp.zeros((3, 2), bool),
+        action=jnp.zeros((2, 2), jnp.int32),
+        mu=(),
+        reward=jnp.ones((2, 2)),
+        discount=jnp.full((2, 2), 0.9),
+        mask=jnp.ones((2, 2)),
+        core_state=(),
+        is_weight=jnp.ones((2,)),
+    )
+    update = jax.jit(learner.update)
+    targets = []
+    for _ in range(7):
+        before = state.params
+        state, _, _ = update(state, batch)
+        assert not np.allclose(state.params, before)
+        targets.append((np.asarray(state.target_params), np.asarray(state.params)))
+    for i, (target, online) in enumerate(targets, start=1):
+        if i % 3 == 0:
+            np.testing.assert_array_equal(target, online)  # copied at updates 3 and 6
+        else:
+            expected = targets[i // 3 * 3 - 1][1] if i > 3 else np.asarray(w0)
+            np.testing.assert_array_equal(target, expected)
+
+
+def test_train_resume_evaluate_subprocess(tmp_path):
+    run = tmp_path / "dqn"
+    tiny = ["--num-envs", "4", "--trace-len", "2", "--batch-size", "4", "--buffer-size", "400",
+            "--start-train-at", "16", "--hidden", "8", "--eval-episodes", "2",
+            "--checkpoint-every", "32", "--prioritized", "--distributional"]  # fmt: skip
+    train = [sys.executable, "-m", "experiments.train"]
+    subprocess.run([*train, "--agent", "dqn", "--run-dir", str(run), *tiny, "--total-steps",
+                    "64"], cwd=ROOT, check=True, capture_output=True, timeout=300)  # fmt: skip
+    subprocess.run([*train, "--resume", str(run), "--total-steps", "128"], cwd=ROOT, check=True,
+                   capture_output=True, timeout=300)  # fmt: skip
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] == 128
+    ev = subprocess.run(
+        [sys.executable, "-m", "experiments.evaluate", str(run), "--episodes", "2", "--greedy"],
+        cwd=ROOT, check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert "return" in ev.stdout.lower()
