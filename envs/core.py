@@ -198,6 +198,17 @@ class EnvSpec:
             setf("obs_spec", ArraySpec(tuple(self.obs_shape), self.obs_dtype))
         setf("obs_spec", as_obs_spec(self.obs_spec, f"{self.env_id} obs_spec"))
         if isinstance(self.obs_spec, ArraySpec):
+            # obs_shape/obs_dtype come back from dataclasses.replace: they must agree.
+            given = (self.obs_shape, self.obs_dtype)
+            if given != (None, None) and (
+                given[0] is None
+                or tuple(given[0]) != self.obs_spec.shape
+                or np.dtype(given[1]) != np.dtype(self.obs_spec.dtype)
+            ):
+                raise ValueError(
+                    f"{self.env_id}: obs_shape/obs_dtype {given} disagree with obs_spec "
+                    f"{self.obs_spec}; give obs_spec alone (or obs_spec=None with a new shape)"
+                )
             setf("obs_shape", self.obs_spec.shape)
             setf("obs_dtype", self.obs_spec.dtype)
         else:

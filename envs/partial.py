@@ -31,7 +31,9 @@ class ObsSubsetVecEnv(VecEnv):
             raise ValueError(
                 f"{env_id}: cannot keep dimensions {keep} of observations shaped {spec.obs_shape}"
             )
-        super().__init__(dataclasses.replace(spec, env_id=env_id, obs_shape=(len(keep),)))
+        super().__init__(
+            dataclasses.replace(spec, env_id=env_id, obs_shape=(len(keep),), obs_spec=None)
+        )
         self.inner, self.keep = inner, np.asarray(keep, np.int32)
         self.has_xla = inner.has_xla
 

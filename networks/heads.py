@@ -112,9 +112,10 @@ class QHead(nn.Module):
 
 class QNetwork(nn.Module):
     """The feed-forward value network of DQN and its variants: torso (Nature CNN for frames,
-    MLP for vectors) → `QHead`. `apply(params, obs)` with obs `[..., *obs_shape]`."""
+    MLP for vectors, one encoder per key for dict observations: `make_torso`) → `QHead`.
+    `apply(params, obs)` with obs leaves `[..., *leaf_shape]`."""
 
-    obs_shape: tuple[int, ...]
+    obs_spec: Any  # the env's EnvSpec.obs_spec (or an observation shape tuple)
     num_actions: int
     hidden: Sequence[int] = (64, 64)
     dueling: bool = False
@@ -123,7 +124,7 @@ class QNetwork(nn.Module):
 
     @nn.compact
     def __call__(self, obs) -> QOutput:
-        features = make_torso(self.obs_shape, self.hidden)(obs)
+        features = make_torso(self.obs_spec, self.hidden)(obs)
         return QHead(self.num_actions, self.dueling, self.num_atoms, self.atoms)(features)
 
 
@@ -138,7 +139,7 @@ class RecurrentQNetwork(nn.Module):
     Returns (QOutput `[T, B, ...]`, state after the last step with the LSTM's state; the
     caller sets its previous action and reward)."""
 
-    obs_shape: tuple[int, ...]
+    obs_spec: Any  # the env's EnvSpec.obs_spec (or an observation shape tuple)
     num_actions: int
     hidden: Sequence[int] = (64,)
     lstm_size: int = 64
@@ -151,7 +152,7 @@ class RecurrentQNetwork(nn.Module):
         keep = ~first
         prev_action = jnp.where(keep, prev_action, 0)
         prev_reward = jnp.where(keep, prev_reward, 0.0)
-        features = make_torso(self.obs_shape, self.hidden)(obs)
+        features = make_torso(self.obs_spec, self.hidden)(obs)
         x = jnp.concatenate(
             [
                 features,

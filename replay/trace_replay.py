@@ -342,7 +342,21 @@ class TraceReplay(SizedBuffer):
                 raise ValueError("TraceReplay needs obs_shape and obs_dtype, or obs_spec")
             setf("obs_spec", jax.ShapeDtypeStruct(tuple(self.obs_shape), self.obs_dtype))
         elif self.obs_shape is not None or self.obs_dtype is not None:
-            raise ValueError("give TraceReplay either obs_spec or obs_shape/obs_dtype, not both")
+            # Both are set after __post_init__ for array observations, so dataclasses.replace
+            # passes both back: accept them when they describe the same array.
+            spec, shape, dtype = self.obs_spec, self.obs_shape, self.obs_dtype
+            same = (
+                shape is not None
+                and dtype is not None
+                and hasattr(spec, "shape")
+                and hasattr(spec, "dtype")
+                and tuple(spec.shape) == tuple(shape)
+                and np.dtype(spec.dtype) == np.dtype(dtype)
+            )
+            if not same:
+                raise ValueError(
+                    "give TraceReplay either obs_spec or obs_shape/obs_dtype, not both"
+                )
         setf("obs_spec", _as_spec_tree("obs_spec", self.obs_spec))
         if not jax.tree.leaves(self.obs_spec):
             raise ValueError(f"obs_spec has no arrays: {self.obs_spec!r}")

@@ -48,7 +48,7 @@ class DQNAgent(AgentBase):
         if cfg.distributional:
             atoms = tuple(float(x) for x in jnp.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms))
         return QNetwork(
-            obs_shape=spec.obs_shape,
+            obs_spec=spec.obs_spec,
             num_actions=spec.num_actions,
             hidden=cfg.hidden,
             dueling=cfg.dueling,
@@ -125,6 +125,8 @@ class DQNAgent(AgentBase):
         batch·(L+n−1) target forward passes (agents.dqn.learner.network_costs_per_step).
         Returns name -> (make(batch) -> (jitted fn, args), frames per env step)."""
         spec, net = self.env.spec, self.network
+        if spec.pytree_obs:
+            return {}
         params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
         opt = self.learner.optimizer
         opt_state = opt.init(params)

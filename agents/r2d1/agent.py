@@ -31,7 +31,7 @@ class R2D1Agent(DQNAgent):
     def make_network(self, spec):
         cfg = self.config
         return RecurrentQNetwork(
-            obs_shape=spec.obs_shape,
+            obs_spec=spec.obs_spec,
             num_actions=spec.num_actions,
             hidden=cfg.hidden,
             lstm_size=cfg.lstm_size,
