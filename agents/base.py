@@ -278,7 +278,7 @@ class AgentBase(RolloutAgent):
         """Sample a batch of traces, take one learner step, store the new priorities."""
         key, sub = sample_key(learner.key, axis_name)
         sample = self.replay.sample(replay, sub, self.config.batch_size // self.num_devices)
-        batch = TraceBatch.from_sample(sample, self.config.trace_len)
+        batch = TraceBatch.from_sample(sample, self.replay.window_len)
         learner, metrics, priorities = self.learner.update(
             learner._replace(key=key), batch, axis_name
         )

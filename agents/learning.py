@@ -58,8 +58,9 @@ class TraceBatch(NamedTuple):
 
     @classmethod
     def from_sample(cls, sample, trace_len: int) -> TraceBatch:
-        """The traces of a `replay.ReplaySample` (T+1 stored steps; the transition fields of
-        the last one belong to the next trace and are dropped)."""
+        """The traces of a `replay.ReplaySample` of `trace_len` transitions (`trace_len + 1`
+        stored steps, the replay's `window_len` + 1 with a look-back or look-ahead; the
+        transition fields of the last one belong to the next trace and are dropped)."""
         steps = sample.traces.steps
 
         def first_t(x):

@@ -212,6 +212,11 @@ class PrioritizedTraceReplay(SizedBuffer):
         return self.base.num_transitions
 
     @property
+    def window_len(self) -> int:
+        """Transitions in a sample (see :attr:`TraceReplay.window_len`)."""
+        return self.base.window_len
+
+    @property
     def num_leaves(self) -> int:
         """Leaves of the sum tree: ``num_envs * C``."""
         return self.num_envs * self.traces_per_env
@@ -269,9 +274,10 @@ class PrioritizedTraceReplay(SizedBuffer):
 
     def _first_valid_slot(self, state: PrioritizedReplayState) -> jax.Array:
         # The valid slots are the contiguous block (in ring order) that ends at the slot before
-        # the newest one.
+        # the newest one (and before the slots the look-ahead reaches into).
         valid_slots = self.base.num_valid_slots(state.base)
-        return (state.base.write_slot - 1 - valid_slots) % self.traces_per_env
+        last = state.base.write_slot - 1 - self.base._slots_ahead
+        return (last - valid_slots) % self.traces_per_env
 
     def _slot_is_valid(self, state: PrioritizedReplayState, slot: jax.Array) -> jax.Array:
         """``valid_mask(state)[slot]`` in ``O(len(slot))`` rather than ``O(C)``."""
@@ -300,17 +306,23 @@ class PrioritizedTraceReplay(SizedBuffer):
     ) -> PrioritizedReplayState:
         """Writes one trace per env (:meth:`TraceReplay.add`) and maintains the priorities.
 
-        The written slot ``w`` gets priority 0 and ``assigned = False``; the slot ``w - 1`` that
-        becomes valid gets its lazily initialised priority (module docstring); the tree leaves
-        of slots ``w - 1``, ``w``, ``w + 1`` of every env are rewritten from the new valid mask,
-        which covers every slot whose validity can change in one add.
+        The written slot ``w`` gets priority 0 and ``assigned = False``; the slot that becomes
+        valid (``w - 1``, or ``w - 1 - lookahead // T`` with a look-ahead) gets its lazily
+        initialised priority (module docstring); the tree leaves of that slot, of ``w`` and of
+        the slot that stops being valid are rewritten from the new valid mask, which covers
+        every slot whose validity can change in one add.
         """
         self._check_state(state)
         n, c = self.num_envs, self.traces_per_env
         before = state.base
         base = self.base.add(before, obs, steps, extras)
         w = before.write_slot
-        s = (w - 1) % c  # the slot becoming valid (when something was written before)
+        # The slot becoming valid (once enough was written before): the one whose window now
+        # ends in the written slot.
+        s = (w - 1 - self.base._slots_ahead) % c
+        # The slot that stops being valid when the ring is full: the oldest sampleable one.
+        skip_oldest = 1 if self.base._context > 0 else 0
+        lost = (w + skip_oldest + self.base._slots_back) % c
         valid = self.base.valid_mask(base)
 
         assigned = lax.dynamic_update_slice(state.assigned, jnp.zeros((n, 1), jnp.bool_), (0, w))
@@ -319,10 +331,11 @@ class PrioritizedTraceReplay(SizedBuffer):
         )
         lazy = self._lazy_priorities(priorities, assigned, valid, s)
         current = lax.dynamic_slice(priorities, (0, s), (n, 1))[:, 0]
-        new_s = jnp.where(before.count >= 1, lazy, current)
+        new_s = jnp.where(valid[s], lazy, current)
         priorities = lax.dynamic_update_slice(priorities, new_s[:, None], (0, s))
 
-        slots = jnp.stack([s, w, (w + 1) % c]).astype(jnp.int32)  # [3], distinct as C >= 3
+        # Every slot whose validity can change in one add (a repeat writes the same value).
+        slots = jnp.stack([s, w, lost]).astype(jnp.int32)
         leaves = jnp.arange(n, dtype=jnp.int32)[:, None] * c + slots[None, :]
         values = jnp.where(valid[slots][None, :], priorities[:, slots], 0.0)
         tree = sum_tree_set(state.tree, leaves.reshape(-1), values.reshape(-1))

@@ -40,6 +40,20 @@ So, with ``count`` traces written per env: before the ring is full the valid slo
 ``0 .. count - 2``; when full, every slot but the newest and (with frame stacking) the oldest.
 Sampling is uniform over the valid ``(env, slot)`` pairs, with replacement.
 
+Windows: look-back and look-ahead
+---------------------------------
+A sample may extend beyond its slot: ``lookback`` steps before it (a multiple of ``T``, so the
+window starts at a slot whose ``extras`` were stored) and ``lookahead`` steps after its
+``T + 1``. A sample of slot ``k`` then covers steps ``[k*T - lookback, k*T + T + lookahead]``
+(``lookback + T + 1 + lookahead`` steps) and its ``extras`` are those of slot
+``k - lookback // T``. Uses: n-step targets for every step of a trace (DQN: ``lookahead =
+n - 1``), and a burn-in taken from the previous slots with overlapping sequences (R2D2:
+slots of 40, ``lookback = 40`` for the burn-in, ``lookahead = 40 + n - 1`` for a learned
+sequence of 80 and its n-step bootstrap; every step is learnt in two sequences). Validity
+shrinks accordingly: the newest ``1 + lookahead // T`` slots are not sampleable (their
+windows reach unwritten steps), and of the oldest, the first ``lookback // T`` are not either
+(their windows start before the oldest stored step); with frame stacking one more, as above.
+
 Traces may cross episode boundaries: the agent stores the flags (``first``, discounts, masks)
 its losses need to cut them there.
 
@@ -274,6 +288,9 @@ class TraceReplay(SizedBuffer):
         ``"frame_reset"`` when ``frame_stack > 1``; every other field is opaque.
       extras_spec: per-trace fields stored once per trace (e.g. an LSTM state): any pytree of
         ``jax.ShapeDtypeStruct`` (shapes exclude the env axis), or None.
+      lookback: steps before each sampled trace (module docstring, "Windows"), a multiple of
+        ``trace_len``; 0 by default.
+      lookahead: steps after each sampled trace's ``T + 1``; 0 by default.
       device: where the arrays live; the default device when None.
       memory_limit_bytes: maximum storage; default 80% of the memory available on ``device``.
     """
@@ -286,6 +303,8 @@ class TraceReplay(SizedBuffer):
     frame_stack: int
     step_spec: Mapping[str, Any]
     extras_spec: Any = None
+    lookback: int = 0
+    lookahead: int = 0
     device: jax.Device | None = None
     memory_limit_bytes: int | None = None
 
@@ -298,6 +317,16 @@ class TraceReplay(SizedBuffer):
             if isinstance(value, bool) or int(value) != value or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
             setf(name, int(value))
+        for name in ("lookback", "lookahead"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+            setf(name, int(value))
+        if self.lookback % self.trace_len:
+            raise ValueError(
+                f"lookback={self.lookback} must be a multiple of trace_len={self.trace_len} "
+                "(a window starts where a trace's extras were stored)"
+            )
         setf("obs_shape", tuple(int(d) for d in self.obs_shape))
         setf("obs_dtype", np.dtype(self.obs_dtype))
         if not isinstance(self.step_spec, Mapping) or not all(
@@ -342,10 +371,11 @@ class TraceReplay(SizedBuffer):
                     f"trace_len={t} is shorter than the {f - 1} context frames of frame_stack={f}"
                 )
         c = self.capacity // (n * t)
-        if c < 3:
+        need = 3 + self._slots_back + self._slots_ahead
+        if c < need:
             raise ValueError(
-                f"capacity {self.capacity:,} holds only {c} traces per env; need at least 3 "
-                f"(capacity >= 3 traces x {t} steps x {n} envs = {3 * t * n:,})"
+                f"capacity {self.capacity:,} holds only {c} traces per env; need at least "
+                f"{need} (capacity >= {need} traces x {t} steps x {n} envs = {need * t * n:,})"
             )
         check_fits(
             self.total_bytes,
@@ -375,6 +405,21 @@ class TraceReplay(SizedBuffer):
     @property
     def _context(self) -> int:
         return self.frame_stack - 1
+
+    @property
+    def _slots_back(self) -> int:
+        """Slots before a sampled one that its window starts in."""
+        return self.lookback // self.trace_len
+
+    @property
+    def _slots_ahead(self) -> int:
+        """Slots after the next one that a sampled window reaches into."""
+        return self.lookahead // self.trace_len
+
+    @property
+    def window_len(self) -> int:
+        """Transitions in a sample: ``lookback + T + lookahead`` (it holds one more step)."""
+        return self.lookback + self.trace_len + self.lookahead
 
     def _state_specs(self) -> TraceReplayState:
         """The state's shapes and dtypes: a :class:`TraceReplayState` of ShapeDtypeStructs."""
@@ -468,16 +513,16 @@ class TraceReplay(SizedBuffer):
         )
 
     def can_sample(self, state: TraceReplayState) -> jax.Array:
-        """Whether at least one trace is valid (``count >= 2``)."""
-        return state.count >= 2
+        """Whether at least one trace is valid (``count >= 2`` without look-back/ahead)."""
+        return self.num_valid_slots(state) >= 1
 
     def num_valid_slots(self, state: TraceReplayState) -> jax.Array:
         """Valid slots per env (the same for every env)."""
         c = self.traces_per_env
-        full_valid = c - 2 if self._context > 0 else c - 1
-        return jnp.where(state.count < c, jnp.maximum(state.count - 1, 0), full_valid).astype(
-            jnp.int32
-        )
+        unusable = 1 + self._slots_ahead + self._slots_back
+        full_valid = c - unusable - (1 if self._context > 0 else 0)
+        filling = jnp.maximum(state.count - unusable, 0)
+        return jnp.where(state.count < c, filling, full_valid).astype(jnp.int32)
 
     def num_valid(self, state: TraceReplayState) -> jax.Array:
         """Valid ``(env, slot)`` pairs."""
@@ -491,9 +536,10 @@ class TraceReplay(SizedBuffer):
         return age < self.num_valid_slots(state)
 
     def _first_valid_slot(self, state: TraceReplayState) -> jax.Array:
-        c = self.traces_per_env
+        c, back = self.traces_per_env, self._slots_back
         skip_oldest = 1 if self._context > 0 else 0
-        return jnp.where(state.count < c, 0, (state.write_slot + skip_oldest) % c).astype(jnp.int32)
+        full = (state.write_slot + skip_oldest + back) % c
+        return jnp.where(state.count < c, back, full).astype(jnp.int32)
 
     def sample(self, state: TraceReplayState, key: jax.Array, batch_size: int) -> ReplaySample:
         """Draws ``batch_size`` traces uniformly, with replacement, from the valid pairs.
@@ -531,36 +577,41 @@ class TraceReplay(SizedBuffer):
         return state
 
     def gather(self, state: TraceReplayState, env_index: jax.Array, slot: jax.Array) -> TraceBatch:
-        """The traces at ``(env_index[i], slot[i])``, rebuilt; no validity check."""
+        """The traces at ``(env_index[i], slot[i])`` with their look-back and look-ahead
+        (``window_len + 1`` steps), rebuilt; no validity check."""
         t, c, k = self.trace_len, self.traces_per_env, self._context
         ring = c * t
         env_index = jnp.asarray(env_index, jnp.int32)
         slot = jnp.asarray(slot, jnp.int32)
-        first_pos = slot * t  # [B]
+        first_slot = (slot - self._slots_back) % c  # where the window starts
+        first_pos = first_slot * t  # [B]
+        w = self.window_len
 
-        steps_t = jnp.arange(t + 1, dtype=jnp.int32)
+        steps_t = jnp.arange(w + 1, dtype=jnp.int32)
         positions = (first_pos[None, :] + steps_t[:, None]) % ring  # [T+1, B]
         env_tb = env_index[None, :]
         steps = jax.tree.map(
             lambda buffer: buffer.at[env_tb, positions].get(mode="promise_in_bounds"), state.steps
         )
         extras = jax.tree.map(
-            lambda buffer: buffer.at[env_index, slot].get(mode="promise_in_bounds"), state.extras
+            lambda buffer: buffer.at[env_index, first_slot].get(mode="promise_in_bounds"),
+            state.extras,
         )
         if k == 0:
             obs = state.frames.at[env_tb, positions].get(mode="promise_in_bounds")
         else:
-            # Window w = 0 .. T+k covers steps -k .. T of the trace; output step i is the stack
-            # of window positions i .. i+k. The frame at stack position j is window i+j, unless
-            # a reset at r in that window is more recent, which replaces older frames by r's.
-            window = jnp.arange(t + 1 + k, dtype=jnp.int32)
-            window_pos = (first_pos[None, :] - k + window[:, None]) % ring  # [T+1+k, B]
+            # Window positions 0 .. W+k cover steps -k .. W of the sample (W = window_len);
+            # output step i is the stack of window positions i .. i+k. The frame at stack
+            # position j is window i+j, unless a reset at r in that window is more recent,
+            # which replaces older frames by r's.
+            window = jnp.arange(w + 1 + k, dtype=jnp.int32)
+            window_pos = (first_pos[None, :] - k + window[:, None]) % ring  # [W+1+k, B]
             reset = state.steps[FRAME_RESET].at[env_tb, window_pos].get(mode="promise_in_bounds")
-            last_reset = lax.cummax(jnp.where(reset, window[:, None], -1), axis=0)  # [T+1+k, B]
+            last_reset = lax.cummax(jnp.where(reset, window[:, None], -1), axis=0)  # [W+1+k, B]
             stack_j = jnp.arange(k + 1, dtype=jnp.int32)
             source = jnp.maximum(
                 steps_t[:, None, None] + stack_j[None, None, :], last_reset[k:, :, None]
-            )  # [T+1, B, k+1] window index of each stacked frame
+            )  # [W+1, B, k+1] window index of each stacked frame
             frame_pos = (first_pos[None, :, None] - k + source) % ring
             obs = state.frames.at[env_index[None, :, None], frame_pos].get(mode="promise_in_bounds")
         return TraceBatch(obs=obs, steps=steps, extras=extras)
