@@ -19,6 +19,8 @@ from typing import Any
 BUILTIN: dict[str, str] = {
     "acer": "agents.acer",
     "reactor": "agents.reactor",
+    "sac": "agents.sac",
+    "td3": "agents.td3",
 }
 
 # Run options (experiments/args.py RunArgs) a preset may set besides the agent's config.
