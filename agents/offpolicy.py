@@ -57,7 +57,7 @@ class OffPolicyConfig:
     """Transitions per update."""
     buffer_size: int = 100_000
     """Replay capacity in transitions over all envs (rounded down to whole slots)."""
-    learning_starts: int = 1_000
+    start_train_at: int = 1_000
     """Env steps of uniformly random actions before the first update."""
     update_to_data: float = 1.0
     """Updates per env step; num_envs·trace_len·update_to_data must be a whole number (the
@@ -96,7 +96,7 @@ class OffPolicyConfig:
             "per_beta_steps",
         )  # fmt: skip
         check_floats_finite(self)
-        check(self.learning_starts >= 0, "learning_starts", self.learning_starts, ">= 0")
+        check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
         check(self.update_to_data > 0, "update_to_data", self.update_to_data, "> 0")
         per_iteration = self.update_to_data * self.num_envs * self.trace_len
         check(
@@ -245,11 +245,11 @@ class OffPolicyAgent(AgentBase):
         return PrioritizedTraceReplay(windowed, epsilon=0.0)
 
     def policy_params(self, learner):
-        """The actor's params and whether to act uniformly at random (before learning_starts)."""
+        """The actor's params and whether to act uniformly at random (before start_train_at)."""
         steps = learner.env_steps
         if isinstance(steps, jax.ShapeDtypeStruct):  # AgentBase builds the step spec abstractly
             return learner.params["actor"], jax.ShapeDtypeStruct((), jnp.bool_)
-        return learner.params["actor"], steps < self.config.learning_starts
+        return learner.params["actor"], steps < self.config.start_train_at
 
     def absorb(self, learner, replay, traj, axis_name=None):
         learner, replay, _ = super().absorb(learner, replay, traj, axis_name)
@@ -257,7 +257,7 @@ class OffPolicyAgent(AgentBase):
         return learner._replace(env_steps=env_steps), replay, []
 
     def updates_due(self, iteration: int, env_steps: int) -> int:
-        """update_to_data updates per env step from learning_starts on, once a slot and its
+        """update_to_data updates per env step from start_train_at on, once a slot and its
         look-ahead can be sampled; a pure function of the counts (resume-safe)."""
         cfg = self.config
         if iteration < 1 + (cfg.n_step - 1) // cfg.trace_len:
@@ -266,7 +266,7 @@ class OffPolicyAgent(AgentBase):
 
     def _owed(self, env_steps: int) -> int:
         cfg = self.config
-        steps = max(0, env_steps - cfg.learning_starts)
+        steps = max(0, env_steps - cfg.start_train_at)
         return math.floor(steps * cfg.update_to_data + 1e-9)
 
     def sample_batch(self, learner, replay, key):

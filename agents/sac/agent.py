@@ -2,7 +2,7 @@
 learner; continuous or discrete by the env's action space.
 
 One iteration: collect `trace_len` steps of every env (uniformly random actions until
-`learning_starts`, then a ~ π), store them, then run num_envs·trace_len·update_to_data
+`start_train_at`, then a ~ π), store them, then run num_envs·trace_len·update_to_data
 updates as one scanned program.
 """
 
@@ -58,7 +58,7 @@ class SACAgent(OffPolicyAgent):
             mean, log_std = learner.actor.apply(actor_params, obs)
             u = mean + jnp.exp(log_std) * jax.random.normal(k_pi, mean.shape, mean.dtype)
             logp = losses.tanh_gaussian_log_prob(u, mean, log_std, low=low, high=high)
-            # Before learning_starts: uniform actions on the box (density 1/Π(high − low)).
+            # Before start_train_at: uniform actions on the box (density 1/Π(high − low)).
             a_uniform = jax.random.uniform(k_uniform, mean.shape, mean.dtype, -1.0, 1.0)
             u_uniform = jnp.arctanh(jnp.clip(a_uniform, -1.0 + 1e-6, 1.0 - 1e-6))
             logp_uniform = jnp.full(logp.shape, -float(np.sum(np.log(high - low))))

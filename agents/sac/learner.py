@@ -46,7 +46,7 @@ class SACState(NamedTuple):
     opt_state: Any  # {"actor", "critic", "alpha"}
     step: Array  # int32 updates
     key: Array
-    env_steps: Array  # int32 env steps absorbed (random actions before learning_starts)
+    env_steps: Array  # int32 env steps absorbed (random actions before start_train_at)
 
 
 class SACLearner:

@@ -48,7 +48,7 @@ class TD3Agent(OffPolicyAgent):
             noise = cfg.exploration_noise * jax.random.normal(k_noise, greedy.shape)
             action = jnp.clip(greedy + noise, -1.0, 1.0)
             uniform = jax.random.uniform(k_uniform, greedy.shape, greedy.dtype, -1.0, 1.0)
-            action = jnp.where(explore, uniform, action)  # before learning_starts
+            action = jnp.where(explore, uniform, action)  # before start_train_at
             return ActorOutput(
                 action, {"greedy": greedy}, core, losses.scale_action(action, low, high)
             )
