@@ -346,3 +346,26 @@ def test_train_resume_evaluate(tmp_path, agent):
     assert summary["env_steps"] == 64
     run("experiments.evaluate", str(run_dir), "--episodes", "1", "--out", str(tmp_path / "e.json"))
     assert json.loads((tmp_path / "e.json").read_text())["episodes"] == 1
+
+
+def test_overwrite_mu_rewrites_only_the_sampled_windows(pendulum):
+    cfg = SACConfig(**TINY, n_step=2, target="vtrace", overwrite_mu=True)
+    agent = SACAgent(cfg, pendulum)
+    state = agent.init(jax.random.PRNGKey(0))
+    state = _fill(agent, state, _stream(2, 20, np.random.default_rng(0)), 5)
+    before = np.asarray(state.replay.steps["mu"]["logp"])
+    batch, info, offset = jax.jit(agent.sample_batch)(
+        state.learner, state.replay, jax.random.PRNGKey(1)
+    )
+    replay = agent.after_update(state.learner, state.replay, batch, info, offset)
+    after = np.asarray(replay.steps["mu"]["logp"])
+    actor = state.learner.params["actor"]
+    want = np.asarray(agent.learner.log_prob(actor, batch.obs[:2], batch.action, batch.mu))
+    env, pos = np.asarray(info.env_index), np.asarray(agent.step_position(info, offset))
+    touched = np.zeros_like(before, bool)
+    for k in range(2):
+        np.testing.assert_allclose(
+            after[env, (pos + k) % before.shape[1]], want[k], rtol=1e-5, atol=1e-6
+        )
+        touched[env, (pos + k) % before.shape[1]] = True
+    np.testing.assert_array_equal(after[~touched], before[~touched])
