@@ -369,3 +369,23 @@ def test_overwrite_mu_rewrites_only_the_sampled_windows(pendulum):
         )
         touched[env, (pos + k) % before.shape[1]] = True
     np.testing.assert_array_equal(after[~touched], before[~touched])
+
+
+def test_sharded_sac_trains_with_scanned_updates_and_identical_replicas():
+    from jax.sharding import PartitionSpec as P
+
+    from agents.parallel import make_mesh
+
+    cfg = SACConfig(**{**TINY, "num_envs": 4, "batch_size": 8}, start_train_at=16, n_step=2)
+    agent = SACAgent(cfg, make_env("Pendulum-v1", 4, 0), mesh=make_mesh(2))
+    state = agent.init(jax.random.PRNGKey(0))
+    agent.compile(state)
+    for it in range(3):
+        state, out = agent.train_iteration(state, it, it * 16)
+    assert int(state.learner.step) == 32 and len(out.metrics) == 1  # scans of 16 updates
+    assert all(np.isfinite(np.asarray(v)).all() for v in jax.device_get(out.metrics[0]).values())
+    for leaf in jax.tree.leaves((state.learner.params, state.learner.target_critic)):
+        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+        for s in shards[1:]:
+            np.testing.assert_array_equal(shards[0], s)
+    assert state.replay.frames.sharding.spec == P("data")
