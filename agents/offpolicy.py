@@ -16,8 +16,7 @@ Prioritized replay keeps one priority per slot (the replay's sum tree): the |TD|
 transition learnt from it, to the power α (Schaul et al. 2016); with --trace-len 1 a slot is a
 transition and this is exact PER. The replay's IS weights 1/(N·P(i)), normalised by the batch
 maximum, are raised to β, which is annealed linearly from --per-beta to 1 over
---per-beta-steps env steps. New slots get the replay's lazy initial priority (the mean of the
-neighbouring slots' priorities, Reactor §3.3) rather than the maximum seen.
+--per-beta-steps env steps. New slots get the maximum priority of the slots learnt so far.
 
 Many updates per env step run as one `lax.scan` over updates (`AgentBase.updates_per_program`
 = the updates of one iteration): one dispatch per iteration.
@@ -242,7 +241,7 @@ class OffPolicyAgent(AgentBase):
         windowed = dataclasses.replace(trace_replay, lookahead=cfg.n_step - 1)
         if not cfg.prioritized:
             return windowed
-        return PrioritizedTraceReplay(windowed, epsilon=0.0)
+        return PrioritizedTraceReplay(windowed, epsilon=0.0, new_at_max=True)
 
     def policy_params(self, learner):
         """The actor's params and whether to act uniformly at random (before start_train_at)."""

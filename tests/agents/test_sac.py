@@ -234,6 +234,11 @@ def test_per_is_weights_are_annealed_powers_of_the_sampling_probabilities(pendul
         prob = prio[np.asarray(info.env_index), np.asarray(info.slot)] / p.sum()
         w = (1.0 / (len(p) * prob)) ** beta
         np.testing.assert_allclose(np.asarray(batch.is_weight), w / w.max(), rtol=1e-4)
+    # A slot becoming valid enters at the maximum priority so far (Schaul et al. 2016).
+    newer = _fill(agent, state._replace(replay=replay), _stream(2, 4, np.random.default_rng(2)), 1)
+    s = int(replay.base.write_slot) - 1  # the newest slot, valid after the next add
+    assert not valid[s] and np.asarray(agent.replay.valid_mask(newer.replay))[s]
+    np.testing.assert_allclose(np.asarray(newer.replay.priorities[:, s]), prio[envs, slots].max())
 
 
 # --------------------------------------------------------------------------- actions
