@@ -59,8 +59,7 @@ class OffPolicyConfig:
     start_train_at: int = 1_000
     """Env steps of uniformly random actions before the first update."""
     update_to_data: float = 1.0
-    """Updates per env step; num_envs·trace_len·update_to_data must be a whole number (the
-    updates of one iteration, run as one scanned program)."""
+    """Updates per env step (the updates of one iteration run as one scanned program)."""
     discount: float = 0.99
     """Discount factor γ."""
     tau: float = 0.005
@@ -97,14 +96,6 @@ class OffPolicyConfig:
         check_floats_finite(self)
         check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
         check(self.update_to_data > 0, "update_to_data", self.update_to_data, "> 0")
-        per_iteration = self.update_to_data * self.num_envs * self.trace_len
-        check(
-            abs(per_iteration - round(per_iteration)) < 1e-6 and round(per_iteration) >= 1,
-            "update_to_data",
-            self.update_to_data,
-            f"such that num_envs·trace_len·update_to_data ({self.num_envs}·{self.trace_len}·"
-            f"{self.update_to_data} = {per_iteration:g}) is a whole number >= 1",
-        )
         check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
         check(0.0 < self.tau <= 1.0, "tau", self.tau, "in (0, 1]")
         check(self.actor_lr > 0, "actor_lr", self.actor_lr, "> 0")
@@ -125,7 +116,10 @@ class OffPolicyConfig:
 
     @property
     def updates_per_iteration(self) -> int:
-        return round(self.update_to_data * self.num_envs * self.trace_len)
+        """Updates scanned in one program: those of one iteration, at least 1 (with a
+        fractional count, iterations alternate between this many and one more, the extra
+        ones dispatched singly)."""
+        return max(1, math.floor(self.update_to_data * self.num_envs * self.trace_len + 1e-9))
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)

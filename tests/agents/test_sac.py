@@ -322,8 +322,8 @@ def test_discrete_sac_learns_finite_updates():
 def test_config_errors_name_the_flag():
     with pytest.raises(ValueError, match="--critic-subset must be in"):
         SACConfig(**TINY, num_critics=2, critic_subset=3)
-    with pytest.raises(ValueError, match="--update-to-data must be such that"):
-        SACConfig(**TINY, update_to_data=0.3)
+    with pytest.raises(ValueError, match="--update-to-data must be > 0"):
+        SACConfig(**TINY, update_to_data=0.0)
     with pytest.raises(ValueError, match="--overwrite-mu must be off unless"):
         SACConfig(**TINY, overwrite_mu=True)
     with pytest.raises(ValueError, match="td3 needs continuous actions"):

@@ -193,7 +193,6 @@ EXPLICIT_TRAIN = [
     (["--agent", "td3", "--env", "CartPole-v1"], "CartPole-v1"),  # TD3 needs continuous ones
     (["--agent", "sac", "--env", "Pong-v5"], "Pong-v5"),  # vector observations only
     (["--agent", "sac", "--num-critics", "2", "--critic-subset", "3"], "--critic-subset"),
-    (["--agent", "sac", "--update-to-data", "0.3"], "--update-to-data"),
     (["--agent", "sac", "--target", "retrace"], "--target"),
     (["--agent", "sac", "--actor-q", "max"], "--actor-q"),
     (["--agent", "sac", "--overwrite-mu"], "--overwrite-mu"),
