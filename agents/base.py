@@ -14,6 +14,13 @@ the rollout (and may learn from it first), then::
     repeat updates_due(iteration, env_steps) times:
         learner, replay, m = replay_update(learner, replay)    # sample, learn, set priorities
 
+An agent that runs many small updates per iteration (SAC/TD3 at an update-to-data ratio of
+1 or more) sets `updates_per_program = K`: then K updates run as ONE device program, a
+`lax.scan` of `replay_update` (one dispatch instead of K; its metrics come back stacked `[K]`,
+which the runner unstacks), and only the remainder of `updates_due` modulo K runs one by one.
+Keep K = 1 for convolutional networks on CPU: a convolution's weight gradient inside a
+rolled scan is 13-100x slower on XLA:CPU (PERF-NOTES).
+
 `absorb` and `replay_update` are pure and run as `Program`s (jit, or jit(shard_map) with
 gradients averaged over the mesh), with the learner and replay states donated.
 
@@ -221,7 +228,9 @@ class RolloutAgent:
 class AgentBase(RolloutAgent):
     """A `RolloutAgent` with a trace replay (module docstring). Subclasses also implement
     `updates_due`; they may override `make_replay`, and `absorb` (by default it stores the
-    rollout)."""
+    rollout), and set `updates_per_program` (module docstring) before calling `__init__`."""
+
+    updates_per_program: int = 1
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None, replay_memory_limit=None):
         super().__init__(config, env, seed=seed, mesh=mesh)
@@ -259,6 +268,12 @@ class AgentBase(RolloutAgent):
             self.replay_update, mesh=self.mesh, donate_argnums=(0, 1),
             **(replay_program_specs(specs) if self.mesh is not None else {}),
         )  # fmt: skip
+        self._replay_updates = None
+        if self.updates_per_program > 1:
+            self._replay_updates = Program(
+                self.replay_updates, mesh=self.mesh, donate_argnums=(0, 1),
+                **(replay_program_specs(specs) if self.mesh is not None else {}),
+            )  # fmt: skip
         if self.mesh is not None:
             self._replay_init = jax.jit(
                 jax.shard_map(self.replay.init, mesh=self.mesh, in_specs=(), out_specs=specs)
@@ -291,6 +306,18 @@ class AgentBase(RolloutAgent):
         replay = self.replay.set_priorities(replay, info.env_index, info.slot, priorities)
         return learner, replay, metrics
 
+    def replay_updates(self, learner, replay, axis_name=None):
+        """`updates_per_program` replay updates in one `lax.scan`; metrics stacked `[K]`."""
+
+        def body(carry, _):
+            learner, replay, metrics = self.replay_update(*carry, axis_name)
+            return (learner, replay), metrics
+
+        (learner, replay), metrics = jax.lax.scan(
+            body, (learner, replay), None, length=self.updates_per_program
+        )
+        return learner, replay, metrics
+
     # ------------------------------------------------------------------ protocol
     def _init_replay(self):
         return self.replay.init() if self.mesh is None else self._replay_init()
@@ -298,11 +325,19 @@ class AgentBase(RolloutAgent):
     def _compile_learning(self, state: TrainState, placed) -> None:
         super()._compile_learning(state, placed)
         self._replay_update.compile(state.learner, state.replay)
+        if self._replay_updates is not None:
+            self._replay_updates.compile(state.learner, state.replay)
 
     def learn(self, learner, replay, iteration: int, env_steps: int):
+        """`updates_due` updates: whole scans of `updates_per_program`, then single ones.
+        Scanned metrics stay stacked `[K]` (one entry of the list stands for K updates)."""
         metrics = []
         n = self.updates_due(iteration, env_steps)
-        for _ in range(n):
+        k = self.updates_per_program
+        for _ in range(n // k if k > 1 else 0):
+            learner, replay, m = self._replay_updates(learner, replay)
+            metrics.append(m)
+        for _ in range(n % k if k > 1 else n):
             learner, replay, m = self._replay_update(learner, replay)
             metrics.append(m)
         self.after_learning(learner, n)
@@ -310,7 +345,10 @@ class AgentBase(RolloutAgent):
 
     @property
     def programs(self) -> dict[str, Any]:
-        return {**super().programs, "replay_update": self._replay_update}
+        progs = {**super().programs, "replay_update": self._replay_update}
+        if self._replay_updates is not None:
+            progs["replay_updates"] = self._replay_updates
+        return progs
 
     @property
     def bytes_per_transition(self) -> float:

@@ -51,7 +51,8 @@ class IterationOutput(NamedTuple):
     """Device arrays of one training iteration; fetch them with one `jax.device_get`.
 
     `metrics` holds one dict per learner update run in the iteration, each with exactly the
-    keys of the agent's `metric_names` (scalars). The episode statistics are time-major
+    keys of the agent's `metric_names` (scalars), or one dict of `[K]` arrays for K updates
+    run in one scanned program (the runner unstacks it). The episode statistics are time-major
     `[T, B]`: the return and length of a game that ended at that step (0 elsewhere), and
     whether one did."""
 

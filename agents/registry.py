@@ -21,6 +21,8 @@ BUILTIN: dict[str, str] = {
     "reactor": "agents.reactor",
     "dqn": "agents.dqn",
     "r2d1": "agents.r2d1",
+    "sac": "agents.sac",
+    "td3": "agents.td3",
 }
 
 # Run options (experiments/args.py RunArgs) a preset may set besides the agent's config.

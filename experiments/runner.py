@@ -58,6 +58,19 @@ def frames_per_step(env) -> int:
     return 4 if env.spec.is_atari else 1
 
 
+def unstack_metrics(metrics: list[dict]) -> list[dict]:
+    """Host metrics with the stacked `[K]` dicts of K scanned updates (agents.base,
+    `updates_per_program`) split into K scalar dicts."""
+    out = []
+    for m in metrics:
+        sizes = {np.size(v) for v in m.values()}
+        if sizes and max(sizes) > 1 and all(np.ndim(v) == 1 for v in m.values()):
+            out.extend({k: v[i] for k, v in m.items()} for i in range(max(sizes)))
+        else:
+            out.append(m)
+    return out
+
+
 class TrainLoop:
     """Runs training iterations of an agent (see the module docstring)."""
 
@@ -85,6 +98,7 @@ class TrainLoop:
         self.state, out = agent.train_iteration(self.state, c.iteration, c.env_steps)
         host = jax.device_get(out)  # the one host sync of the iteration
         dt = time.perf_counter() - t0
+        host = host._replace(metrics=unstack_metrics(host.metrics))
         self._check_metrics(host.metrics, last_checkpoint)
         steps = agent.steps_per_iteration
         c.iteration += 1

@@ -154,6 +154,9 @@ class PrioritizedTraceReplay(SizedBuffer):
         lazy ones), ``> 0`` so a valid slot always keeps a nonzero chance under ``epsilon = 0``.
       max_priority: ceiling applied the same way (also to ``+inf``), to keep the float32 total
         finite and meaningful.
+      new_at_max: a slot becoming valid gets the maximum priority of the valid assigned slots
+        (1.0 while there is none; Schaul et al. 2016's rule for new transitions) instead of the
+        lazy initialisation.
     """
 
     base: TraceReplay
@@ -162,6 +165,7 @@ class PrioritizedTraceReplay(SizedBuffer):
     decay: float = 0.9
     min_priority: float = 1e-6
     max_priority: float = 1e6
+    new_at_max: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.base, TraceReplay):
@@ -353,6 +357,9 @@ class PrioritizedTraceReplay(SizedBuffer):
         count_all = jnp.sum(usable)
         mean_all = jnp.sum(jnp.where(usable, priorities, 0.0)) / jnp.maximum(count_all, 1)
         fallback = jnp.where(count_all > 0, mean_all, 1.0)
+        if self.new_at_max:
+            top = jnp.max(jnp.where(usable, priorities, 0.0))
+            fallback, k = jnp.where(count_all > 0, top, 1.0), 0
         if k > 0:
             distance = np.arange(1, k + 1)
             weight = jnp.asarray(float(self.decay) ** (distance - 1), jnp.float32)  # [K]

@@ -110,6 +110,8 @@ ZERO_OK = {
         "eps_decay_steps",
         "burn_in",
     },
+    get_agent("sac").config_cls: {"start_train_at"},
+    get_agent("td3").config_cls: {"start_train_at"},
     bench_throughput.BenchArgs: {"num_threads", "warmup"},
     bench_scaling.ScalingArgs: set(),
     bench_losses.Args: {"seed"},
@@ -117,12 +119,13 @@ ZERO_OK = {
     evaluate.EvalArgs: {"num_envs", "step", "seed"},
 }
 # Float fields that may be negative; every other float field must refuse -1.
-NEGATIVE_OK = {"v_min", "v_max"}
+NEGATIVE_OK = {"v_min", "v_max", "target_entropy", "log_std_min", "log_std_max"}
 # Probabilities, discounts and decays: must refuse 1.5.
 UNIT_INTERVAL = {
     "discount", "retrace_lambda", "tau", "uniform_mix", "adam_b1", "adam_b2", "priority_epsilon",
     "priority_exponent", "importance_exponent", "priority_eta", "eps_start", "eps_end",
     "eval_epsilon",
+    "per_beta", "target_entropy_scale",
 }  # fmt: skip
 # Tuples of ints that may be empty (every other one must refuse no values).
 EMPTY_OK = {"hidden"}
@@ -202,6 +205,13 @@ EXPLICIT_TRAIN = [
     (["--agent", "reactor", "--num-atoms", "1"], "--num-atoms"),
     (["--env", "Pongg-v5"], "--env"),
     (["--env", "HalfCheetah-v5"], "HalfCheetah-v5"),  # ACER needs discrete actions
+    (["--agent", "td3", "--env", "CartPole-v1"], "CartPole-v1"),  # TD3 needs continuous ones
+    (["--agent", "sac", "--env", "Pong-v5"], "Pong-v5"),  # vector observations only
+    (["--agent", "sac", "--num-critics", "2", "--critic-subset", "3"], "--critic-subset"),
+    (["--agent", "sac", "--target", "retrace"], "--target"),
+    (["--agent", "sac", "--actor-q", "max"], "--actor-q"),
+    (["--agent", "sac", "--overwrite-mu"], "--overwrite-mu"),
+    (["--agent", "sac", "--log-std-min", "3"], "--log-std-min"),
     (["--num-devices", "64"], "--num-devices"),
     (["--num-devices", "4", "--num-envs", "6"], "--num-envs"),
     (

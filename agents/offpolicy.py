@@ -1,0 +1,295 @@
+"""What the off-policy actor-critics with separate actor and critic networks share (SAC,
+discrete SAC, TD3, DDPG): their common flags, transition sampling from the trace replay,
+prioritized replay with an annealed IS exponent, the update-to-data schedule and random
+exploration at the start.
+
+Transitions from traces. The rollout of T steps per env is stored as one trace slot per env
+(agents.base). A learner update wants B transitions, each with the n − 1 steps after it for
+n-step or V-trace targets: the replay is given a look-ahead of n − 1 steps
+(`replay.TraceReplay.lookahead`), B slots are drawn (uniformly, or by priority) and in each
+one offset o ∈ [0, T) uniformly, inside the jitted update. Uniform slot × uniform offset is a
+uniform transition; every offset has its full n-step window because of the look-ahead. The
+learner gets a `TraceBatch` of n steps (n + 1 observations) per sample, time-major, whose
+step 0 is the sampled transition.
+
+Prioritized replay keeps one priority per slot (the replay's sum tree): the |TD| of the
+transition learnt from it, to the power α (Schaul et al. 2016); with --trace-len 1 a slot is a
+transition and this is exact PER. The replay's IS weights 1/(N·P(i)), normalised by the batch
+maximum, are raised to β, which is annealed linearly from --per-beta to 1 over
+--per-beta-steps env steps. New slots get the maximum priority of the slots learnt so far.
+
+Many updates per env step run as one `lax.scan` over updates (`AgentBase.updates_per_program`
+= the updates of one iteration): one dispatch per iteration.
+
+Episode boundaries follow the trace conventions (agents/rollout.py): discount_t = γ(1 −
+terminated_{t+1}) (a time-limit truncation keeps γ and so bootstraps from the final
+observation) and mask_t = 0 on the fake auto-reset transition, which is never learnt and cuts
+n-step and V-trace windows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from agents.base import AgentBase
+from agents.config import check, check_floats_finite, check_positive_int
+from agents.learning import TraceBatch, sample_key
+from replay import PrioritizedTraceReplay, TraceReplay
+
+
+@dataclass(frozen=True)
+class OffPolicyConfig:
+    """The flags every separate-actor-critic agent has (see the module docstring)."""
+
+    num_envs: int = 4
+    """Parallel environments (envpool batch; over all processes)."""
+    trace_len: int = 8
+    """Env steps per env per iteration (one replay slot)."""
+    batch_size: int = 256
+    """Transitions per update."""
+    buffer_size: int = 100_000
+    """Replay capacity in transitions over all envs (rounded down to whole slots)."""
+    start_train_at: int = 1_000
+    """Env steps of uniformly random actions before the first update."""
+    update_to_data: float = 1.0
+    """Updates per env step (the updates of one iteration run as one scanned program)."""
+    discount: float = 0.99
+    """Discount factor γ."""
+    tau: float = 0.005
+    """Polyak rate of the target networks: θ' ← τ·θ + (1 − τ)·θ'."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
+    critic_lr: float = 1e-3
+    """Adam learning rate of the critics."""
+    max_grad_norm: float = 0.0
+    """Clip each network's gradient to this global L2 norm (0: no clipping)."""
+    hidden: tuple[int, ...] = (256, 256)
+    """MLP widths of the actor and of each critic."""
+    n_step: int = 1
+    """Steps of the critic target (1: the one-step target)."""
+    policy_delay: int = 1
+    """Update the actor (and α) every this many critic updates (TD3: 2)."""
+    prioritized: bool = False
+    """Prioritized replay (proportional, one priority per slot; module docstring)."""
+    per_alpha: float = 0.6
+    """PER priority exponent α: priorities are |TD|^α."""
+    per_beta: float = 0.4
+    """PER importance-sampling exponent β at the start, annealed linearly to 1."""
+    per_beta_steps: int = 100_000
+    """Env steps over which β reaches 1."""
+
+    # AgentBase's microbatching of trace updates does not apply to transition batches.
+    microbatch_traces = 0
+
+    def __post_init__(self):
+        check_positive_int(
+            self, "num_envs", "trace_len", "batch_size", "buffer_size", "n_step", "policy_delay",
+            "per_beta_steps",
+        )  # fmt: skip
+        check_floats_finite(self)
+        check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
+        check(self.update_to_data > 0, "update_to_data", self.update_to_data, "> 0")
+        check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
+        check(0.0 < self.tau <= 1.0, "tau", self.tau, "in (0, 1]")
+        check(self.actor_lr > 0, "actor_lr", self.actor_lr, "> 0")
+        check(self.critic_lr > 0, "critic_lr", self.critic_lr, "> 0")
+        check(self.max_grad_norm >= 0, "max_grad_norm", self.max_grad_norm, ">= 0")
+        check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
+        check(self.per_alpha >= 0, "per_alpha", self.per_alpha, ">= 0")
+        check(0.0 <= self.per_beta <= 1.0, "per_beta", self.per_beta, "in [0, 1]")
+        per_env = self.buffer_size // (self.num_envs * self.trace_len)
+        need = 3 + (self.n_step - 1) // self.trace_len
+        check(
+            per_env >= need,
+            "buffer_size",
+            self.buffer_size,
+            f"at least {need} slots per env (>= {need * self.num_envs * self.trace_len} for "
+            f"num_envs={self.num_envs}, trace_len={self.trace_len}, n_step={self.n_step})",
+        )
+
+    @property
+    def updates_per_iteration(self) -> int:
+        """Updates scanned in one program: those of one iteration, at least 1 (with a
+        fractional count, iterations alternate between this many and one more, the extra
+        ones dispatched singly)."""
+        return max(1, math.floor(self.update_to_data * self.num_envs * self.trace_len + 1e-9))
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+
+def window_at(batch: TraceBatch, offset, length: int) -> TraceBatch:
+    """Steps offset_b .. offset_b + length − 1 of every trace b (observations and `first`
+    to offset_b + length): a time-major `TraceBatch` of `length` steps."""
+
+    def cut(x, n):
+        take = lambda xb, o: jax.lax.dynamic_slice_in_dim(xb, o, n, axis=0)  # noqa: E731
+        return jax.vmap(take, in_axes=(1, 0), out_axes=1)(x, offset)
+
+    steps = lambda tree: jax.tree.map(lambda x: cut(x, length), tree)  # noqa: E731
+    return batch._replace(
+        obs=cut(batch.obs, length + 1),
+        first=cut(batch.first, length + 1),
+        action=steps(batch.action),
+        mu=steps(batch.mu),
+        reward=steps(batch.reward),
+        discount=steps(batch.discount),
+        mask=steps(batch.mask),
+    )
+
+
+def per_beta(config, env_steps):
+    """β after `env_steps` env steps: linear from --per-beta to 1 over --per-beta-steps."""
+    frac = jnp.clip(env_steps.astype(jnp.float32) / config.per_beta_steps, 0.0, 1.0)
+    return config.per_beta + (1.0 - config.per_beta) * frac
+
+
+def write_steps(replay, replay_state, field: str, env_index, start, values):
+    """Overwrite step field `field` (a pytree like the step spec's) of `values` `[L, B, ...]`
+    at steps start_b .. start_b + L − 1 (in the ring, wrapping) of env stream env_index_b."""
+    prioritized = isinstance(replay, PrioritizedTraceReplay)
+    base = replay_state.base if prioritized else replay_state
+    inner = replay.base if prioritized else replay
+    size = inner.traces_per_env * inner.trace_len
+    length = jax.tree.leaves(values)[0].shape[0]
+    pos = (start[None, :] + jnp.arange(length)[:, None]) % size  # [L, B]
+    env = jnp.broadcast_to(env_index[None, :], pos.shape)
+    new = jax.tree.map(lambda buf, v: buf.at[env, pos].set(v), base.steps[field], values)
+    base = base.replace(steps={**base.steps, field: new})
+    return replay_state.replace(base=base) if prioritized else base
+
+
+# --------------------------------------------------------------------------- learner helpers
+
+
+def make_optimizer(lr: float, max_grad_norm: float) -> optax.GradientTransformation:
+    if max_grad_norm > 0:
+        return optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(lr))
+    return optax.adam(lr)
+
+
+def grads_and_aux(loss_fn, params, axis_name):
+    """(aux, grads, grad norm) of `loss_fn(params) -> (loss, aux)`, gradients averaged over
+    the data-parallel axis (replicated params marked varying first, as in
+    agents.learning.gradient_step)."""
+    diff = params
+    if axis_name is not None:
+        diff = jax.tree.map(lambda x: jax.lax.pcast(x, (axis_name,), to="varying"), params)
+    grads, aux = jax.grad(loss_fn, has_aux=True)(diff)
+    if axis_name is not None:
+        grads = jax.lax.pmean(grads, axis_name)
+        aux = jax.lax.pmean(aux, axis_name)
+    return aux, grads, optax.tree.norm(grads)
+
+
+def apply(optimizer, grads, opt_state, params):
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
+def draw_members(key, num_critics: int, subset: int):
+    """`subset` distinct critic indices drawn uniformly (REDQ's M of N), `[M]` int32."""
+    if subset == num_critics:
+        return jnp.arange(num_critics)
+    return jax.random.permutation(key, num_critics)[:subset]
+
+
+def ensemble_min(q, members):
+    """min over the drawn members of an ensemble's outputs `[N, ...]`."""
+    return jnp.min(jnp.take(q, members, axis=0), axis=0)
+
+
+class OffPolicyAgent(AgentBase):
+    """`AgentBase` for SAC/TD3-style learners (module docstring). A subclass implements
+    `make_network`, `make_learner` and `make_actor`; its learner has
+    `init(key, sample_obs)` and `update(state, TraceBatch of n steps, axis_name) -> (state,
+    metrics, |TD| [B])`, and a state with `params` (a dict with "actor"), `key` and
+    `env_steps`."""
+
+    discrete_only = False
+
+    def __init__(self, config, env, *, seed=0, mesh=None, replay_memory_limit=None):
+        self.updates_per_program = config.updates_per_iteration
+        spec = env.spec
+        if len(spec.obs_shape) != 1:
+            raise ValueError(
+                f"{self.name} takes vector observations; {spec.env_id} has observations of "
+                f"shape {spec.obs_shape}"
+            )
+        if not spec.discrete and (
+            spec.action_low is None
+            or not (np.all(np.isfinite(spec.action_low)) and np.all(np.isfinite(spec.action_high)))
+        ):
+            raise ValueError(f"{self.name} needs finite action bounds; {spec.env_id} has none")
+        super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)
+
+    def make_replay(self, trace_replay: TraceReplay):
+        cfg = self.config
+        windowed = dataclasses.replace(trace_replay, lookahead=cfg.n_step - 1)
+        if not cfg.prioritized:
+            return windowed
+        return PrioritizedTraceReplay(windowed, epsilon=0.0, new_at_max=True)
+
+    def policy_params(self, learner):
+        """The actor's params and whether to act uniformly at random (before start_train_at)."""
+        steps = learner.env_steps
+        if isinstance(steps, jax.ShapeDtypeStruct):  # AgentBase builds the step spec abstractly
+            return learner.params["actor"], jax.ShapeDtypeStruct((), jnp.bool_)
+        return learner.params["actor"], steps < self.config.start_train_at
+
+    def absorb(self, learner, replay, traj, axis_name=None):
+        learner, replay, _ = super().absorb(learner, replay, traj, axis_name)
+        env_steps = learner.env_steps + self.steps_per_iteration
+        return learner._replace(env_steps=env_steps), replay, []
+
+    def updates_due(self, iteration: int, env_steps: int) -> int:
+        """update_to_data updates per env step from start_train_at on, once a slot and its
+        look-ahead can be sampled; a pure function of the counts (resume-safe)."""
+        cfg = self.config
+        if iteration < 1 + (cfg.n_step - 1) // cfg.trace_len:
+            return 0
+        return self._owed(env_steps + self.steps_per_iteration) - self._owed(env_steps)
+
+    def _owed(self, env_steps: int) -> int:
+        cfg = self.config
+        steps = max(0, env_steps - cfg.start_train_at)
+        return math.floor(steps * cfg.update_to_data + 1e-9)
+
+    def sample_batch(self, learner, replay, key):
+        """B transitions with their n-step windows (module docstring): (TraceBatch, info,
+        offsets)."""
+        cfg = self.config
+        k_slot, k_offset = jax.random.split(key)
+        b = cfg.batch_size // self.num_devices
+        sample = self.replay.sample(replay, k_slot, b)
+        full = TraceBatch.from_sample(sample, self.replay.window_len)
+        offset = jax.random.randint(k_offset, (b,), 0, cfg.trace_len)
+        batch = window_at(full, offset, cfg.n_step)
+        if cfg.prioritized:
+            batch = batch._replace(is_weight=batch.is_weight ** per_beta(cfg, learner.env_steps))
+        return batch, sample.info, offset
+
+    def replay_update(self, learner, replay, axis_name=None):
+        key, sub = sample_key(learner.key, axis_name)
+        batch, info, offset = self.sample_batch(learner, replay, sub)
+        learner, metrics, td = self.learner.update(learner._replace(key=key), batch, axis_name)
+        if self.config.prioritized:
+            priorities = jnp.power(td + 1e-6, self.config.per_alpha)
+            replay = self.replay.set_priorities(replay, info.env_index, info.slot, priorities)
+        replay = self.after_update(learner, replay, batch, info, offset)
+        return learner, replay, metrics
+
+    def after_update(self, learner, replay, batch, info, offset):
+        """Hook after each update (e.g. rewrite stored behaviour statistics); the replay."""
+        return replay
+
+    def step_position(self, info, offset):
+        """Ring position of each sampled transition in its env's stream `[B]`."""
+        return info.slot * self.config.trace_len + offset

@@ -1,0 +1,133 @@
+"""SAC configuration and presets: the command line of `--agent sac`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents.config import check
+from agents.offpolicy import OffPolicyConfig
+
+
+@dataclass(frozen=True)
+class SACConfig(OffPolicyConfig):
+    """Soft actor-critic (Haarnoja et al. 2018, arXiv:1812.05905) for continuous actions, and
+    discrete SAC (Christodoulou 2019, arXiv:1910.07207) when the env's actions are discrete;
+    with a critic ensemble and REDQ's random subset (Chen et al. 2021, arXiv:2101.05982),
+    n-step or V-trace targets and prioritized replay. The defaults are the sac-classic
+    preset (Pendulum-v1)."""
+
+    alpha_lr: float = 1e-3
+    """Adam learning rate of log α (automatic temperature)."""
+    autotune: bool = True
+    """Learn the temperature α towards the target entropy (arXiv:1812.05905 §5)."""
+    init_alpha: float = 1.0
+    """α at the start (the fixed α when --no-autotune)."""
+    target_entropy: float | None = None
+    """Target entropy H̄ (default: −|A| for continuous actions, target_entropy_scale·log A
+    for discrete ones)."""
+    target_entropy_scale: float = 0.89
+    """Discrete SAC's H̄ as a fraction of the maximum entropy log A (the paper's 0.98 is
+    known to keep α too high; 0.89 is CleanRL's sac_atari)."""
+    log_std_min: float = -5.0
+    """Lower end of the policy's log σ (CleanRL; the SAC code uses −20)."""
+    log_std_max: float = 2.0
+    """Upper end of the policy's log σ."""
+    num_critics: int = 2
+    """N: critics in the ensemble (2: SAC's clipped double Q; 10: REDQ)."""
+    critic_subset: int = 2
+    """M: the target's min is over M critics drawn at random per update (REDQ; M = N: all)."""
+    actor_q: str = "min"
+    """How the actor combines the N critics: "min" (SAC) or "mean" (REDQ)."""
+    target: str = "n-step"
+    """Critic targets: "n-step" (n = --n-step; 1 is SAC's one-step target) or "vtrace"
+    (V-trace over the n steps after the sampled one, with the stored behaviour log-probs)."""
+    overwrite_mu: bool = False
+    """V-trace: after each update overwrite the stored behaviour log-probs of the sampled
+    steps with the current policy's (as the Advanced-SAC seed does)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        check(self.alpha_lr > 0, "alpha_lr", self.alpha_lr, "> 0")
+        check(self.init_alpha > 0, "init_alpha", self.init_alpha, "> 0")
+        check(
+            0.0 < self.target_entropy_scale <= 1.0,
+            "target_entropy_scale",
+            self.target_entropy_scale,
+            "in (0, 1]",
+        )
+        check(
+            self.log_std_min < self.log_std_max,
+            "log_std_min",
+            self.log_std_min,
+            f"< --log-std-max {self.log_std_max}",
+        )
+        check(self.num_critics >= 1, "num_critics", self.num_critics, "an integer >= 1")
+        check(
+            1 <= self.critic_subset <= self.num_critics,
+            "critic_subset",
+            self.critic_subset,
+            f"in [1, --num-critics {self.num_critics}]",
+        )
+        check(self.actor_q in ("min", "mean"), "actor_q", self.actor_q, '"min" or "mean"')
+        check(self.target in ("n-step", "vtrace"), "target", self.target, '"n-step" or "vtrace"')
+        check(
+            not self.overwrite_mu or self.target == "vtrace",
+            "overwrite_mu",
+            self.overwrite_mu,
+            "off unless --target vtrace",
+        )
+
+
+PRESETS: dict[str, dict] = {
+    # Pendulum-v1 (continuous) and CartPole-v1 (discrete SAC), sized for a 2-core CPU: the
+    # SAC paper's networks and learning rates (CleanRL's sac_continuous_action: actor 3e-4,
+    # critic and α 1e-3, τ = 0.005, batch 256, N = 2) with 1,000 random steps instead of
+    # 5,000 (Pendulum episodes are 200 steps), 4 envs × 8 steps per iteration and one
+    # update per env step, the 32 updates of an iteration scanned in one program.
+    "sac-classic": {"env": "Pendulum-v1", "total_steps": 20_000},
+    # CleanRL sac_continuous_action.py / Haarnoja et al. 2018 (arXiv:1812.05905, Table 1):
+    # batch 256, Adam 3e-4 (actor) / 1e-3 (critics, α), τ = 0.005, γ = 0.99, 256-256
+    # networks, 5,000 random steps, one update per env step, buffer 1M. One env × 8 steps
+    # per iteration: the update order of the 1-env original, with 8 updates per program.
+    "sac-mujoco": {
+        "env": "HalfCheetah-v4",
+        "total_steps": 1_000_000,
+        "num_envs": 1,
+        "trace_len": 8,
+        "batch_size": 256,
+        "buffer_size": 1_000_000,
+        "start_train_at": 5_000,
+        "update_to_data": 1.0,
+        "actor_lr": 3e-4,
+        "critic_lr": 1e-3,
+        "alpha_lr": 1e-3,
+        "tau": 0.005,
+        "hidden": (256, 256),
+        "checkpoint_every": 100_000,
+        "eval_episodes": 10,
+    },
+    # REDQ (Chen et al. 2021, arXiv:2101.05982, Table 1 / their redq_sac.py): N = 10 critics,
+    # min over M = 2 drawn per update, update-to-data ratio G = 20, the actor on the mean of
+    # all N, otherwise SAC's settings (lr 3e-4 for all, batch 256, τ = 0.005, 5,000 random
+    # steps).
+    "redq-mujoco": {
+        "env": "HalfCheetah-v4",
+        "total_steps": 300_000,
+        "num_envs": 1,
+        "trace_len": 8,
+        "batch_size": 256,
+        "buffer_size": 1_000_000,
+        "start_train_at": 5_000,
+        "update_to_data": 20.0,
+        "num_critics": 10,
+        "critic_subset": 2,
+        "actor_q": "mean",
+        "actor_lr": 3e-4,
+        "critic_lr": 3e-4,
+        "alpha_lr": 3e-4,
+        "tau": 0.005,
+        "hidden": (256, 256),
+        "checkpoint_every": 50_000,
+        "eval_episodes": 10,
+    },
+}

@@ -1,0 +1,294 @@
+"""SAC learner: soft Q targets (n-step or V-trace) from a critic ensemble, the actor and the
+temperature; continuous (tanh Gaussian) or discrete (exact expectation over actions).
+
+One update on B transitions, each with its n-step window (agents/offpolicy.py), in this order
+(as CleanRL's sac_continuous_action and the SAC paper's Algorithm 1):
+1. critic targets from the target critics, min over M of the N members drawn at random
+   (REDQ; M = N = 2 is SAC's clipped double Q), the current policy and α;
+2. one Adam step on the N critics, ½ Σ_i w_b (Q_i(x, a) − y)² averaged over the batch
+   (w_b: the IS weight of prioritized replay, 0 on the fake auto-reset transition);
+3. every `policy_delay` updates, one Adam step on the actor (against the updated critics)
+   and one on log α;
+4. Polyak averaging of the target critics (`optax.incremental_update`).
+
+The critic ensemble is one module with stacked parameters (networks.sac.QEnsemble), run
+with vmap. The critics see actions in [−1, 1] (the tanh output); the env gets them scaled to
+its bounds, and log-probabilities are those of the scaled action (tanh_gaussian_log_prob
+with the bounds), as CleanRL computes them, so the target entropy −|A| means the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from agents import losses
+from agents.learning import TraceBatch
+from agents.offpolicy import apply, draw_members, ensemble_min, grads_and_aux, make_optimizer
+
+Array = jax.Array
+sg = jax.lax.stop_gradient
+
+METRICS = (
+    "value_loss", "policy_loss", "alpha_loss", "alpha", "entropy", "q_mean", "target_mean",
+    "td_abs", "rho_mean", "critic_grad_norm", "actor_grad_norm",
+)  # fmt: skip
+
+
+class SACState(NamedTuple):
+    params: Any  # {"actor": ..., "critic": ...} (critic: the ensemble's stacked params)
+    target_critic: Any
+    log_alpha: Array
+    opt_state: Any  # {"actor", "critic", "alpha"}
+    step: Array  # int32 updates
+    key: Array
+    env_steps: Array  # int32 env steps absorbed (random actions before start_train_at)
+
+
+class SACLearner:
+    """Pure functions of the SAC learner, closed over the config, networks and env spec."""
+
+    def __init__(self, config, actor, critic, spec):
+        self.config, self.actor, self.critic = config, actor, critic
+        self.discrete = spec.discrete
+        if self.discrete:
+            self.low = self.high = None
+            default_entropy = config.target_entropy_scale * float(np.log(spec.num_actions))
+        else:
+            self.low = np.asarray(spec.action_low, np.float32)
+            self.high = np.asarray(spec.action_high, np.float32)
+            default_entropy = -float(np.prod(spec.action_shape))
+        te = config.target_entropy
+        self.target_entropy = default_entropy if te is None else float(te)
+        g = config.max_grad_norm
+        self.optimizers = {
+            "actor": make_optimizer(config.actor_lr, g),
+            "critic": make_optimizer(config.critic_lr, g),
+            "alpha": optax.adam(config.alpha_lr),
+        }
+        self.action_dim = None if self.discrete else int(np.prod(spec.action_shape))
+
+    # ------------------------------------------------------------------ state
+    def init(self, key, sample_obs) -> SACState:
+        k_actor, k_critic, key = jax.random.split(key, 3)
+        actor = self.actor.init(k_actor, sample_obs)
+        if self.discrete:
+            critic = self.critic.init(k_critic, sample_obs)
+        else:
+            action = jnp.zeros((sample_obs.shape[0], self.action_dim), jnp.float32)
+            critic = self.critic.init(k_critic, sample_obs, action)
+        params = {"actor": actor, "critic": critic}
+        log_alpha = jnp.asarray(np.log(self.config.init_alpha), jnp.float32)
+        return SACState(
+            params=params,
+            target_critic=jax.tree.map(jnp.copy, critic),  # distinct buffers: both donated
+            log_alpha=log_alpha,
+            opt_state={
+                "actor": self.optimizers["actor"].init(actor),
+                "critic": self.optimizers["critic"].init(critic),
+                "alpha": self.optimizers["alpha"].init(log_alpha),
+            },
+            step=jnp.zeros((), jnp.int32),
+            key=key,
+            env_steps=jnp.zeros((), jnp.int32),
+        )
+
+    # ------------------------------------------------------------------ policy
+    def sample(self, actor_params, obs, key):
+        """Continuous: a reparameterised action in [−1, 1] and log π of its scaled version,
+        `([..., D], [...])`. Discrete: the logits `[..., A]` (and None)."""
+        if self.discrete:
+            return self.actor.apply(actor_params, obs), None
+        mean, log_std = self.actor.apply(actor_params, obs)
+        u = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
+        logp = losses.tanh_gaussian_log_prob(u, mean, log_std, low=self.low, high=self.high)
+        return jnp.tanh(u), logp
+
+    def log_prob(self, actor_params, obs, action, mu):
+        """log π(a|x) of stored actions under the current policy `[...]` (V-trace's ρ)."""
+        if self.discrete:
+            logits = self.actor.apply(actor_params, obs)
+            logp = jax.nn.log_softmax(logits)
+            return jnp.take_along_axis(logp, action[..., None], -1)[..., 0]
+        mean, log_std = self.actor.apply(actor_params, obs)
+        return losses.tanh_gaussian_log_prob(
+            mu["pre_tanh"], mean, log_std, low=self.low, high=self.high
+        )
+
+    def behaviour_log_prob(self, action, mu):
+        """log μ(a|x) stored at acting time `[...]`."""
+        if self.discrete:
+            p = jnp.take_along_axis(mu, action[..., None], -1)[..., 0]
+            return jnp.log(jnp.maximum(p, 1e-30))
+        return mu["logp"]
+
+    def soft_value_parts(self, actor_params, critic_params, obs, key, members, alpha):
+        """(E_a'[min_M Q'(x, a')], E_a'[log π(a'|x)]) `[...]` at observations `[..., obs]`:
+        one sampled a' (continuous) or the exact expectation (discrete)."""
+        if self.discrete:
+            logits, _ = self.sample(actor_params, obs, key)
+            log_pi = jax.nn.log_softmax(logits)
+            pi = jnp.exp(log_pi)
+            q = ensemble_min(self.critic.apply(critic_params, obs), members)
+            return jnp.sum(pi * q, -1), jnp.sum(pi * log_pi, -1)
+        a, logp = self.sample(actor_params, obs, key)
+        return ensemble_min(self.critic.apply(critic_params, obs, a), members), logp
+
+    def q_taken(self, critic_params, obs, action):
+        """Q_i(x, a) of every member `[N, ...]` at the stored actions."""
+        if self.discrete:
+            q = self.critic.apply(critic_params, obs)
+            return jnp.take_along_axis(q, action[None, ..., None], -1)[..., 0]
+        return self.critic.apply(critic_params, obs, action)
+
+    # ------------------------------------------------------------------ targets
+    def targets(self, state: SACState, batch: TraceBatch, key, members):
+        """Critic targets y `[B]` for step 0 of each window, and the mean ρ (V-trace)."""
+        cfg = self.config
+        n = batch.reward.shape[0]
+        alpha = jnp.exp(state.log_alpha)
+        actor = state.params["actor"]
+        q_next, logp_next = self.soft_value_parts(
+            actor, state.target_critic, batch.obs[1:], key, members, alpha
+        )  # [n, B]: x_1 .. x_n
+        r, d, mask = batch.reward, batch.discount, batch.mask
+        if cfg.target == "vtrace":
+            v = q_next - alpha * logp_next  # soft values of x_1 .. x_n
+            if n == 1:
+                vs1, rho_mean = v[0], jnp.ones(())
+            else:
+                logp = self.log_prob(actor, batch.obs[1:n], batch.action[1:], _tail(batch.mu))
+                rho = jnp.exp(logp - self.behaviour_log_prob(batch.action[1:], _tail(batch.mu)))
+                out = losses.vtrace(v[:-1], v[-1], r[1:], d[1:], sg(rho), mask_t=mask[1:])
+                vs1 = out.vs[0]
+                rho_mean = jnp.sum(mask[1:] * rho) / jnp.maximum(jnp.sum(mask[1:]), 1.0)
+            return sg(r[0] + d[0] * vs1), sg(rho_mean)
+        if n == 1:
+            y = losses.soft_q_targets(r, d, q_next, logp_next, alpha)
+            return y[0], jnp.ones(())
+        # x_0's value is only read where step 0 is masked, which is never learnt.
+        zeros = jnp.zeros_like(q_next[:1])
+        q_t = jnp.concatenate([zeros, q_next[:-1]], 0)
+        logp_t = jnp.concatenate([zeros, logp_next[:-1]], 0)
+        y = losses.n_step_soft_q_targets(
+            r, d, q_t, logp_t, q_next[-1], logp_next[-1], alpha, n, mask_t=mask
+        )
+        return y[0], jnp.ones(())
+
+    # ------------------------------------------------------------------ update
+    def update(self, state: SACState, batch: TraceBatch, axis_name=None):
+        """One SAC update on a batch of windows (module docstring). Pure; returns (state,
+        metrics, |TD| [B] of the sampled transitions)."""
+        cfg = self.config
+        key, k_members, k_target, k_actor = jax.random.split(state.key, 4)
+        members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)
+        y, rho_mean = self.targets(state, batch, k_target, members)
+        obs, action = batch.obs[0], batch.action[0]
+        weight = batch.is_weight * batch.mask[0]
+
+        def critic_loss(critic):
+            q = self.q_taken(critic, obs, action)  # [N, B]
+            loss = 0.5 * jnp.sum(jnp.mean(weight[None] * jnp.square(q - y[None]), axis=-1))
+            return loss, (loss, jnp.mean(q, 0))
+
+        (value_loss, q), grads, critic_norm = grads_and_aux(
+            critic_loss, state.params["critic"], axis_name
+        )
+        critic, critic_opt = apply(
+            self.optimizers["critic"], grads, state.opt_state["critic"], state.params["critic"]
+        )
+        alpha = jnp.exp(state.log_alpha)
+        mask0 = batch.mask[0]
+
+        def actor_loss(actor):
+            if self.discrete:
+                logits, _ = self.sample(actor, obs, k_actor)
+                q_all = self.critic.apply(sg(critic), obs)  # [N, B, A]
+                q_red = jnp.min(q_all, 0) if cfg.actor_q == "min" else jnp.mean(q_all, 0)
+                per = losses.discrete_sac_actor_loss(logits[None], q_red[None], alpha)[0]
+                log_pi = jax.nn.log_softmax(logits)
+                logp = jnp.sum(jnp.exp(log_pi) * log_pi, -1)  # −entropy
+                aux = logits
+            else:
+                a, logp = self.sample(actor, obs, k_actor)
+                q_all = self.critic.apply(sg(critic), obs, a)  # [N, B]
+                q_red = jnp.min(q_all, 0) if cfg.actor_q == "min" else jnp.mean(q_all, 0)
+                per = losses.sac_actor_loss(q_red[None], logp[None], alpha)[0]
+                aux = logp
+            loss = jnp.sum(mask0 * per) / jnp.maximum(jnp.sum(mask0), 1.0)
+            return loss, (loss, sg(logp), sg(aux))
+
+        (policy_loss, logp, aux), actor_grads, actor_norm = grads_and_aux(
+            actor_loss, state.params["actor"], axis_name
+        )
+
+        def alpha_loss(log_alpha):
+            if self.discrete:
+                per = losses.discrete_sac_temperature_loss(
+                    log_alpha, aux[None], self.target_entropy, mask_t=mask0[None]
+                )
+            else:
+                per = losses.sac_temperature_loss(
+                    log_alpha, aux[None], self.target_entropy, mask_t=mask0[None]
+                )
+            loss = jnp.sum(per) / jnp.maximum(jnp.sum(mask0), 1.0)
+            return loss, loss
+
+        alpha_l, alpha_grads, _ = grads_and_aux(alpha_loss, state.log_alpha, axis_name)
+
+        def policy_step(_):
+            actor, actor_opt = apply(
+                self.optimizers["actor"], actor_grads, state.opt_state["actor"],
+                state.params["actor"],
+            )  # fmt: skip
+            log_alpha, alpha_opt = state.log_alpha, state.opt_state["alpha"]
+            if cfg.autotune:
+                log_alpha, alpha_opt = apply(
+                    self.optimizers["alpha"], alpha_grads, alpha_opt, log_alpha
+                )
+            return actor, actor_opt, log_alpha, alpha_opt
+
+        def skip(_):
+            s = state
+            return s.params["actor"], s.opt_state["actor"], s.log_alpha, s.opt_state["alpha"]
+
+        actor, actor_opt, log_alpha, alpha_opt = jax.lax.cond(
+            state.step % cfg.policy_delay == 0, policy_step, skip, None
+        )
+        target = optax.incremental_update(critic, state.target_critic, cfg.tau)
+        td = sg(jnp.abs(q - y))  # q: the members' mean [B]
+        valid = jnp.maximum(jnp.sum(mask0), 1.0)
+        metrics = {
+            "value_loss": value_loss,
+            "policy_loss": policy_loss,
+            "alpha_loss": alpha_l,
+            "alpha": alpha,
+            "entropy": -jnp.sum(mask0 * logp) / valid,
+            "q_mean": jnp.sum(mask0 * q) / valid,
+            "target_mean": jnp.sum(mask0 * y) / valid,
+            "td_abs": jnp.sum(mask0 * td) / valid,
+            "rho_mean": rho_mean,
+            "critic_grad_norm": critic_norm,
+            "actor_grad_norm": actor_norm,
+        }
+        if axis_name is not None:
+            metrics = jax.lax.pmean(metrics, axis_name)
+        new = SACState(
+            params={"actor": actor, "critic": critic},
+            target_critic=target,
+            log_alpha=log_alpha,
+            opt_state={"actor": actor_opt, "critic": critic_opt, "alpha": alpha_opt},
+            step=state.step + 1,
+            key=key,
+            env_steps=state.env_steps,
+        )
+        return new, metrics, td * mask0
+
+
+def _tail(mu):
+    """Behaviour statistics of steps 1.. of a window."""
+    return jax.tree.map(lambda x: x[1:], mu)

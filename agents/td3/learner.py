@@ -1,0 +1,166 @@
+"""The deterministic-actor learner of TD3 and DDPG (rlpyt's QPG family).
+
+One update on B transitions with their n-step windows (agents/offpolicy.py):
+1. targets: the target actor's action at each next observation, smoothed with clipped
+   Gaussian noise and clipped to [−1, 1] (`losses.td3_target_actions`), the min over the target
+   critics (`losses.td3_targets`: clipped double Q; one critic gives DDPG's target), and for
+   n > 1 the n-step return bootstrapped from that value (`losses.n_step_returns`);
+2. one Adam step on the critics, ½ Σ_i w_b (Q_i(x, a) − y)² averaged over the batch;
+3. every `policy_delay` updates: one Adam step on the actor along the deterministic policy
+   gradient of the first critic (`losses.dpg_loss`), and Polyak averaging of the target
+   actor and critics.
+
+Actions are in [−1, 1] for the networks (tanh output); the env gets them scaled to its bounds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from agents import losses
+from agents.learning import TraceBatch
+from agents.offpolicy import apply, ensemble_min, grads_and_aux, make_optimizer
+
+Array = jax.Array
+sg = jax.lax.stop_gradient
+
+METRICS = (
+    "value_loss", "policy_loss", "q_mean", "target_mean", "td_abs", "critic_grad_norm",
+    "actor_grad_norm",
+)  # fmt: skip
+
+_ONES = (-1.0, 1.0)
+
+
+class TD3State(NamedTuple):
+    params: Any  # {"actor": ..., "critic": ...}
+    target_params: Any  # the same, Polyak-averaged
+    opt_state: Any  # {"actor", "critic"}
+    step: Array
+    key: Array
+    env_steps: Array
+
+
+class TD3Learner:
+    """Pure functions of TD3 / DDPG, closed over the config, networks and action size."""
+
+    def __init__(self, config, actor, critic, action_dim: int):
+        self.config, self.actor, self.critic = config, actor, critic
+        self.action_dim = action_dim
+        self.optimizers = {
+            "actor": make_optimizer(config.actor_lr, config.max_grad_norm),
+            "critic": make_optimizer(config.critic_lr, config.max_grad_norm),
+        }
+
+    def init(self, key, sample_obs) -> TD3State:
+        k_actor, k_critic, key = jax.random.split(key, 3)
+        action = jnp.zeros((sample_obs.shape[0], self.action_dim), jnp.float32)
+        params = {
+            "actor": self.actor.init(k_actor, sample_obs),
+            "critic": self.critic.init(k_critic, sample_obs, action),
+        }
+        return TD3State(
+            params=params,
+            target_params=jax.tree.map(jnp.copy, params),  # distinct buffers: both donated
+            opt_state={k: self.optimizers[k].init(v) for k, v in params.items()},
+            step=jnp.zeros((), jnp.int32),
+            key=key,
+            env_steps=jnp.zeros((), jnp.int32),
+        )
+
+    def targets(self, state: TD3State, batch: TraceBatch, key):
+        """Critic targets `[B]` of step 0 of each window."""
+        cfg = self.config
+        n = batch.reward.shape[0]
+        next_obs = batch.obs[1:]  # x_1 .. x_n
+        target = state.target_params
+        a = self.actor.apply(target["actor"], next_obs)
+        noise = cfg.target_noise * jax.random.normal(key, a.shape, a.dtype)
+        ones = jnp.ones((self.action_dim,), jnp.float32)
+        a = losses.td3_target_actions(a, noise, cfg.noise_clip, -ones, ones)
+        q = self.critic.apply(target["critic"], next_obs, a)  # [N, n, B]
+        q_min = ensemble_min(q, jnp.arange(cfg.num_critics))
+        r, d = batch.reward, batch.discount
+        if n == 1:
+            return losses.td3_targets(r, d, q_min, q_min)[0]
+        zeros = jnp.zeros_like(q_min[:1])  # V(x_0): read only where step 0 is masked
+        v = jnp.concatenate([zeros, q_min[:-1]], 0)
+        return losses.n_step_returns(r, d, v, q_min[-1], n, mask_t=batch.mask)[0]
+
+    def update(self, state: TD3State, batch: TraceBatch, axis_name=None):
+        """One update (module docstring). Pure; returns (state, metrics, |TD| [B])."""
+        cfg = self.config
+        key, k_target = jax.random.split(state.key)
+        y = self.targets(state, batch, k_target)
+        obs, action = batch.obs[0], batch.action[0]
+        mask0 = batch.mask[0]
+        weight = batch.is_weight * mask0
+
+        def critic_loss(critic):
+            q = self.critic.apply(critic, obs, action)  # [N, B]
+            loss = 0.5 * jnp.sum(jnp.mean(weight[None] * jnp.square(q - y[None]), axis=-1))
+            return loss, (loss, jnp.mean(q, 0))
+
+        (value_loss, q), grads, critic_norm = grads_and_aux(
+            critic_loss, state.params["critic"], axis_name
+        )
+        critic, critic_opt = apply(
+            self.optimizers["critic"], grads, state.opt_state["critic"], state.params["critic"]
+        )
+
+        def q_first(a):  # Q_1(x, a), summed: each row's own ∂Q/∂a
+            return jnp.sum(self.critic.apply(critic, obs, a)[0])
+
+        def actor_loss(actor):
+            a = self.actor.apply(actor, obs)  # [B, D]
+            dqda = jax.grad(q_first)(sg(a))
+            per = losses.dpg_loss(a[None], dqda[None], mask_t=mask0[None])[0]
+            valid = jnp.maximum(jnp.sum(mask0), 1.0)
+            q_pi = self.critic.apply(sg(critic), obs, sg(a))[0]
+            return jnp.sum(per) / valid, -jnp.sum(mask0 * q_pi) / valid
+
+        policy_loss, actor_grads, actor_norm = grads_and_aux(
+            actor_loss, state.params["actor"], axis_name
+        )
+
+        def policy_step(_):
+            actor, actor_opt = apply(
+                self.optimizers["actor"], actor_grads, state.opt_state["actor"],
+                state.params["actor"],
+            )  # fmt: skip
+            new = {"actor": actor, "critic": critic}
+            target = optax.incremental_update(new, state.target_params, cfg.tau)
+            return actor, actor_opt, target
+
+        def skip(_):
+            return state.params["actor"], state.opt_state["actor"], state.target_params
+
+        actor, actor_opt, target = jax.lax.cond(
+            state.step % cfg.policy_delay == 0, policy_step, skip, None
+        )
+        td = sg(jnp.abs(q - y))  # q: the members' mean [B]
+        valid = jnp.maximum(jnp.sum(mask0), 1.0)
+        metrics = {
+            "value_loss": value_loss,
+            "policy_loss": policy_loss,
+            "q_mean": jnp.sum(mask0 * q) / valid,
+            "target_mean": jnp.sum(mask0 * y) / valid,
+            "td_abs": jnp.sum(mask0 * td) / valid,
+            "critic_grad_norm": critic_norm,
+            "actor_grad_norm": actor_norm,
+        }
+        if axis_name is not None:
+            metrics = jax.lax.pmean(metrics, axis_name)
+        new = TD3State(
+            params={"actor": actor, "critic": critic},
+            target_params=target,
+            opt_state={"actor": actor_opt, "critic": critic_opt},
+            step=state.step + 1,
+            key=key,
+            env_steps=state.env_steps,
+        )
+        return new, metrics, td * mask0

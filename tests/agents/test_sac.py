@@ -1,0 +1,396 @@
+"""SAC / TD3 on the off-policy seam: ensemble subsets, n-step and V-trace targets through the
+agent's replay batch (episode ends, truncations), PER IS weights, action scaling, the scanned
+updates, and a subprocess train → resume → evaluate per agent.
+
+References are NumPy, written from the equations over the written stream, not from the JAX
+code."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from agents.offpolicy import draw_members, ensemble_min
+from agents.sac.agent import SACAgent
+from agents.sac.config import SACConfig
+from agents.td3.agent import TD3Agent
+from agents.td3.config import TD3Config
+from envs import make_env
+from networks.sac import QEnsemble
+
+TINY = dict(num_envs=2, trace_len=4, batch_size=8, buffer_size=2 * 4 * 6, hidden=(8,))
+GAMMA = 0.9
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    return make_env("Pendulum-v1", 2, 0)
+
+
+# --------------------------------------------------------------------------- ensembles
+
+
+def test_ensemble_is_stacked_members_and_min_over_a_random_subset():
+    net = QEnsemble(num_critics=5, hidden=(4,))
+    obs, act = jnp.ones((3, 2)), jnp.zeros((3, 1))
+    params = net.init(jax.random.PRNGKey(0), obs, act)
+    leaves = jax.tree.leaves(params)
+    assert all(x.shape[0] == 5 for x in leaves)  # one stacked set, not 5 modules
+    q = np.asarray(net.apply(params, obs, act))
+    assert q.shape == (5, 3) and len(np.unique(q[:, 0])) == 5  # members differ
+    seen = set()
+    for i in range(40):
+        m = np.asarray(draw_members(jax.random.PRNGKey(i), 5, 2))
+        assert len(set(m)) == 2 and set(m) <= set(range(5))
+        seen |= set(m.tolist())
+        np.testing.assert_allclose(np.asarray(ensemble_min(jnp.asarray(q), m)), q[m].min(0))
+    assert seen == set(range(5))
+    np.testing.assert_array_equal(np.asarray(draw_members(jax.random.PRNGKey(0), 4, 4)), range(4))
+
+
+# --------------------------------------------------------------------------- targets
+
+
+def _stream(num_envs, length, rng):
+    """Per env: obs x_t = [t + 1000 e, noise, noise], rewards, discounts and masks of a
+    stream with terminations (discount 0) and truncations (discount γ), each followed by the
+    fake auto-reset transition (mask 0); behaviour log-probs."""
+    obs = np.zeros((num_envs, length + 1, 3), np.float32)
+    reward = rng.normal(size=(num_envs, length)).astype(np.float32)
+    discount = np.full((num_envs, length), GAMMA, np.float32)
+    mask = np.ones((num_envs, length), np.float32)
+    for e in range(num_envs):
+        obs[e, :, 0] = np.arange(length + 1) + 1000 * e
+        obs[e, :, 1:] = rng.normal(size=(length + 1, 2))
+        t = 2
+        while t < length - 1:
+            if rng.random() < 0.5:
+                discount[e, t] = 0.0  # terminated at t+1
+            mask[e, t + 1] = 0.0  # the fake reset transition (a truncation keeps γ)
+            t += rng.integers(3, 7)
+    logmu = rng.normal(size=(num_envs, length)).astype(np.float32) - 1.0
+    return obs, reward, discount, mask, logmu
+
+
+def _fill(agent, state, stream, iterations):
+    """Write the stream into the agent's replay, one slot per iteration."""
+    obs, reward, discount, mask, logmu = stream
+    T, replay = agent.config.trace_len, state.replay
+    add = jax.jit(agent.replay.add)
+    inner = getattr(agent.replay, "base", agent.replay)
+    mu_spec = inner.step_spec["mu"]
+    D = agent.learner.action_dim
+    for k in range(iterations):
+        sl = slice(k * T, (k + 1) * T)
+
+        def tm(x, sl=sl):  # [T, E, ...]
+            return jnp.asarray(np.swapaxes(x[:, sl], 0, 1))
+
+        steps = {
+            "first": tm(np.zeros_like(mask, bool)),
+            "frame_reset": tm(np.zeros_like(mask, bool)),
+            "action": jnp.zeros((T, obs.shape[0], D), jnp.float32),
+            "mu": jax.tree.map(
+                lambda spec: jnp.zeros((T, obs.shape[0], *spec.shape), spec.dtype), mu_spec
+            ),
+            "reward": tm(reward),
+            "discount": tm(discount),
+            "mask": tm(mask),
+        }
+        if "logp" in mu_spec:
+            steps["mu"]["logp"] = tm(logmu)
+        replay = add(replay, tm(obs), steps, None)
+    return state._replace(replay=replay)
+
+
+class _KnownValues:
+    """Soft value V(x) = x[0] / 100 (no entropy term), log π(a|x) = x[1] / 10."""
+
+    def __init__(self, learner):
+        self.learner = learner
+
+    def soft_value_parts(self, actor, critic, obs, key, members, alpha):
+        return obs[..., 0] / 100.0, jnp.zeros(obs.shape[:-1])
+
+    def log_prob(self, actor, obs, action, mu):
+        return obs[..., 1] / 10.0
+
+
+def _reference(stream, env, pos, n, vtrace):
+    obs, reward, discount, mask, logmu = stream
+    V = lambda s: obs[env, s, 0] / 100.0  # noqa: E731
+    t = pos
+    if not vtrace:
+        g, disc = 0.0, 1.0
+        for k in range(n):
+            if k >= 1 and mask[env, t + k] == 0:
+                return g + disc * V(t + k)
+            g += disc * reward[env, t + k]
+            disc *= discount[env, t + k]
+        return g + disc * V(t + n)
+    # V-trace (IMPALA eq. 1) over steps t+1 .. t+n−1, ρ̄ = c̄ = 1, bootstrapped at x_{t+n}.
+    vs = V(t + n)
+    for s in range(t + n - 1, t, -1):
+        if mask[env, s] == 0:
+            vs = V(s)
+            continue
+        rho = min(1.0, np.exp(obs[env, s, 1] / 10.0 - logmu[env, s]))
+        delta = rho * (reward[env, s] + discount[env, s] * V(s + 1) - V(s))
+        vs = V(s) + delta + discount[env, s] * rho * (vs - V(s + 1))
+    return reward[env, t] + discount[env, t] * vs
+
+
+def test_sampled_windows_match_the_stream(pendulum):
+    """agent.sample_batch: each sample's window is the stream at its (env, slot·T + offset)."""
+    target, n = "vtrace", 3
+    cfg = SACConfig(**{**TINY, "batch_size": 64}, n_step=n, target=target, discount=GAMMA)
+    agent = SACAgent(cfg, pendulum)
+    state = agent.init(jax.random.PRNGKey(0))
+    stream = _stream(2, 5 * cfg.trace_len, np.random.default_rng(n))
+    state = _fill(agent, state, stream, 5)
+    known = _KnownValues(agent.learner)
+    agent.learner.soft_value_parts = known.soft_value_parts
+    agent.learner.log_prob = known.log_prob
+    batch, info, offset = jax.jit(agent.sample_batch)(
+        state.learner, state.replay, jax.random.PRNGKey(3)
+    )
+    y, _ = agent.learner.targets(state.learner, batch, jax.random.PRNGKey(0), jnp.arange(2))
+    pos = np.asarray(agent.step_position(info, offset))
+    env = np.asarray(info.env_index)
+    np.testing.assert_array_equal(np.asarray(batch.obs[0, :, 0]), stream[0][env, pos, 0])
+    mask = stream[3]
+    learnt = mask[env, pos] > 0
+    want = np.array(
+        [_reference(stream, e, p, n, target == "vtrace") for e, p in zip(env, pos, strict=True)]
+    )
+    np.testing.assert_allclose(np.asarray(y)[learnt], want[learnt], rtol=1e-5, atol=1e-5)
+    for k in range(n):
+        np.testing.assert_array_equal(np.asarray(batch.reward[k]), stream[1][env, pos + k])
+        np.testing.assert_array_equal(np.asarray(batch.mask[k]), mask[env, pos + k])
+    assert len(set(zip(env.tolist(), pos.tolist(), strict=True))) > 20  # slots, offsets vary
+
+
+@pytest.mark.parametrize("target, n", [("n-step", 1), ("n-step", 3), ("vtrace", 3)])
+def test_window_targets_see_terminations_and_truncations(pendulum, target, n):
+    """Every transition of the stream, through window_at at each offset: n-step and V-trace
+    targets equal the reference (terminal: no bootstrap; truncated: bootstrap from the final
+    observation; nothing crosses the fake reset transition)."""
+    from agents.learning import TraceBatch
+    from agents.offpolicy import window_at
+
+    cfg = SACConfig(**TINY, n_step=n, target=target, discount=GAMMA)
+    agent = SACAgent(cfg, pendulum)
+    state = agent.init(jax.random.PRNGKey(0))
+    stream = _stream(2, 5 * cfg.trace_len, np.random.default_rng(7))
+    state = _fill(agent, state, stream, 5)
+    known = _KnownValues(agent.learner)
+    agent.learner.soft_value_parts = known.soft_value_parts
+    agent.learner.log_prob = known.log_prob
+    env = np.repeat([0, 1], 3 * 4)
+    slot = np.tile(np.repeat([0, 1, 2], 4), 2)
+    offset = np.tile(np.arange(4), 6)
+    sample = agent.replay.gather(state.replay, jnp.asarray(env), jnp.asarray(slot))
+    from replay import ReplaySample, SampleInfo
+
+    ones = jnp.ones(len(env))
+    info = SampleInfo(jnp.asarray(env), jnp.asarray(slot), ones, ones)
+    full = TraceBatch.from_sample(ReplaySample(sample, info), agent.replay.window_len)
+    batch = window_at(full, jnp.asarray(offset), n)
+    y, _ = agent.learner.targets(state.learner, batch, jax.random.PRNGKey(0), jnp.arange(2))
+    pos = slot * 4 + offset
+    mask, discount = stream[3], stream[2]
+    want = np.array(
+        [_reference(stream, e, p, n, target == "vtrace") for e, p in zip(env, pos, strict=True)]
+    )
+    learnt = mask[env, pos] > 0
+    np.testing.assert_allclose(np.asarray(y)[learnt], want[learnt], rtol=1e-5, atol=1e-5)
+    assert (discount[env, pos][learnt] == 0).any()  # terminations among them
+    truncated = (discount[env, pos] > 0) & (mask[env, np.minimum(pos + 1, 39)] == 0)
+    assert truncated[learnt].any()
+
+
+# --------------------------------------------------------------------------- PER
+
+
+def test_per_is_weights_are_annealed_powers_of_the_sampling_probabilities(pendulum):
+    cfg = SACConfig(**TINY, prioritized=True, per_beta=0.4, per_beta_steps=1000)
+    agent = SACAgent(cfg, pendulum)
+    state = agent.init(jax.random.PRNGKey(0))
+    state = _fill(agent, state, _stream(2, 20, np.random.default_rng(0)), 5)
+    n, c = 2, agent.replay.traces_per_env
+    valid = np.asarray(agent.replay.valid_mask(state.replay))
+    prio = np.random.default_rng(1).uniform(0.1, 3.0, (n, c)).astype(np.float32)
+    envs, slots = np.nonzero(np.broadcast_to(valid, (n, c)))
+    replay = agent.replay.set_priorities(
+        state.replay, jnp.asarray(envs), jnp.asarray(slots), jnp.asarray(prio[envs, slots])
+    )
+    sample = jax.jit(agent.sample_batch)
+    for env_steps, beta in ((0, 0.4), (500, 0.7), (5000, 1.0)):
+        learner = state.learner._replace(env_steps=jnp.asarray(env_steps, jnp.int32))
+        batch, info, _ = sample(learner, replay, jax.random.PRNGKey(env_steps))
+        p = prio[envs, slots]
+        prob = prio[np.asarray(info.env_index), np.asarray(info.slot)] / p.sum()
+        w = (1.0 / (len(p) * prob)) ** beta
+        np.testing.assert_allclose(np.asarray(batch.is_weight), w / w.max(), rtol=1e-4)
+    # A slot becoming valid enters at the maximum priority so far (Schaul et al. 2016).
+    newer = _fill(agent, state._replace(replay=replay), _stream(2, 4, np.random.default_rng(2)), 1)
+    s = int(replay.base.write_slot) - 1  # the newest slot, valid after the next add
+    assert not valid[s] and np.asarray(agent.replay.valid_mask(newer.replay))[s]
+    np.testing.assert_allclose(np.asarray(newer.replay.priorities[:, s]), prio[envs, slots].max())
+
+
+# --------------------------------------------------------------------------- actions
+
+
+def test_actions_are_scaled_to_the_env_bounds(pendulum):
+    from agents import losses
+
+    agent = SACAgent(SACConfig(**TINY), pendulum)
+    state = agent.init(jax.random.PRNGKey(0))
+    low, high = pendulum.spec.action_low, pendulum.spec.action_high
+    assert np.all(low == -2.0) and np.all(high == 2.0)
+    obs = jnp.asarray(np.random.default_rng(0).normal(size=(64, 3)), jnp.float32)
+    actor = state.learner.params["actor"]
+    for explore in (False, True):
+        out = agent.select_action(
+            (actor, jnp.asarray(explore)), obs, None, (), jax.random.PRNGKey(1)
+        )
+        a, env_a = np.asarray(out.action), np.asarray(out.env_action)
+        assert np.all(np.abs(a) <= 1.0)
+        np.testing.assert_allclose(
+            env_a, low + (a + 1.0) * (high - low) / 2.0, rtol=1e-6, atol=1e-6
+        )
+        if not explore:
+            np.testing.assert_allclose(np.tanh(np.asarray(out.mu["pre_tanh"])), a, rtol=1e-5)
+            mean, log_std = agent.learner.actor.apply(actor, obs)
+            logp = losses.tanh_gaussian_log_prob(
+                out.mu["pre_tanh"], mean, log_std, low=low, high=high
+            )
+            np.testing.assert_allclose(np.asarray(out.mu["logp"]), np.asarray(logp), rtol=1e-5)
+        else:  # uniform on the box
+            np.testing.assert_allclose(np.asarray(out.mu["logp"]), -np.log(4.0), rtol=1e-6)
+    greedy = agent.act(True)((actor, jnp.asarray(False)), obs, None, (), jax.random.PRNGKey(2))[0]
+    assert np.all(np.abs(np.asarray(greedy)) <= 2.0)
+    td3 = TD3Agent(TD3Config(**TINY), pendulum)
+    ts = td3.init(jax.random.PRNGKey(0))
+    out = td3.select_action(
+        (ts.learner.params["actor"], jnp.asarray(False)), obs, None, (), jax.random.PRNGKey(1)
+    )
+    a = np.asarray(out.action)
+    np.testing.assert_allclose(np.asarray(out.env_action), 2.0 * a, rtol=1e-6, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- scanned updates
+
+
+@pytest.mark.parametrize("agent_cls, cfg_cls", [(SACAgent, SACConfig), (TD3Agent, TD3Config)])
+def test_scanned_updates_equal_single_updates(pendulum, agent_cls, cfg_cls):
+    agent = agent_cls(cfg_cls(**TINY, update_to_data=0.5), pendulum)
+    assert agent.updates_per_program == 4
+    state = agent.init(jax.random.PRNGKey(0))
+    state = _fill(agent, state, _stream(2, 20, np.random.default_rng(0)), 5)
+    scan = jax.jit(agent.replay_updates)
+    one = jax.jit(agent.replay_update)
+    copy = lambda t: jax.tree.map(jnp.copy, t)  # noqa: E731
+    ls, _, ms = scan(copy(state.learner), copy(state.replay))
+    l1, r1 = copy(state.learner), copy(state.replay)
+    singles = []
+    for _ in range(4):
+        l1, r1, m = one(l1, r1)
+        singles.append(m)
+    for a, b in zip(jax.tree.leaves(ls.params), jax.tree.leaves(l1.params), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=1e-6)
+    assert ms["value_loss"].shape == (4,)
+    np.testing.assert_allclose(
+        np.asarray(ms["value_loss"]), [float(m["value_loss"]) for m in singles], rtol=1e-4
+    )
+
+
+def test_discrete_sac_learns_finite_updates():
+    env = make_env("CartPole-v1", 2, 0)
+    agent = SACAgent(SACConfig(**TINY), env)
+    assert agent.learner.discrete
+    state = agent.init(jax.random.PRNGKey(0))
+    for it in range(4):
+        state, out = agent.train_iteration(state, it, it * 8)
+    state, out = agent.train_iteration(state, 300, 2000)
+    assert out.metrics and all(np.isfinite(np.asarray(v)).all() for v in out.metrics[0].values())
+
+
+def test_config_errors_name_the_flag():
+    with pytest.raises(ValueError, match="--critic-subset must be in"):
+        SACConfig(**TINY, num_critics=2, critic_subset=3)
+    with pytest.raises(ValueError, match="--update-to-data must be > 0"):
+        SACConfig(**TINY, update_to_data=0.0)
+    with pytest.raises(ValueError, match="--overwrite-mu must be off unless"):
+        SACConfig(**TINY, overwrite_mu=True)
+    with pytest.raises(ValueError, match="td3 needs continuous actions"):
+        TD3Agent(TD3Config(**TINY), make_env("CartPole-v1", 2, 0))
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.parametrize("agent", ["sac", "td3"])
+def test_train_resume_evaluate(tmp_path, agent):
+    from tests.experiments.test_train_smoke import run
+
+    run_dir = tmp_path / agent
+    common = [
+        "--agent", agent, "--env", "Pendulum-v1", "--num-envs", "2", "--trace-len", "4",
+        "--batch-size", "8", "--buffer-size", "400", "--hidden", "8", "--start-train-at",
+        "16", "--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "2",
+    ]  # fmt: skip
+    if agent == "td3":  # one update per iteration: no scanned program to compile
+        common += ["--update-to-data", "0.125"]
+    run("experiments.train", *common, "--total-steps", "48", "--checkpoint-every", "24")
+    run("experiments.train", "--resume", str(run_dir), "--total-steps", "64", "--no-progress")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] == 64
+    run("experiments.evaluate", str(run_dir), "--episodes", "1", "--out", str(tmp_path / "e.json"))
+    assert json.loads((tmp_path / "e.json").read_text())["episodes"] == 1
+
+
+def test_overwrite_mu_rewrites_only_the_sampled_windows(pendulum):
+    cfg = SACConfig(**TINY, n_step=2, target="vtrace", overwrite_mu=True)
+    agent = SACAgent(cfg, pendulum)
+    state = agent.init(jax.random.PRNGKey(0))
+    state = _fill(agent, state, _stream(2, 20, np.random.default_rng(0)), 5)
+    before = np.asarray(state.replay.steps["mu"]["logp"])
+    batch, info, offset = jax.jit(agent.sample_batch)(
+        state.learner, state.replay, jax.random.PRNGKey(1)
+    )
+    replay = agent.after_update(state.learner, state.replay, batch, info, offset)
+    after = np.asarray(replay.steps["mu"]["logp"])
+    actor = state.learner.params["actor"]
+    want = np.asarray(agent.learner.log_prob(actor, batch.obs[:2], batch.action, batch.mu))
+    env, pos = np.asarray(info.env_index), np.asarray(agent.step_position(info, offset))
+    touched = np.zeros_like(before, bool)
+    for k in range(2):
+        np.testing.assert_allclose(
+            after[env, (pos + k) % before.shape[1]], want[k], rtol=1e-5, atol=1e-6
+        )
+        touched[env, (pos + k) % before.shape[1]] = True
+    np.testing.assert_array_equal(after[~touched], before[~touched])
+
+
+def test_sharded_sac_trains_with_scanned_updates_and_identical_replicas():
+    from jax.sharding import PartitionSpec as P
+
+    from agents.parallel import make_mesh
+
+    cfg = SACConfig(**{**TINY, "num_envs": 4, "batch_size": 8}, start_train_at=16, n_step=2)
+    agent = SACAgent(cfg, make_env("Pendulum-v1", 4, 0), mesh=make_mesh(2))
+    state = agent.init(jax.random.PRNGKey(0))
+    agent.compile(state)
+    for it in range(3):
+        state, out = agent.train_iteration(state, it, it * 16)
+    assert int(state.learner.step) == 32 and len(out.metrics) == 1  # scans of 16 updates
+    assert all(np.isfinite(np.asarray(v)).all() for v in jax.device_get(out.metrics[0]).values())
+    for leaf in jax.tree.leaves((state.learner.params, state.learner.target_critic)):
+        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+        for s in shards[1:]:
+            np.testing.assert_array_equal(shards[0], s)
+    assert state.replay.frames.sharding.spec == P("data")
