@@ -8,9 +8,16 @@ Implicit rank promotion is an error in every test (`jax_numpy_rank_promotion = "
 it through the environment, before any test imports JAX, covers code that reads the config at
 import time too; the `jax.config.update` below makes sure it holds even if JAX was already
 imported by a plugin.
+
+Compiled programs go to JAX's persistent compilation cache, one directory per test run
+shared by the xdist workers and every subprocess they start (train, resume, evaluate): a
+program compiled once is loaded, not recompiled, by the next process that needs it. Tracing
+still happens (the no-recompile tests count traces), and results are bit-identical; it
+halves the wall time of a tiny subprocess run (R2D1 train: 21.5 s → 11.0 s).
 """
 
 import os
+import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["JAX_NUMPY_RANK_PROMOTION"] = "raise"
@@ -18,6 +25,15 @@ _flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in _flags:
     os.environ["XLA_FLAGS"] = (_flags + " --xla_force_host_platform_device_count=4").strip()
 
+_run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+_cache = os.path.join(tempfile.gettempdir(), f"reactor-jax-test-jit-cache-{_run_id}")
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _cache)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
 import jax  # noqa: E402  (after the environment above)
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
