@@ -30,7 +30,8 @@ Checks
 * Shapes and dtypes: always, at trace time, free under `jit`.
 * Hyperparameters and discounts: λ (`lambda_`) ∈ [0, 1], truncation levels `c`, `c_max` (and
   V-trace's clips) ≥ 0, `discount_t` ∈ [0, 1] (every entry), the trust-region `delta` ≥ 0, and
-  a categorical support (`z_q`, `atoms`) finite and strictly increasing. Checked eagerly, with
+  a categorical support (`z_q`, `atoms`) finite and strictly increasing; PPO's `epsilon` and
+  the normalisation `eps` ≥ 0 (and scalars). Checked eagerly, with
   a one-line `ValueError` naming the argument, when the value is a Python number or a NumPy
   array. Traced values, and jax Arrays in general, are not checked: pass them inside
   `checked` to check them at run time.
@@ -47,9 +48,11 @@ and raises `checkify.JaxRuntimeError` (a `ValueError`) naming the argument on a 
 Without the wrapper no check is emitted: the compiled losses are unchanged.
 
 Gradients: every target (`retrace_targets`, `vtrace`, `lambda_returns`, `n_step_returns`,
-`gae`, `distributional_retrace_targets`) is wrapped in `jax.lax.stop_gradient`. The losses
-treat their targets and coefficients as constants; gradient flows only into the quantity
-being learnt (Q(x_t, a_t), the logits, the predicted distribution).
+`gae`, `distributional_retrace_targets`, `normalize_advantages`) is wrapped in
+`jax.lax.stop_gradient`. The losses treat their targets and coefficients as constants;
+gradient flows only into the quantity being learnt (Q(x_t, a_t), the logits, the predicted
+distribution). In particular: `ppo_clip_loss` only into log π_θ(a_t|x_t) (not the old
+log-probabilities, not the advantages); `clipped_value_loss` only into V(x_t).
 
 Example::
 
@@ -74,6 +77,12 @@ from agents.losses.distributional import (
     categorical_projection,
     distributional_retrace_targets,
 )
+from agents.losses.onpolicy import (
+    PPOClipOutput,
+    clipped_value_loss,
+    normalize_advantages,
+    ppo_clip_loss,
+)
 from agents.losses.policy import (
     TrustRegionOutput,
     acer_policy_loss,
@@ -92,6 +101,7 @@ from agents.losses.returns import VTraceOutput, gae, lambda_returns, n_step_retu
 
 __all__ = [
     "MU_EPSILON",
+    "PPOClipOutput",
     "TrustRegionOutput",
     "VTraceOutput",
     "acer_policy_loss",
@@ -100,11 +110,14 @@ __all__ = [
     "categorical_cross_entropy",
     "categorical_projection",
     "checked",
+    "clipped_value_loss",
     "distributional_retrace_targets",
     "entropy",
     "gae",
     "lambda_returns",
     "n_step_returns",
+    "normalize_advantages",
+    "ppo_clip_loss",
     "retrace_targets",
     "trace_coefficients",
     "trust_region_policy_loss",

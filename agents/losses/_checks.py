@@ -80,6 +80,12 @@ def time_batch(name: str, x, rank: int, what: str) -> tuple[int, int]:
     return shape[0], shape[1]
 
 
+def check_scalar(name: str, x, what: str) -> None:
+    """Require a rank-0 hyperparameter (a `[B]` or `[T, B]` value would broadcast silently)."""
+    if jnp.ndim(x) != 0:
+        raise ValueError(f"{name} must be a scalar ({what}), got shape {_shape(x)}")
+
+
 def check_prob(name: str, x, expected: tuple[int, ...]) -> None:
     check_float(name, x)
     check_shape(name, x, expected, "probabilities over actions")
