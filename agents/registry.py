@@ -19,6 +19,7 @@ from typing import Any
 BUILTIN: dict[str, str] = {
     "acer": "agents.acer",
     "reactor": "agents.reactor",
+    "ppo": "agents.ppo",
 }
 
 # Run options (experiments/args.py RunArgs) a preset may set besides the agent's config.

@@ -1,6 +1,7 @@
-"""Flax linen modules: torsos (Nature CNN, MLP), cores (LSTM with episode resets), heads, and
-the Reactor network."""
+"""Flax linen modules: torsos (Nature CNN, MLP), cores (LSTM with episode resets), heads, the
+Reactor network and the on-policy actor-critic."""
 
+from networks.actor_critic import ActorCriticNetwork
 from networks.cores import ResetLSTM
 from networks.heads import ACERNetwork, PolicyQHead
 from networks.reactor import (
@@ -13,6 +14,7 @@ from networks.torsos import MLP, NatureCNN, make_torso
 
 __all__ = [
     "MLP",
+    "ActorCriticNetwork",
     "ACERNetwork",
     "DuelingDistributionalHead",
     "NatureCNN",

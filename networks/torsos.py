@@ -35,24 +35,32 @@ class NatureCNN(nn.Module):
         return x.reshape((*lead, self.hidden))
 
 
+ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
+
+
 class MLP(nn.Module):
-    """A ReLU MLP torso for vector observations `[..., D]`."""
+    """An MLP torso for vector observations `[..., D]` (ReLU, or tanh as in the PPO papers'
+    MuJoCo and classic-control networks)."""
 
     hidden: Sequence[int] = (64, 64)
+    activation: str = "relu"
 
     @nn.compact
     def __call__(self, obs):
         x = obs.astype(jnp.float32)
         init = nn.initializers.orthogonal(jnp.sqrt(2.0))
+        act = ACTIVATIONS[self.activation]
         for width in self.hidden:
-            x = nn.relu(nn.Dense(width, kernel_init=init)(x))
+            x = act(nn.Dense(width, kernel_init=init)(x))
         return x
 
 
-def make_torso(obs_shape: tuple[int, ...], hidden: Sequence[int] = (64, 64)) -> nn.Module:
+def make_torso(
+    obs_shape: tuple[int, ...], hidden: Sequence[int] = (64, 64), activation: str = "relu"
+) -> nn.Module:
     """Nature CNN for image stacks `[C, H, W]`, MLP for vectors `[D]`."""
     if len(obs_shape) == 3:
         return NatureCNN()
     if len(obs_shape) == 1:
-        return MLP(tuple(hidden))
+        return MLP(tuple(hidden), activation)
     raise ValueError(f"no torso for observations of shape {obs_shape}: expected [C, H, W] or [D]")
