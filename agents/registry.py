@@ -20,6 +20,7 @@ BUILTIN: dict[str, str] = {
     "acer": "agents.acer",
     "reactor": "agents.reactor",
     "ppo": "agents.ppo",
+    "a2c": "agents.a2c",
 }
 
 # Run options (experiments/args.py RunArgs) a preset may set besides the agent's config.

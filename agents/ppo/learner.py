@@ -41,7 +41,7 @@ import optax
 from agents import losses
 from agents.actors import entropy, log_prob
 from agents.hooks import HookError, call_hook, resolve_hook
-from agents.learning import ActorCriticLearner, gradient_step, sample_key
+from agents.learning import ActorCriticLearner, gradient_step
 
 Array = jax.Array
 
@@ -271,7 +271,7 @@ class OnPolicyLearner(ActorCriticLearner):
             pg = -mask * jax.lax.stop_gradient(mb.adv) * logp
             log_ratio = mask * jax.lax.stop_gradient(logp - mb.logp)
             kl = mask * (jnp.expm1(log_ratio) - log_ratio)
-            clipped = jnp.zeros_like(pg)
+            clipped = None
         else:
             out = losses.ppo_clip_loss(logp, mb.logp, mb.adv, clip_eps, mask_t=mask)
             pg, kl, clipped = out.loss, out.approx_kl, out.clipped
@@ -286,9 +286,10 @@ class OnPolicyLearner(ActorCriticLearner):
             "value_loss": jnp.sum(value_loss),
             "entropy": jnp.sum(ent),
             "approx_kl": jnp.sum(kl),
-            "clip_fraction": jnp.sum(clipped),
             "valid": jnp.sum(mask),
         }
+        if cfg.clip_eps is not None:
+            stats["clip_fraction"] = jnp.sum(clipped)
         return total / normaliser, (stats, None)
 
     # ------------------------------------------------------------------ the update
