@@ -15,7 +15,7 @@ import optax
 from agents.actors import logp_value_actor
 from agents.base import RolloutAgent
 from agents.hooks import call_hook, resolve_hook
-from agents.parallel import DATA, ROLLOUT_SPECS, P, check_divisible
+from agents.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, to_global
 from agents.ppo.learner import METRICS, OnPolicyLearner, buffer_specs
 from agents.programs import Program
 from agents.protocol import IterationOutput, TrainState
@@ -49,19 +49,20 @@ class PPOAgent(RolloutAgent):
             images = len(self.network.obs_shape) == 3
             mode = "dispatch" if images and jax.default_backend() == "cpu" else "scan"
         self.update_loop = mode
-        self._build_absorb()
+        returns_spec = P(DATA) if config.normalize_reward else ()
+        self._build_absorb(returns_spec)
         if mode == "dispatch":
             specs = {}
             if self.mesh is not None:
-                buf = buffer_specs(DATA)
+                buf, rs = buffer_specs(DATA), returns_spec
                 specs = {
-                    "prepare": dict(in_specs=(P(), ROLLOUT_SPECS), out_specs=(P(), buf)),
+                    "prepare": dict(in_specs=(P(), ROLLOUT_SPECS, rs), out_specs=(P(), buf, rs)),
                     "minibatch": dict(in_specs=(P(), buf, P(), P()), out_specs=(P(), P())),
                     "refresh": dict(in_specs=(P(), buf), out_specs=buf),
                 }
             L = self.learner
             self._prepare = Program(
-                L.prepare, mesh=self.mesh, donate_argnums=(0,), **specs.get("prepare", {})
+                L.prepare, mesh=self.mesh, donate_argnums=(0, 2), **specs.get("prepare", {})
             )
             self._minibatch = Program(
                 L.minibatch_update, mesh=self.mesh, donate_argnums=(0,),
@@ -135,15 +136,22 @@ class PPOAgent(RolloutAgent):
     def absorb(self, learner, replay, traj, axis_name=None):
         """The whole update as one program (update_loop scan or unroll)."""
         unroll = self.update_loop == "unroll"
-        learner, metrics = self.learner.update(learner, traj, axis_name, unroll=unroll)
-        return learner, replay, metrics
+        return self.learner.update(learner, traj, replay, axis_name, unroll=unroll)
+
+    def _init_replay(self):
+        """The replay slot holds the per-env discounted returns of reward scaling (episode
+        state, not checkpointed; `OnPolicyLearner.init_returns`), or `()`."""
+        returns = self.learner.init_returns(self.env.spec.num_envs)
+        if self.mesh is None or returns == ():
+            return returns
+        return to_global(returns, self.mesh, P(DATA))
 
     # ------------------------------------------------------------------ dispatch mode
     def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
         if self.update_loop != "dispatch":
             return super().train_iteration(state, iteration, env_steps)
         actor, traj, placed = self.collect(state)
-        learner, buffer = self._prepare(state.learner, placed)
+        learner, buffer, returns = self._prepare(state.learner, placed, state.replay)
         metrics = []
         refresh = self.recurrent and self.config.refresh_memories
         for (e, i), args in self._indices:
@@ -152,13 +160,15 @@ class PPOAgent(RolloutAgent):
             learner, m = self._minibatch(learner, buffer, *args)
             metrics.append(m)
         out = IterationOutput(metrics, traj.finished_return, traj.finished_length, traj.game_over)
-        return TrainState(learner, state.replay, actor), out
+        return TrainState(learner, returns, actor), out
 
     def _compile_learning(self, state: TrainState, placed) -> None:
         if self.update_loop != "dispatch":
             return super()._compile_learning(state, placed)
-        learner, buffer = jax.eval_shape(self._prepare._jitted, state.learner, placed)
-        self._prepare.compile(state.learner, placed)
+        learner, buffer, _ = jax.eval_shape(
+            self._prepare._jitted, state.learner, placed, state.replay
+        )
+        self._prepare.compile(state.learner, placed, state.replay)
         self._minibatch.compile(learner, buffer, *self._indices[0][1])
         if self.recurrent and self.config.refresh_memories:
             self._refresh.compile(learner, buffer)

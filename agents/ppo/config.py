@@ -107,7 +107,7 @@ class OnPolicyConfig:
         check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "> 0")
         check(self.entropy_weight >= 0, "entropy_weight", self.entropy_weight, ">= 0")
         check(self.value_weight > 0, "value_weight", self.value_weight, "> 0")
-        check(bool(self.hidden) and min(self.hidden) >= 1, "hidden", self.hidden, "widths >= 1")
+        check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
         check(self.lstm_size >= 0, "lstm_size", self.lstm_size, ">= 0")
         check(self.recurrence >= 0, "recurrence", self.recurrence, ">= 0")
         if self.recurrence:

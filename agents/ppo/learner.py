@@ -73,11 +73,16 @@ class RunningStats(NamedTuple):
 
         n = total(jnp.float32(jnp.prod(jnp.asarray(x.shape[:num_axes]))))
         mean = total(jnp.sum(x, axes)) / n
-        var = total(jnp.sum(jnp.square(x - mean), axes)) / n
+        var = total(jnp.sum(jnp.square(x - _lead(mean, x.ndim)), axes)) / n
         delta, count = mean - self.mean, self.count + n
         new_mean = self.mean + delta * n / count
         m2 = self.var * self.count + var * n + jnp.square(delta) * self.count * n / count
         return RunningStats(new_mean, m2 / count, count)
+
+
+def _lead(x, ndim: int):
+    """`x` with leading axes of size 1 up to rank `ndim` (explicit broadcasting)."""
+    return x.reshape((1,) * (ndim - x.ndim) + x.shape)
 
 
 class LearnerState(NamedTuple):
@@ -87,7 +92,6 @@ class LearnerState(NamedTuple):
     key: Array  # minibatch shuffling
     obs_stats: Any  # RunningStats of the (preprocessed) observations, or () when off
     return_stats: Any  # RunningStats of the discounted return (reward scaling), or ()
-    discounted_return: Any  # [num_envs] running discounted return per env, or ()
 
 
 class MiniBatch(NamedTuple):
@@ -162,8 +166,9 @@ class OnPolicyLearner(ActorCriticLearner):
             obs = call_hook("preprocess_obs", self.preprocess_obs, obs)
         if obs_stats == ():
             return obs
-        c = self.config.obs_clip
-        z = (obs.astype(jnp.float32) - obs_stats.mean) * jax.lax.rsqrt(obs_stats.var + 1e-8)
+        c, n = self.config.obs_clip, obs.ndim
+        scale = jax.lax.rsqrt(obs_stats.var + 1e-8)
+        z = (obs.astype(jnp.float32) - _lead(obs_stats.mean, n)) * _lead(scale, n)
         return jnp.clip(z, -c, c)
 
     def preprocessed(self, obs):
@@ -183,16 +188,23 @@ class OnPolicyLearner(ActorCriticLearner):
             )
         else:
             params = self.network.init(init_key, x)
-        on = cfg.normalize_reward
         return LearnerState(
             params=params,
             opt_state=self.optimizer.init(params),
             step=jnp.zeros((), jnp.int32),
             key=key,
             obs_stats=RunningStats.zeros(x.shape[1:]) if cfg.normalize_obs else (),
-            return_stats=RunningStats.zeros() if on else (),
-            discounted_return=jnp.zeros((cfg.num_envs,), jnp.float32) if on else (),
+            return_stats=RunningStats.zeros() if cfg.normalize_reward else (),
         )
+
+    def init_returns(self, num_envs: int):
+        """The per-env running discounted return of reward scaling (`()` when off). It is
+        episode state, not learner state: it lives beside the envs (the agent's
+        `TrainState.replay` slot) and starts from 0 with new episodes after a resume, while
+        the statistics it feeds (`return_stats`) are checkpointed."""
+        if not self.config.normalize_reward:
+            return ()
+        return jnp.zeros((num_envs,), jnp.float32)
 
     def forward(self, params, obs, first, core):
         """(dist, value) over time-major `[L, b, ...]` inputs (already prepared)."""
@@ -211,24 +223,21 @@ class OnPolicyLearner(ActorCriticLearner):
         return jnp.maximum(1.0 - done / cfg.anneal_steps, 0.0)
 
     # ------------------------------------------------------------------ rewards
-    def _scale_rewards(self, state: LearnerState, reward, first, axis_name):
-        """Rewards ÷ the running std of the discounted return of every env (all devices)."""
+    def _scale_rewards(self, state: LearnerState, returns, reward, first, axis_name):
+        """Rewards ÷ the running std of the discounted return (statistics over all
+        devices); `returns` `[B]` carries each env's discounted return across rollouts."""
         cfg = self.config
-        r_all, f_all = reward, first.astype(jnp.float32)
-        if axis_name is not None:  # every device tracks every env: replicas stay equal
-            gather = lambda x: jax.lax.all_gather(x, axis_name, axis=1, tiled=True)  # noqa: E731
-            r_all, f_all = gather(r_all), gather(f_all)
 
         def step(acc, x):
             r, f = x
             acc = r + cfg.discount * acc * (1.0 - f)
             return acc, acc
 
-        acc, returns = jax.lax.scan(step, state.discounted_return, (r_all, f_all))
-        stats = state.return_stats.update(returns, 2)
+        returns, per_step = jax.lax.scan(step, returns, (reward, first.astype(jnp.float32)))
+        stats = state.return_stats.update(per_step, 2, axis_name)
         c = cfg.scaled_reward_clip
         scaled = jnp.clip(reward * jax.lax.rsqrt(stats.var + 1e-8), -c, c)
-        return state._replace(return_stats=stats, discounted_return=acc), scaled
+        return state._replace(return_stats=stats), returns, scaled
 
     # ------------------------------------------------------------------ advantages
     def _bootstrap_value(self, params, obs, first, core_t):
@@ -293,9 +302,10 @@ class OnPolicyLearner(ActorCriticLearner):
         return total / normaliser, (stats, None)
 
     # ------------------------------------------------------------------ the update
-    def prepare(self, state: LearnerState, traj, axis_name=None):
-        """Steps 1, 2 and 4 of the module docstring: (state, RolloutBuffer). The state's
-        step, key, statistics and learning rate advance here; its params do not."""
+    def prepare(self, state: LearnerState, traj, returns=(), axis_name=None):
+        """Steps 1, 2 and 4 of the module docstring: (state, RolloutBuffer, returns). The
+        state's step, key, statistics and learning rate advance here; its params do not.
+        `returns`: the per-env discounted returns of reward scaling (`init_returns`)."""
         cfg = self.config
         steps, mu = traj.steps, traj.steps["mu"]
         T = cfg.trace_len
@@ -313,7 +323,9 @@ class OnPolicyLearner(ActorCriticLearner):
                 )
             reward = jnp.asarray(reward, jnp.float32)
         if cfg.normalize_reward:
-            state, reward = self._scale_rewards(state, reward, steps["first"], axis_name)
+            state, returns, reward = self._scale_rewards(
+                state, returns, reward, steps["first"], axis_name
+            )
         raw_obs = self.preprocessed(obs)
         x = self.prepare_obs(obs, state.obs_stats)  # the statistics the actor used
         value, old_logp, core_t = mu["value"], mu["logp"], mu["core"]
@@ -341,7 +353,7 @@ class OnPolicyLearner(ActorCriticLearner):
         state = state._replace(
             opt_state=opt_state, step=state.step + 1, key=key, obs_stats=obs_stats
         )
-        return state, buffer
+        return state, buffer, returns
 
     def refresh(self, state: LearnerState, buffer: RolloutBuffer, axis_name=None):
         """The buffer with its chunks' initial LSTM states recomputed with the current
@@ -392,12 +404,12 @@ class OnPolicyLearner(ActorCriticLearner):
         metrics["lr"] = buffer.lr
         return state._replace(params=step.params, opt_state=step.opt_state), metrics
 
-    def update(self, state: LearnerState, traj, axis_name=None, *, unroll: bool = False):
+    def update(self, state: LearnerState, traj, returns=(), axis_name=None, *, unroll=False):
         """The whole update in one program: `prepare`, then epochs x minibatches as a
-        Python loop (`unroll`) or nested `lax.scan`s. Returns (state, metrics list: one
-        dict per minibatch update)."""
+        Python loop (`unroll`) or nested `lax.scan`s. Returns (state, returns, metrics
+        list: one dict per minibatch update)."""
         cfg = self.config
-        state, buffer = self.prepare(state, traj, axis_name)
+        state, buffer, returns = self.prepare(state, traj, returns, axis_name)
         E, M = cfg.epochs, cfg.num_minibatches
         refresh = self.recurrent and cfg.refresh_memories
 
@@ -414,7 +426,7 @@ class OnPolicyLearner(ActorCriticLearner):
                 for i in range(M):
                     (state, buffer, _), m = one_update((state, buffer, e), i)
                     metrics.append(m)
-            return state, metrics
+            return state, returns, metrics
 
         def one_epoch(carry, e):
             st, buf = carry
@@ -425,7 +437,7 @@ class OnPolicyLearner(ActorCriticLearner):
 
         (state, _), ms = jax.lax.scan(one_epoch, (state, buffer), jnp.arange(E))
         flat = jax.tree.map(lambda x: x.reshape((E * M,)), ms)
-        return state, [{k: v[u] for k, v in flat.items()} for u in range(E * M)]
+        return state, returns, [{k: v[u] for k, v in flat.items()} for u in range(E * M)]
 
     def gradient_step_on(self, params, opt_state, mb, axis_name, **extra):
         return gradient_step(
