@@ -37,6 +37,7 @@ from agents.parallel import DATA, P, check_divisible, to_global
 from agents.programs import Program, RolloutProgram, replay_program_specs, rollout_program_specs
 from agents.protocol import IterationOutput, TrainState
 from agents.rollout import initial_actor_state, trace_step_spec
+from envs import obs_zeros
 
 
 def make_trace_replay(
@@ -55,8 +56,7 @@ def make_trace_replay(
         num_envs=num_envs // shards,
         trace_len=trace_len,
         capacity=buffer_size // shards,
-        obs_shape=env_spec.obs_shape,
-        obs_dtype=env_spec.obs_dtype,
+        obs_spec=env_spec.obs_spec,
         frame_stack=env_spec.frame_stack,
         step_spec=step_spec,
         extras_spec=extras_spec,
@@ -147,8 +147,9 @@ class RolloutAgent:
 
     # ------------------------------------------------------------------ protocol
     def sample_obs(self, num_envs: int):
-        spec = self.env.spec
-        return jnp.zeros((num_envs, *spec.obs_shape), spec.obs_dtype)
+        """Zeros shaped like `num_envs` observations (an array, or a pytree for dict
+        observations), from the env's `obs_spec`."""
+        return obs_zeros(self.env.spec.obs_spec, (num_envs,), jnp)
 
     def init_learner(self, key):
         return self.learner.init(key, self.sample_obs(self.env.spec.num_envs))

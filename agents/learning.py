@@ -30,7 +30,7 @@ Array = jax.Array
 class TraceBatch(NamedTuple):
     """A time-major batch of B traces of T steps. obs/first have T+1 steps, the rest T."""
 
-    obs: Array  # [T+1, B, ...]
+    obs: Any  # [T+1, B, ...]; a pytree with leaves [T+1, B, ...] for dict observations
     first: Array  # [T+1, B]
     action: Array  # [T, B] (int32) or [T, B, *action_shape] (float)
     mu: Any  # behaviour statistics, leaves [T, B, ...] (μ(·|x_t) [T, B, A] when discrete)
@@ -45,7 +45,9 @@ class TraceBatch(NamedTuple):
         """The traces of a fresh rollout (agents.rollout.Rollout)."""
         steps = traj.steps
         return cls(
-            obs=jnp.concatenate([traj.obs, traj.last_obs[None]], axis=0),
+            obs=jax.tree.map(
+                lambda xs, x: jnp.concatenate([xs, x[None]], axis=0), traj.obs, traj.last_obs
+            ),
             first=jnp.concatenate([steps["first"], traj.last_first[None]], axis=0),
             action=steps["action"],
             mu=steps["mu"],

@@ -63,7 +63,8 @@ def to_global(tree, mesh: Mesh, spec: PartitionSpec):
 
 
 # How an on-policy rollout is laid out over the mesh: split along the env axis. The episode
-# statistics stay on the acting device (they are only logged).
+# statistics stay on the acting device (they are only logged). Each spec is a prefix: it
+# applies to every leaf of a pytree field (dict observations, the steps dict, a core state).
 ROLLOUT_SPECS = Rollout(
     obs=P(None, DATA),
     steps=P(None, DATA),

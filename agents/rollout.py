@@ -6,6 +6,9 @@ trace stores: the action (int32 index or float vector) and the behaviour statist
 learner needs for off-policy corrections (a probability vector, or any pytree: Gaussian mean
 and log-std, a log-prob).
 
+Observations may be arrays or pytrees (a dict for MiniGrid, `EnvSpec.obs_spec`): every
+observation field below is then a pytree of that structure whose leaves carry the axes shown.
+
 The rollout has two modes that share one recording function:
 - XLA (envpool): policy step and envpool's XLA env step inside one `lax.scan`, so a whole
   T-step rollout is a single device program with no host round trip.
@@ -36,7 +39,7 @@ class ActorOutput(NamedTuple):
 
 class ActorState(NamedTuple):
     env_state: Any  # envs.XlaEnvState in XLA mode, None in host mode
-    obs: Array  # [B, *obs_shape] current observation x_t
+    obs: Any  # [B, *obs_shape] current observation x_t (pytree obs: leaves [B, ...])
     first: Array  # [B] bool
     frame_reset: Array  # [B] bool
     core_state: Any  # recurrent state before x_t
@@ -48,14 +51,20 @@ class ActorState(NamedTuple):
 class Rollout(NamedTuple):
     """Time-major `[T, B, ...]` record of one rollout, plus what the learner needs at x_T."""
 
-    obs: Array  # x_0..x_{T-1}
+    obs: Any  # x_0..x_{T-1}, leaves [T, B, ...]
     steps: dict  # first, frame_reset (of x_t); action, mu, reward, discount, mask (of step t)
     core_state: Any  # recurrent state before x_0 (stored with the trace)
-    last_obs: Array  # [B, ...] x_T
+    last_obs: Any  # x_T, leaves [B, ...]
     last_first: Array  # [B]
     finished_return: Array  # [T, B] return of a game that ended at this step, else 0
     finished_length: Array  # [T, B]
     game_over: Array  # [T, B] bool
+
+
+def time_major(obs):
+    """One batched step `[B, ...]` as a time-major sequence of one step `[1, B, ...]`: for an
+    observation array or pytree (every leaf gets the time axis)."""
+    return jax.tree.map(lambda x: x[None], obs)
 
 
 def _env_action(out: ActorOutput):
@@ -167,8 +176,9 @@ def rollout_shape(env, select_action, trace_len: int, discount: float, params, a
     out = jax.eval_shape(select_action, params, actor.obs, actor.first, actor.core_state, actor.key)
     n = env.spec.num_envs
     flag, value = sds((n,), jnp.bool_), sds((n,), jnp.float32)
+    obs = jax.tree.map(lambda x: sds(x.shape, x.dtype), actor.obs)
     ts = TimeStep(
-        obs=sds(actor.obs.shape, actor.obs.dtype), reward=value, raw_reward=value,
+        obs=obs, reward=value, raw_reward=value,
         terminated=flag, truncated=flag, first=flag, game_over=flag, frame_reset=flag,
     )  # fmt: skip
     stack = lambda s: sds((trace_len, *s.shape), s.dtype)  # noqa: E731
@@ -185,7 +195,7 @@ def initial_actor_state(env, network_initial_state, key, use_xla: bool | None = 
     n = env.spec.num_envs
     return ActorState(
         env_state=env_state,
-        obs=jnp.asarray(ts.obs),
+        obs=jax.tree.map(jnp.asarray, ts.obs),
         first=jnp.asarray(ts.first),
         frame_reset=jnp.asarray(ts.frame_reset),
         core_state=network_initial_state,

@@ -31,9 +31,38 @@ Host: `ts = env.reset()`, `ts = env.step(actions)` with numpy arrays. XLA (envpo
 `env.has_xla`): `state, ts = env.xla_reset()` on the host, then
 `state, ts = env.xla_step(state, actions)` inside `jax.jit` / `lax.scan`. For the same seed
 and actions both modes give bit-identical `TimeStep`s.
+
+Observations
+------------
+`spec.obs_spec` describes one env's observation: an `ArraySpec` (shape, dtype; also
+`spec.obs_shape`/`spec.obs_dtype`) or, for gymnasium `Dict`/`Tuple` spaces such as
+MiniGrid's, a dict/tuple of them (`spec.pytree_obs`; `obs_shape` is then None). Every
+observation, array or pytree, has the batch axis first on each leaf. Text (MiniGrid's
+mission) becomes fixed-length int32 word ids with a fixed vocabulary (`envs.text`).
 """
 
-from envs.core import EnvSpec, TimeStep, VecEnv, XlaEnvState
+from envs.core import (
+    ArraySpec,
+    EnvSpec,
+    TimeStep,
+    VecEnv,
+    XlaEnvState,
+    as_obs_spec,
+    obs_leaves_with_paths,
+    obs_spec_json,
+    obs_zeros,
+)
 from envs.factory import make_env
 
-__all__ = ["EnvSpec", "TimeStep", "VecEnv", "XlaEnvState", "make_env"]
+__all__ = [
+    "ArraySpec",
+    "EnvSpec",
+    "TimeStep",
+    "VecEnv",
+    "XlaEnvState",
+    "as_obs_spec",
+    "make_env",
+    "obs_leaves_with_paths",
+    "obs_spec_json",
+    "obs_zeros",
+]

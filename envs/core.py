@@ -22,7 +22,9 @@ class TimeStep(NamedTuple):
     """One batched env transition result, rows ordered by env index (row i is env i).
 
     Fields (all with leading batch dim B):
-      obs: [B, *obs_shape]; uint8 [B, 4, 84, 84] for Atari, float32 for vector envs.
+      obs: [B, *obs_shape]; uint8 [B, 4, 84, 84] for Atari, float32 for vector envs. For a
+        pytree observation space (`EnvSpec.obs_spec` a dict or tuple, e.g. MiniGrid's
+        {"direction", "image", "mission"}) a pytree of that structure, every leaf [B, ...].
       reward: [B] float32 training reward, `clip(raw_reward, -1, 1)` when reward clipping is on.
       raw_reward: [B] float32 unclipped env reward (Atari: envpool's `info["reward"]`), for
         logging returns.
@@ -66,9 +68,104 @@ class XlaEnvState(NamedTuple):
     prev_game_over: Array
 
 
+@dataclass(frozen=True)
+class ArraySpec:
+    """One observation array of one env (no batch axis): shape and dtype, like
+    `jax.ShapeDtypeStruct`, plus what an encoder needs to know about integer values.
+
+    Attributes:
+      shape, dtype: of one env's array.
+      num_values: integer leaves only: the values are categories in `[0, num_values)`
+        (a gymnasium `Discrete`, word ids); None for numbers (images, vectors).
+      tokens: the array is a sequence of word ids padded with 0 (a mission text, see
+        `envs.text`); `num_values` is then the vocabulary size.
+    """
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    num_values: int | None = None
+    tokens: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+        if self.num_values is not None:
+            if not np.issubdtype(self.dtype, np.integer) or self.num_values < 1:
+                raise ValueError(
+                    f"num_values={self.num_values} needs an integer dtype and a count >= 1; "
+                    f"got dtype {self.dtype}"
+                )
+            object.__setattr__(self, "num_values", int(self.num_values))
+        if self.tokens and (self.num_values is None or len(self.shape) != 1):
+            raise ValueError(f"tokens=True needs a 1-D integer array with num_values; got {self}")
+
+
+def is_array_spec(x: Any) -> bool:
+    return isinstance(x, ArraySpec)
+
+
+def as_obs_spec(tree: Any, what: str = "obs_spec") -> Any:
+    """`tree` with every leaf an `ArraySpec` (leaves with `.shape` and `.dtype`, such as
+    `jax.ShapeDtypeStruct`, are converted); a ValueError names a leaf that is neither."""
+
+    def convert(path, leaf):
+        if isinstance(leaf, ArraySpec):
+            return leaf
+        if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+            return ArraySpec(tuple(leaf.shape), leaf.dtype)
+        raise ValueError(
+            f"{what}: observation leaf {jax.tree_util.keystr(path) or '(root)'} is {leaf!r}, "
+            "not an ArraySpec (shape, dtype)"
+        )
+
+    out = jax.tree_util.tree_map_with_path(convert, tree, is_leaf=is_array_spec)
+    if not jax.tree.leaves(out, is_leaf=is_array_spec):
+        raise ValueError(f"{what}: the observation spec {tree!r} has no arrays")
+    return out
+
+
+def obs_leaves_with_paths(obs_spec: Any) -> list[tuple[str, ArraySpec]]:
+    """The `ArraySpec`s of an observation spec with their paths (`['image']`, `` for an
+    array observation), in the order `jax.tree` flattens them."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(obs_spec, is_leaf=is_array_spec)
+    return [(jax.tree_util.keystr(path), leaf) for path, leaf in flat]
+
+
+def obs_zeros(obs_spec: Any, lead: tuple[int, ...], xp: ModuleType = np) -> Any:
+    """Zeros shaped like an observation spec with `lead` axes first (e.g. `(B,)`, `(T, B)`)."""
+    return jax.tree.map(
+        lambda s: xp.zeros((*lead, *s.shape), s.dtype), obs_spec, is_leaf=is_array_spec
+    )
+
+
+def obs_spec_json(obs_spec: Any) -> Any:
+    """An observation spec as JSON-able data (for run configs)."""
+
+    def leaf(s: ArraySpec) -> dict:
+        out: dict[str, Any] = {"shape": list(s.shape), "dtype": s.dtype.name}
+        if s.num_values is not None:
+            out["num_values"] = s.num_values
+        if s.tokens:
+            out["tokens"] = True
+        return out
+
+    return jax.tree.map(leaf, obs_spec, is_leaf=is_array_spec)
+
+
+def batch_size_of(obs: Any) -> int:
+    """The leading (batch) size of an observation array or pytree."""
+    return int(np.shape(jax.tree.leaves(obs)[0])[0])
+
+
 @dataclass(frozen=True, eq=False)
 class EnvSpec:
     """Static description of a vectorised env.
+
+    Observations: `obs_spec` describes one env's observation: an `ArraySpec`, or a pytree
+    (dict/tuple) of them for a structured observation space (MiniGrid's
+    {"direction", "image", "mission"}). For an array observation `obs_shape`/`obs_dtype`
+    repeat its shape and dtype (give either them or `obs_spec`); for a pytree they are None,
+    and code that only handles arrays should check `pytree_obs` and say so.
 
     `eq=False`: specs compare and hash by identity (they hold numpy arrays), so one can be
     closed over or passed as a static argument to `jit` without hashing arrays.
@@ -76,8 +173,8 @@ class EnvSpec:
 
     env_id: str
     num_envs: int
-    obs_shape: tuple[int, ...]
-    obs_dtype: np.dtype
+    obs_shape: tuple[int, ...] | None
+    obs_dtype: np.dtype | None
     discrete: bool
     num_actions: int | None
     action_shape: tuple[int, ...]  # () for discrete
@@ -89,6 +186,44 @@ class EnvSpec:
     max_episode_steps: int | None
     reward_clip: bool = False
     episodic_life: bool = False
+    obs_spec: Any = None
+
+    def __post_init__(self):
+        setf = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        if self.obs_spec is None:
+            if self.obs_shape is None or self.obs_dtype is None:
+                raise ValueError(
+                    f"{self.env_id}: EnvSpec needs obs_shape and obs_dtype, or obs_spec"
+                )
+            setf("obs_spec", ArraySpec(tuple(self.obs_shape), self.obs_dtype))
+        setf("obs_spec", as_obs_spec(self.obs_spec, f"{self.env_id} obs_spec"))
+        if isinstance(self.obs_spec, ArraySpec):
+            setf("obs_shape", self.obs_spec.shape)
+            setf("obs_dtype", self.obs_spec.dtype)
+        else:
+            if self.frame_stack != 1:
+                raise ValueError(
+                    f"{self.env_id}: frame_stack={self.frame_stack} with a pytree observation; "
+                    "frame stacks are for array observations"
+                )
+            setf("obs_shape", None)
+            setf("obs_dtype", None)
+
+    @property
+    def pytree_obs(self) -> bool:
+        """Whether observations are a pytree (dict/tuple) rather than one array."""
+        return not isinstance(self.obs_spec, ArraySpec)
+
+    def require_array_obs(self, who: str) -> tuple[tuple[int, ...], np.dtype]:
+        """`(obs_shape, obs_dtype)`, or a one-line ValueError for a pytree observation."""
+        if self.pytree_obs:
+            keys = ", ".join(p for p, _ in obs_leaves_with_paths(self.obs_spec))
+            raise ValueError(
+                f"{who} supports array observations only; {self.env_id} has pytree "
+                f"observations ({keys})"
+            )
+        assert self.obs_shape is not None and self.obs_dtype is not None
+        return self.obs_shape, self.obs_dtype
 
 
 def obs_dtype_for(dtype: Any) -> np.dtype:
@@ -119,7 +254,7 @@ def reorder_rows(xp: ModuleType, x: Array, env_id: Array) -> Array:
 
 def reset_timestep(xp: ModuleType, obs: Array) -> TimeStep:
     """The TimeStep of a full reset: every row is `first` and refills its frame stack."""
-    b = obs.shape[0]
+    b = batch_size_of(obs)
     zeros = xp.zeros((b,), dtype=xp.float32)
     false = xp.zeros((b,), dtype=bool)
     true = xp.ones((b,), dtype=bool)
@@ -151,7 +286,8 @@ def finalize_step(
 
     Args:
       xp: `numpy` or `jax.numpy`.
-      obs: observations, already cast to the spec dtype.
+      obs: observations, already cast to the spec dtype (an array or a pytree, passed through
+        unchanged: no arithmetic touches them, so host and XLA agree bit for bit).
       raw_reward: unclipped reward.
       terminated, truncated: the backend's flags.
       real_termination: for episodic-life Atari, whether a termination is a real game over

@@ -90,7 +90,13 @@ class EnvpoolVecEnv(VecEnv):
         config = pool.config
         if not isinstance(obs_space, gymnasium.spaces.Box):
             pool.close()
-            raise ValueError(f"{env_id}: unsupported observation space {obs_space}")
+            hint = "use backend='gymnasium'"
+            if env_id.startswith(("MiniGrid-", "BabyAI-")):
+                hint += " (with the minigrid package installed: pip install minigrid)"
+            raise ValueError(
+                f"{env_id}: envpool's observation space {obs_space} is not supported by the "
+                f"envpool adapter (array observations only); {hint}"
+            )
         if isinstance(act_space, gymnasium.spaces.Discrete):
             discrete, num_actions, action_shape = True, int(act_space.n), ()
             low = high = None

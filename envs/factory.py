@@ -5,12 +5,20 @@ from __future__ import annotations
 import difflib
 import functools
 import operator
+from collections.abc import Sequence
 
 from envs.core import VecEnv
 from envs.envpool_env import EnvpoolVecEnv, envpool_ids, is_atari_id
 from envs.gymnasium_env import GymnasiumVecEnv, gymnasium_ids
+from envs.text import DEFAULT_MISSION_LENGTH
 
 BACKENDS = ("auto", "envpool", "gymnasium")
+
+# Ids that "auto" gives to gymnasium although envpool 1.2.5 has them too: its MiniGrid/BabyAI
+# are a C++ port with a Dict observation (the mission as 96 ASCII bytes) that the envpool
+# adapter does not take; the `minigrid` package is the reference implementation (the one
+# torch-ac and rl-starter-files use), with dict observations through `envs.spaces`.
+GYMNASIUM_FIRST = ("MiniGrid-", "BabyAI-")
 
 
 @functools.cache
@@ -41,6 +49,8 @@ def _resolve_backend(env_id: str, backend: str) -> str:
         if env_id not in in_gym:
             raise _unknown(env_id, in_gym, " in gymnasium")
         return "gymnasium"
+    if env_id in in_gym and env_id.startswith(GYMNASIUM_FIRST):
+        return "gymnasium"
     if env_id in in_envpool:
         return "envpool"
     if env_id in in_gym:
@@ -65,6 +75,8 @@ def make_env(
     num_threads: int = 0,
     max_episode_steps: int | None = None,
     backend: str = "auto",
+    obs_keys: Sequence[str] | None = None,
+    mission_length: int = DEFAULT_MISSION_LENGTH,
 ) -> VecEnv:
     """Build a vectorised env with next-step auto-reset.
 
@@ -84,6 +96,12 @@ def make_env(
       num_threads: envpool worker threads (0: envpool's default).
       max_episode_steps: time limit override (truncation), in agent steps.
       backend: "auto" (envpool if it has the id, else gymnasium), "envpool" or "gymnasium".
+        MiniGrid/BabyAI ids (`MiniGrid-DoorKey-5x5-v0`) come from the `minigrid` package,
+        imported when installed; they are gymnasium envs with dict observations.
+      obs_keys: for a dict observation space, the keys to keep (e.g. `("image",
+        "direction")`); None keeps all. An unknown key is an error that lists the keys.
+      mission_length: words of a text observation (MiniGrid's mission), as int32 word ids
+        padded with 0 (`envs.text`).
     """
     if not isinstance(env_id, str):
         raise ValueError(f"env_id must be a string, got {env_id!r}")
@@ -103,6 +121,10 @@ def make_env(
         raise ValueError(f"max_episode_steps must be >= 1 or None, got {max_episode_steps}")
     if num_threads < 0:
         raise ValueError(f"num_threads must be >= 0, got {num_threads}")
+    if isinstance(obs_keys, str):
+        raise ValueError(f"obs_keys must be a sequence of keys, got the string {obs_keys!r}")
+    if mission_length < 1:
+        raise ValueError(f"mission_length must be >= 1, got {mission_length}")
 
     chosen = _resolve_backend(env_id, backend)
     is_atari = chosen == "envpool" and is_atari_id(env_id)
@@ -116,6 +138,10 @@ def make_env(
         life = False
 
     if chosen == "envpool":
+        if obs_keys is not None:
+            raise ValueError(
+                f"obs_keys={list(obs_keys)}: {env_id!r} (envpool) has array observations"
+            )
         return EnvpoolVecEnv(
             env_id,
             num_envs,
@@ -127,5 +153,11 @@ def make_env(
             max_episode_steps=max_episode_steps,
         )
     return GymnasiumVecEnv(
-        env_id, num_envs, seed, reward_clip=clip, max_episode_steps=max_episode_steps
+        env_id,
+        num_envs,
+        seed,
+        reward_clip=clip,
+        max_episode_steps=max_episode_steps,
+        obs_keys=obs_keys,
+        mission_length=mission_length,
     )

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from envs.core import EnvSpec, VecEnv, obs_dtype_for
+from envs.core import EnvSpec, VecEnv
+from envs.spaces import space_converter
+from envs.text import DEFAULT_MISSION_LENGTH
+
+
+def register_optional_envs() -> None:
+    """Import the packages that register more gymnasium ids when they are installed:
+    `minigrid` (`MiniGrid-*`, `BabyAI-*`)."""
+    try:
+        import minigrid  # noqa: F401  (registers its ids on import)
+    except ImportError:
+        pass
 
 
 def gymnasium_ids() -> list[str]:
+    register_optional_envs()
     return list(gymnasium.registry.keys())
 
 
@@ -32,7 +45,10 @@ class GymnasiumVecEnv(VecEnv):
         *,
         reward_clip: bool,
         max_episode_steps: int | None,
+        obs_keys: Sequence[str] | None = None,
+        mission_length: int = DEFAULT_MISSION_LENGTH,
     ):
+        register_optional_envs()
         make_kwargs: dict[str, Any] = {}
         if max_episode_steps is not None:
             make_kwargs["max_episode_steps"] = max_episode_steps
@@ -50,9 +66,13 @@ class GymnasiumVecEnv(VecEnv):
             raise RuntimeError(f"{env_id}: expected NEXT_STEP auto-reset, got {mode}")
         obs_space = venv.single_observation_space
         act_space = venv.single_action_space
-        if not isinstance(obs_space, gymnasium.spaces.Box):
+        try:
+            obs_spec, self._convert_obs = space_converter(
+                obs_space, env_id, mission_length=mission_length, obs_keys=obs_keys
+            )
+        except ValueError:
             venv.close()
-            raise ValueError(f"{env_id}: unsupported observation space {obs_space}")
+            raise
         if isinstance(act_space, gymnasium.spaces.Discrete):
             discrete, num_actions, action_shape = True, int(act_space.n), ()
             low = high = None
@@ -68,12 +88,14 @@ class GymnasiumVecEnv(VecEnv):
         self._action_dtype = np.dtype(act_space.dtype)
         if max_episode_steps is None:
             registered = gymnasium.spec(env_id).max_episode_steps
+            if registered is None:  # MiniGrid keeps its own limit (and reports truncation)
+                registered = getattr(venv.envs[0].unwrapped, "max_steps", None)
             max_episode_steps = None if registered is None else int(registered)
         spec = EnvSpec(
             env_id=env_id,
             num_envs=num_envs,
-            obs_shape=tuple(obs_space.shape),
-            obs_dtype=obs_dtype_for(obs_space.dtype),
+            obs_shape=None,
+            obs_dtype=None,
             discrete=discrete,
             num_actions=num_actions,
             action_shape=action_shape,
@@ -85,23 +107,29 @@ class GymnasiumVecEnv(VecEnv):
             max_episode_steps=max_episode_steps,
             reward_clip=reward_clip,
             episodic_life=False,
+            obs_spec=obs_spec,
         )
         super().__init__(spec)
         self._seed: int | None = seed
         self.last_info: dict[str, Any] = {}
 
+    def convert_obs(self, obs: Any) -> Any:
+        """A batch of raw gymnasium observations (leaves with a leading batch axis) as this
+        env's observations (`spec.obs_spec`); e.g. for a separate render env."""
+        return self._convert_obs(obs)
+
     def _raw_reset(self) -> np.ndarray:
         seed, self._seed = self._seed, None
         obs, info = self._venv.reset(seed=seed)
         self.last_info = dict(info)
-        return np.asarray(obs).astype(self.spec.obs_dtype)
+        return self._convert_obs(obs)
 
     def _raw_step(self, actions: np.ndarray) -> tuple:
         # Our discrete actions are 0-based indices; gymnasium's Discrete may start elsewhere.
         actions = np.asarray(actions + self._action_offset, dtype=self._action_dtype)
         obs, rew, term, trunc, info = self._venv.step(actions)
         self.last_info = dict(info)
-        obs = np.asarray(obs).astype(self.spec.obs_dtype)
+        obs = self._convert_obs(obs)
         return obs, np.asarray(rew, dtype=np.float32), np.asarray(term), np.asarray(trunc), None
 
     def close(self) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 from agents.evaluation import evaluate
 from agents.parallel import check_divisible, local_replica, make_mesh
 from agents.programs import enable_data_checks
-from envs import make_env
+from envs import make_env, obs_spec_json
 from experiments.args import TrainArgs
 from experiments.checkpoint import Checkpointer
 from experiments.common import build_agent, checkpoint_tree, config_json, restore_checkpoint
@@ -334,7 +334,8 @@ class Runner:
                 **config_json(self.args),
                 "env_spec": {
                     "env_id": spec.env_id,
-                    "obs_shape": list(spec.obs_shape),
+                    "obs_shape": None if spec.pytree_obs else list(spec.obs_shape),
+                    "obs_spec": obs_spec_json(spec.obs_spec),
                     "num_actions": spec.num_actions,
                     "action_shape": list(spec.action_shape),
                     "backend": spec.backend,

@@ -14,8 +14,8 @@ from networks.torsos import MLP, NatureCNN, make_torso
 
 __all__ = [
     "MLP",
-    "ActorCriticNetwork",
     "ACERNetwork",
+    "ActorCriticNetwork",
     "DuelingDistributionalHead",
     "NatureCNN",
     "PolicyQHead",

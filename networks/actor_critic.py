@@ -22,16 +22,21 @@ Feed-forward: `apply(params, obs)` with obs `[..., *obs_shape]` returns `(dist, 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax.numpy as jnp
 
 from networks.cores import ResetLSTM
-from networks.torsos import make_torso
+from networks.torsos import _array_shape, check_obs, make_torso
 
 
 class ActorCriticNetwork(nn.Module):
-    obs_shape: tuple[int, ...]
+    """See the module docstring. `obs_spec`: the env's `EnvSpec.obs_spec` or an array
+    observation's shape; a pytree observation (MiniGrid) gets a `DictEncoder` torso (one
+    encoder per key; `text` adds the GRU over the mission's words)."""
+
+    obs_spec: Any
     action_dim: int  # number of actions (discrete) or the action vector's size (continuous)
     discrete: bool = True
     hidden: Sequence[int] = (64, 64)
@@ -39,11 +44,16 @@ class ActorCriticNetwork(nn.Module):
     shared_torso: bool = True
     lstm_size: int = 0
     log_std_init: float = 0.0
+    text: bool = False
 
     def setup(self):
-        self.torso = make_torso(self.obs_shape, self.hidden, self.activation)
-        if not self.shared_torso and not self.lstm_size and len(self.obs_shape) == 1:
-            self.value_torso = make_torso(self.obs_shape, self.hidden, self.activation)
+        torso = lambda: make_torso(  # noqa: E731
+            self.obs_spec, self.hidden, text=self.text, activation=self.activation
+        )
+        self.torso = torso()
+        shape = _array_shape(self.obs_spec)
+        if not self.shared_torso and not self.lstm_size and shape is not None and len(shape) == 1:
+            self.value_torso = torso()
         else:
             self.value_torso = None
         if self.lstm_size:
@@ -61,12 +71,7 @@ class ActorCriticNetwork(nn.Module):
         return dist, self.value_head(value_features)[..., 0]
 
     def __call__(self, obs, first=None, core=None):
-        n = len(self.obs_shape)
-        if tuple(obs.shape[obs.ndim - n :]) != tuple(self.obs_shape):
-            raise ValueError(
-                f"observation shape {obs.shape} does not end with the network's obs_shape "
-                f"{self.obs_shape}"
-            )
+        check_obs(obs, self.obs_spec)
         features = self.torso(obs)
         if not self.lstm_size:
             value_features = features if self.value_torso is None else self.value_torso(obs)

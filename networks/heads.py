@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax.numpy as jnp
 
 from networks.cores import ResetLSTM
-from networks.torsos import make_torso
+from networks.torsos import check_obs, make_torso
 
 
 class PolicyQHead(nn.Module):
@@ -33,25 +34,25 @@ class ACERNetwork(nn.Module):
     Feed-forward: `apply(params, obs)` with obs `[..., *obs_shape]` returns
     (logits, q) `[..., A]`. Recurrent (`lstm_size > 0`): `apply(params, obs, first, state)`
     with time-major obs `[T, B, ...]` and `first` `[T, B]` returns ((logits, q), state).
+    `obs_spec` is the env's `EnvSpec.obs_spec` (or an array observation's shape); for a
+    pytree observation `obs` is a pytree of leaves `[..., *leaf_shape]` and the torso is a
+    `DictEncoder` (`networks.torsos.make_torso`).
     """
 
-    obs_shape: tuple[int, ...]
+    obs_spec: Any
     num_actions: int
     hidden: Sequence[int] = (64, 64)
     lstm_size: int = 0
+    text: bool = False
 
     def setup(self):
-        self.torso = make_torso(self.obs_shape, self.hidden)
+        self.torso = make_torso(self.obs_spec, self.hidden, text=self.text)
         self.head = PolicyQHead(self.num_actions)
         if self.lstm_size:
             self.core = ResetLSTM(self.lstm_size)
 
     def __call__(self, obs, first=None, state=None):
-        if tuple(obs.shape[-len(self.obs_shape) :]) != tuple(self.obs_shape):
-            raise ValueError(
-                f"observation shape {obs.shape} does not end with the network's obs_shape "
-                f"{self.obs_shape}"
-            )
+        check_obs(obs, self.obs_spec)
         features = self.torso(obs)
         if not self.lstm_size:
             return self.head(features)

@@ -20,14 +20,14 @@ with the reset convention of `networks.cores` (state zeroed before x_t when `fir
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from networks.cores import ResetLSTM
-from networks.torsos import make_torso
+from networks.torsos import check_obs, make_torso
 
 
 class ReactorState(NamedTuple):
@@ -69,10 +69,12 @@ class ReactorNetwork(nn.Module):
     """Torso → Dense(torso_out) + ReLU → policy LSTM (stop-gradient input) and Q LSTM → heads.
 
     `apply(params, obs, first, state)` with time-major obs `[T, B, *obs_shape]`, `first`
-    `[T, B]` bool and a `ReactorState` returns `(ReactorOutput, ReactorState)`.
+    `[T, B]` bool and a `ReactorState` returns `(ReactorOutput, ReactorState)`. `obs_spec`
+    is the env's `EnvSpec.obs_spec` or an array observation's shape; for a pytree
+    observation the torso is a `DictEncoder` (`networks.torsos.make_torso`).
     """
 
-    obs_shape: tuple[int, ...]
+    obs_spec: Any
     num_actions: int
     num_atoms: int = 51
     v_min: float = -10.0
@@ -98,7 +100,7 @@ class ReactorNetwork(nn.Module):
             raise ValueError(f"need v_min < v_max, got [{self.v_min}, {self.v_max}]")
         if not 0.0 <= self.uniform_mix <= 1.0:
             raise ValueError(f"uniform_mix must lie in [0, 1], got {self.uniform_mix}")
-        self.torso = make_torso(self.obs_shape, self.hidden)
+        self.torso = make_torso(self.obs_spec, self.hidden)
         self.linear = nn.Dense(
             self.torso_out, kernel_init=nn.initializers.orthogonal(jnp.sqrt(2.0))
         )
@@ -108,14 +110,9 @@ class ReactorNetwork(nn.Module):
         self.q_head = DuelingDistributionalHead(self.num_actions, self.num_atoms)
 
     def __call__(self, obs, first, state: ReactorState):
-        n = len(self.obs_shape)
-        if obs.ndim != n + 2 or tuple(obs.shape[2:]) != tuple(self.obs_shape):
-            raise ValueError(
-                f"observation shape {obs.shape} is not time-major [T, B, *obs_shape] with the "
-                f"network's obs_shape {self.obs_shape}"
-            )
-        if tuple(first.shape) != tuple(obs.shape[:2]):
-            raise ValueError(f"`first` has shape {first.shape}, expected [T, B] = {obs.shape[:2]}")
+        lead = check_obs(obs, self.obs_spec, lead=2)  # time-major [T, B, *obs_shape]
+        if tuple(first.shape) != lead:
+            raise ValueError(f"`first` has shape {first.shape}, expected [T, B] = {lead}")
         first = first.astype(bool)
 
         features = nn.relu(self.linear(self.torso(obs)))

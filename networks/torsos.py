@@ -1,11 +1,23 @@
-"""Observation torsos: Nature CNN for Atari frames and an MLP for vector observations."""
+"""Observation torsos: Nature CNN for Atari frames, an MLP for vector observations, and for
+pytree (dict) observations one encoder per key, concatenated (`DictEncoder`).
+
+`make_torso(obs_spec, hidden, text=...)` is the one place that picks a torso from an env's
+observation spec (`EnvSpec.obs_spec`, or a plain shape for array observations); every
+network calls it, so an agent takes dict observations without knowing about them.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from typing import Any
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
+import numpy as np
+
+from envs.core import ArraySpec, as_obs_spec, obs_leaves_with_paths
 
 
 class NatureCNN(nn.Module):
@@ -55,12 +67,213 @@ class MLP(nn.Module):
         return x
 
 
+class GridCNN(nn.Module):
+    """torch-ac's MiniGrid image encoder (rl-starter-files `ACModel`): Conv(16, 2x2) → ReLU →
+    MaxPool(2x2) → Conv(32, 2x2) → ReLU → Conv(64, 2x2) → ReLU, flattened (64 features for
+    MiniGrid's 7x7 view).
+
+    Input: `[..., H, W, C]` channel-last, taken as the numbers they are (MiniGrid's image is
+    symbolic: object, colour and state indices, not pixels), cast to float32.
+    """
+
+    channels: Sequence[int] = (16, 32, 64)
+
+    @nn.compact
+    def __call__(self, image):
+        lead = image.shape[:-3]
+        x = image.reshape((-1, *image.shape[-3:])).astype(jnp.float32)
+        init = nn.initializers.orthogonal(jnp.sqrt(2.0))
+        for i, width in enumerate(self.channels):
+            x = nn.relu(nn.Conv(width, (2, 2), padding="VALID", kernel_init=init)(x))
+            if i == 0:
+                x = nn.max_pool(x, (2, 2), strides=(2, 2), padding="VALID")
+        return x.reshape((*lead, -1))
+
+
+class TokenGRU(nn.Module):
+    """torch-ac's `--text` encoder: word embeddings (32) and a GRU (128) over a mission's word
+    ids `[..., L]` (0 = padding, `envs.text`); returns the GRU state after the last real word
+    `[..., hidden]` (padding leaves the state unchanged, so the result does not depend on
+    `L`; torch-ac also runs over its padding)."""
+
+    vocab_size: int
+    embed_dim: int = 32
+    hidden: int = 128
+
+    @nn.compact
+    def __call__(self, tokens):
+        lead, length = tokens.shape[:-1], tokens.shape[-1]
+        ids = tokens.reshape((-1, length)).astype(jnp.int32)
+        words = nn.Embed(self.vocab_size, self.embed_dim, name="embed")(ids)  # [N, L, E]
+        cell = nn.GRUCell(self.hidden, name="gru")
+        carry = jnp.zeros((ids.shape[0], self.hidden), jnp.float32)
+
+        def step(cell, carry, inputs):
+            x_t, real_t = inputs
+            new, _ = cell(carry, x_t)
+            carry = jnp.where(real_t[:, None], new, carry)
+            return carry, None
+
+        scan = nn.scan(step, variable_broadcast="params", split_rngs={"params": False})
+        carry, _ = scan(cell, carry, (jnp.swapaxes(words, 0, 1), (ids != 0).T))
+        return carry.reshape((*lead, self.hidden))
+
+
+def _module_name(path: str) -> str:
+    """A submodule name for a leaf path (`['image']` → `image`)."""
+    return re.sub(r"[^0-9A-Za-z_]+", "_", path).strip("_") or "obs"
+
+
+def _match_obs(obs: Any, leaves) -> tuple[dict[str, Any], tuple[int, ...]]:
+    """`obs`'s leaves by path and their common leading axes, after checking them against
+    `leaves` (`(path, ArraySpec)` pairs); a one-line ValueError names a missing or unexpected
+    key, or a leaf of the wrong shape."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(obs)
+    given = {jax.tree_util.keystr(path): x for path, x in flat}
+    want = [path for path, _ in leaves]
+    missing = [p for p in want if p not in given]
+    extra = [p for p in given if p not in want]
+    if missing or extra:
+        raise ValueError(
+            f"observation does not match the network's obs_spec: missing "
+            f"{', '.join('obs' + p for p in missing) or 'nothing'}; unexpected "
+            f"{', '.join('obs' + p for p in extra) or 'nothing'}"
+        )
+    lead = None
+    for path, spec in leaves:
+        x, n = given[path], len(spec.shape)
+        if x.ndim < n or tuple(x.shape[x.ndim - n :]) != spec.shape:
+            raise ValueError(
+                f"observation leaf obs{path} has shape {x.shape}, expected [..., "
+                f"{', '.join(map(str, spec.shape))}]"
+            )
+        this = tuple(x.shape[: x.ndim - n])
+        if lead is not None and this != lead:
+            raise ValueError(f"observation leaf obs{path} has leading axes {this}, others {lead}")
+        lead = this
+    assert lead is not None
+    return given, lead
+
+
+def _is_large_image(spec: ArraySpec) -> bool:
+    # The Nature CNN's first 8x8 stride-4 convolution needs at least 36x36 pixels.
+    return len(spec.shape) == 3 and min(spec.shape[:2]) >= 36
+
+
+class DictEncoder(nn.Module):
+    """One encoder per leaf of a pytree observation, concatenated, then an MLP.
+
+    Per leaf (`envs.ArraySpec`):
+    - word ids (`tokens`): `TokenGRU` when `text` is on, else left out (torch-ac reads the
+      mission only with `--text`);
+    - an integer category (`num_values`, shape `()`, e.g. MiniGrid's `direction`): an
+      embedding of `embed_dim`;
+    - integer categories with a shape (MultiDiscrete): one-hot, flattened;
+    - an image `[H, W, C]`: `GridCNN` (torch-ac's MiniGrid conv) below 36x36, the Nature CNN
+      (channel-last, scaled from uint8) from 36x36 on;
+    - anything else (vectors, scalars): flattened to float32; all such leaves are
+      concatenated.
+    The concatenation goes through `MLP(hidden)` (nothing when `hidden` is empty).
+
+    `leaves` is `envs.obs_leaves_with_paths(obs_spec)` (what `make_torso` passes). The
+    observation must have exactly these leaves, with any leading axes; a missing or extra
+    key raises a ValueError naming it.
+    """
+
+    leaves: tuple[tuple[str, ArraySpec], ...]
+    hidden: Sequence[int] = (64,)
+    text: bool = False
+    embed_dim: int = 8
+
+    @nn.compact
+    def __call__(self, obs):
+        given, lead = _match_obs(obs, self.leaves)
+        features, vectors = [], []
+        for path, spec in self.leaves:
+            x, n = given[path], len(spec.shape)
+            name = _module_name(path)
+            if spec.tokens:
+                if self.text:
+                    features.append(TokenGRU(spec.num_values, name=name)(x))
+            elif spec.num_values is not None and n == 0:
+                features.append(nn.Embed(spec.num_values, self.embed_dim, name=name)(x))
+            elif spec.num_values is not None:
+                one_hot = jax.nn.one_hot(x, spec.num_values, dtype=jnp.float32)
+                vectors.append(one_hot.reshape((*lead, -1)))
+            elif n == 3 and _is_large_image(spec):
+                features.append(NatureCNN(channels_first=False, name=name)(x))
+            elif n == 3:
+                features.append(GridCNN(name=name)(x))
+            else:
+                vectors.append(x.astype(jnp.float32).reshape((*lead, int(np.prod(spec.shape)))))
+        if not features and not vectors:
+            raise ValueError(
+                "every observation leaf was left out (word ids without text=True); nothing "
+                "to encode"
+            )
+        x = jnp.concatenate(features + vectors, axis=-1)
+        init = nn.initializers.orthogonal(jnp.sqrt(2.0))
+        for width in self.hidden:
+            x = nn.relu(nn.Dense(width, kernel_init=init)(x))
+        return x
+
+
+def _array_shape(obs_spec: Any) -> tuple[int, ...] | None:
+    """The shape of an array observation spec (a shape tuple, an ArraySpec or a
+    ShapeDtypeStruct-like leaf); None for a pytree."""
+    if isinstance(obs_spec, tuple) and all(isinstance(d, int | np.integer) for d in obs_spec):
+        return tuple(int(d) for d in obs_spec)
+    spec = as_obs_spec(obs_spec, "obs_spec")
+    return spec.shape if isinstance(spec, ArraySpec) else None
+
+
 def make_torso(
-    obs_shape: tuple[int, ...], hidden: Sequence[int] = (64, 64), activation: str = "relu"
+    obs_spec: Any,
+    hidden: Sequence[int] = (64, 64),
+    *,
+    text: bool = False,
+    activation: str = "relu",
 ) -> nn.Module:
-    """Nature CNN for image stacks `[C, H, W]`, MLP for vectors `[D]`."""
-    if len(obs_shape) == 3:
+    """The torso for an observation spec: the Nature CNN for image stacks `[C, H, W]`, an MLP
+    for vectors `[D]`, a `DictEncoder` (one encoder per key) for a pytree of `ArraySpec`s.
+
+    Args:
+      obs_spec: `EnvSpec.obs_spec`, or an array observation's shape tuple.
+      hidden: MLP widths (for vectors; for a pytree, after the concatenation).
+      text: encode word-id leaves (MiniGrid's mission) with a GRU; off, they are left out.
+      activation: the vector MLP's activation ("relu" or "tanh").
+    """
+    shape = _array_shape(obs_spec)
+    if shape is None:
+        leaves = tuple(obs_leaves_with_paths(as_obs_spec(obs_spec, "obs_spec")))
+        return DictEncoder(leaves, tuple(hidden), text=text)
+    if len(shape) == 3:
         return NatureCNN()
-    if len(obs_shape) == 1:
+    if len(shape) == 1:
         return MLP(tuple(hidden), activation)
-    raise ValueError(f"no torso for observations of shape {obs_shape}: expected [C, H, W] or [D]")
+    raise ValueError(f"no torso for observations of shape {shape}: expected [C, H, W] or [D]")
+
+
+def check_obs(obs: Any, obs_spec: Any, lead: int | None = None) -> tuple[int, ...]:
+    """The leading axes of `obs` (`lead` of them when given) after checking it against the
+    network's `obs_spec` (a shape tuple or an observation spec); a one-line ValueError
+    otherwise. Pytree observations are checked leaf by leaf by `DictEncoder`."""
+    shape = _array_shape(obs_spec)
+    if shape is None:
+        _, got = _match_obs(obs, obs_leaves_with_paths(as_obs_spec(obs_spec)))
+    else:
+        if not hasattr(obs, "shape"):
+            raise ValueError(f"the network takes array observations of shape {shape}, got {obs!r}")
+        n = len(shape)
+        if obs.ndim < n or tuple(obs.shape[obs.ndim - n :]) != shape:
+            raise ValueError(
+                f"observation shape {obs.shape} does not end with the network's obs_shape {shape}"
+            )
+        got = tuple(obs.shape[: obs.ndim - n])
+    if lead is not None and len(got) != lead:
+        what = "obs_spec leaves" if shape is None else f"obs_shape {shape}"
+        raise ValueError(
+            f"observation has leading axes {got}, expected {lead} before the network's "
+            f"{what} (time-major [T, B, *obs_shape])"
+        )
+    return got

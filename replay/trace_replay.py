@@ -14,6 +14,10 @@ signatures and the result types (:class:`TraceBatch`, :class:`SampleInfo`,
 ``set_priorities`` checks its arguments and returns the state unchanged: uniform sampling
 ignores priorities by definition.
 
+Observations are an array (``obs_shape``/``obs_dtype``) or any pytree of arrays (``obs_spec``,
+e.g. MiniGrid's ``{"direction", "image", "mission"}``): each leaf is stored as is, once per
+step, and sampled back with the same structure. Frame stacking is for array observations.
+
 What a step holds is up to the agent: ``step_spec`` maps each field name to a pytree of
 ``jax.ShapeDtypeStruct`` (a discrete action and a probability vector, a float action vector,
 Gaussian statistics ``{"mean": ..., "log_std": ...}``), and ``extras_spec`` is any pytree stored
@@ -86,7 +90,8 @@ class TraceReplayState:
 
     Attributes:
       frames: ``[num_envs, C*T, *frame_shape]``; the newest frame of each step's observation
-        (the full observation when ``frame_stack == 1``).
+        (the full observation when ``frame_stack == 1``). For a pytree observation a pytree
+        of that structure, each leaf ``[num_envs, C*T, *leaf_shape]``.
       steps: per-step fields, a dict shaped like ``step_spec`` whose leaves are
         ``[num_envs, C*T, *leaf_shape]``.
       extras: per-trace fields stored at each trace's first step, a pytree shaped like
@@ -97,7 +102,7 @@ class TraceReplayState:
     :meth:`TraceReplay.partition_specs` returns the same class with PartitionSpec leaves.
     """
 
-    frames: jax.Array
+    frames: Any
     steps: dict[str, Any]
     extras: Any
     write_slot: jax.Array
@@ -108,12 +113,13 @@ class TraceBatch(NamedTuple):
     """A batch of traces, time-major.
 
     Attributes:
-      obs: ``[T+1, B, *obs_shape]`` observations (stacks rebuilt), env obs dtype.
+      obs: ``[T+1, B, *obs_shape]`` observations (stacks rebuilt), env obs dtype; for a
+        pytree observation a pytree shaped like ``obs_spec`` with leaves ``[T+1, B, ...]``.
       steps: per-step fields shaped like ``step_spec``, each leaf ``[T+1, B, *leaf_shape]``.
       extras: per-trace fields shaped like ``extras_spec``, each leaf ``[B, *leaf_shape]``.
     """
 
-    obs: jax.Array
+    obs: Any
     steps: Any
     extras: Any
 
@@ -267,8 +273,11 @@ class TraceReplay(SizedBuffer):
         whole traces per env, which must be at least 3.
       obs_shape: shape of one env's observation, e.g. ``(4, 84, 84)``.
       obs_dtype: dtype of the observation.
+      obs_spec: instead of ``obs_shape``/``obs_dtype``: a pytree of ShapeDtypeStruct-like
+        leaves (``.shape``, ``.dtype``, e.g. ``envs.ArraySpec``) for structured
+        observations; a single leaf is the same as giving its shape and dtype.
       frame_stack: ``F``; when ``> 1`` the observation is ``[F, *frame_shape]`` and only its
-        newest frame is stored. ``1`` stores the observation as is.
+        newest frame is stored. ``1`` stores the observation as is (always, for a pytree).
       step_spec: per-step fields other than obs: a mapping from field name to a pytree of
         ``jax.ShapeDtypeStruct`` (shapes exclude the time and env axes). Needs a bool scalar
         ``"frame_reset"`` when ``frame_stack > 1``; every other field is opaque.
@@ -281,10 +290,11 @@ class TraceReplay(SizedBuffer):
     num_envs: int
     trace_len: int
     capacity: int
-    obs_shape: tuple[int, ...]
-    obs_dtype: Any
-    frame_stack: int
-    step_spec: Mapping[str, Any]
+    obs_shape: tuple[int, ...] | None = None
+    obs_dtype: Any = None
+    obs_spec: Any = None
+    frame_stack: int = 1
+    step_spec: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     extras_spec: Any = None
     device: jax.Device | None = None
     memory_limit_bytes: int | None = None
@@ -298,8 +308,24 @@ class TraceReplay(SizedBuffer):
             if isinstance(value, bool) or int(value) != value or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
             setf(name, int(value))
-        setf("obs_shape", tuple(int(d) for d in self.obs_shape))
-        setf("obs_dtype", np.dtype(self.obs_dtype))
+        if self.obs_spec is None:
+            if self.obs_shape is None or self.obs_dtype is None:
+                raise ValueError("TraceReplay needs obs_shape and obs_dtype, or obs_spec")
+            setf("obs_spec", jax.ShapeDtypeStruct(tuple(self.obs_shape), self.obs_dtype))
+        elif self.obs_shape is not None or self.obs_dtype is not None:
+            raise ValueError("give TraceReplay either obs_spec or obs_shape/obs_dtype, not both")
+        setf("obs_spec", _as_spec_tree("obs_spec", self.obs_spec))
+        if not jax.tree.leaves(self.obs_spec):
+            raise ValueError(f"obs_spec has no arrays: {self.obs_spec!r}")
+        if self.pytree_obs:
+            if self.frame_stack != 1:
+                raise ValueError(
+                    f"frame_stack={self.frame_stack} needs an array observation; obs_spec is a "
+                    "pytree (store each of its leaves with frame_stack=1)"
+                )
+        else:
+            setf("obs_shape", tuple(self.obs_spec.shape))
+            setf("obs_dtype", np.dtype(self.obs_spec.dtype))
         if not isinstance(self.step_spec, Mapping) or not all(
             isinstance(k, str) for k in self.step_spec
         ):
@@ -368,6 +394,11 @@ class TraceReplay(SizedBuffer):
         return self.traces_per_env * self.trace_len * self.num_envs
 
     @property
+    def pytree_obs(self) -> bool:
+        """Whether the observation is a pytree (``obs_shape``/``obs_dtype`` are then None)."""
+        return not isinstance(self.obs_spec, jax.ShapeDtypeStruct)
+
+    @property
     def frame_shape(self) -> tuple[int, ...]:
         """Shape of one stored frame (the whole obs when ``frame_stack == 1``)."""
         return self.obs_shape[1:] if self.frame_stack > 1 else self.obs_shape
@@ -380,8 +411,12 @@ class TraceReplay(SizedBuffer):
         """The state's shapes and dtypes: a :class:`TraceReplayState` of ShapeDtypeStructs."""
         n, c, t = self.num_envs, self.traces_per_env, self.trace_len
         sds = jax.ShapeDtypeStruct
+        if self.pytree_obs:
+            frames = jax.tree.map(lambda s: sds((n, c * t, *s.shape), s.dtype), self.obs_spec)
+        else:
+            frames = sds((n, c * t, *self.frame_shape), self.obs_dtype)
         return TraceReplayState(
-            frames=sds((n, c * t, *self.frame_shape), self.obs_dtype),
+            frames=frames,
             steps=jax.tree.map(lambda s: sds((n, c * t, *s.shape), s.dtype), dict(self.step_spec)),
             extras=jax.tree.map(lambda s: sds((n, c, *s.shape), s.dtype), self.extras_spec),
             write_slot=sds((), np.int32),
@@ -418,7 +453,8 @@ class TraceReplay(SizedBuffer):
 
         Args:
           state: the replay state (may be donated).
-          obs: ``[T, num_envs, *obs_shape]``; ``obs[t]`` is the observation at step ``t``.
+          obs: ``[T, num_envs, *obs_shape]``; ``obs[t]`` is the observation at step ``t``. For
+            a pytree observation a pytree shaped like ``obs_spec``, leaves ``[T, num_envs, ...]``.
           steps: per-step fields shaped like ``step_spec``, each leaf
             ``[T, num_envs, *leaf_shape]``.
           extras: per-trace fields shaped like ``extras_spec``, each leaf
@@ -431,13 +467,17 @@ class TraceReplay(SizedBuffer):
           ValueError: naming the path of a missing, unexpected or wrongly shaped field.
         """
         n, t, c, k = self.num_envs, self.trace_len, self.traces_per_env, self._context
-        _check_array("obs", obs, (t, n, *self.obs_shape), self.obs_dtype, "[T, num_envs, *obs]")
+        if self.pytree_obs:
+            obs = _match_structure("obs", obs, self.obs_spec)
+            _check_leaves("obs", obs, self.obs_spec, (t, n), "[T, num_envs, ...]")
+        else:
+            _check_array("obs", obs, (t, n, *self.obs_shape), self.obs_dtype, "[T, num_envs, *obs]")
         steps = _match_structure("steps", steps, dict(self.step_spec))
         extras = _match_structure("extras", extras, self.extras_spec)
         _check_leaves("steps", steps, dict(self.step_spec), (t, n), "[T, num_envs, ...]")
         _check_leaves("extras", extras, self.extras_spec, (n,), "[num_envs, ...]")
 
-        obs = jnp.asarray(obs, self.obs_dtype)
+        obs = jax.tree.map(lambda x, s: jnp.asarray(x, s.dtype), obs, self.obs_spec)
         slot = state.write_slot
         start = slot * t
 
@@ -451,7 +491,7 @@ class TraceReplay(SizedBuffer):
             index = (0, slot) + (0,) * (buffer.ndim - 2)
             return lax.dynamic_update_slice(buffer, value, index)
 
-        frames = write_steps(state.frames, obs[:, :, -1] if k > 0 else obs)
+        frames = jax.tree.map(write_steps, state.frames, obs[:, :, -1] if k > 0 else obs)
         if k > 0:
             # Context of slot 0 (the ring's tail). Only on the first add after init, before
             # any real trace has been written there; later adds leave it as it is.
@@ -548,7 +588,10 @@ class TraceReplay(SizedBuffer):
             lambda buffer: buffer.at[env_index, slot].get(mode="promise_in_bounds"), state.extras
         )
         if k == 0:
-            obs = state.frames.at[env_tb, positions].get(mode="promise_in_bounds")
+            obs = jax.tree.map(
+                lambda buffer: buffer.at[env_tb, positions].get(mode="promise_in_bounds"),
+                state.frames,
+            )
         else:
             # Window w = 0 .. T+k covers steps -k .. T of the trace; output step i is the stack
             # of window positions i .. i+k. The frame at stack position j is window i+j, unless

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from agents.rollout import time_major
+
 
 def policy_logits(network, recurrent: bool, params, obs, first, core):
     """`(logits [B, A], core)` of ACER's network at one batched step."""
     if recurrent:
-        (logits, _), core = network.apply(params, obs[None], first[None], core)
+        (logits, _), core = network.apply(params, time_major(obs), first[None], core)
         return logits[0], core
     logits, _ = network.apply(params, obs)
     return logits, core

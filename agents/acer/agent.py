@@ -42,7 +42,7 @@ class ACERAgent(AgentBase):
 
     def make_network(self, spec):
         cfg = self.config
-        return ACERNetwork(spec.obs_shape, spec.num_actions, cfg.hidden, cfg.lstm_size)
+        return ACERNetwork(spec.obs_spec, spec.num_actions, cfg.hidden, cfg.lstm_size)
 
     def make_learner(self, network):
         return ACERLearner(self.config, network)
@@ -75,9 +75,10 @@ class ACERAgent(AgentBase):
         (1 + replay_ratio)·(T+1)/T forward+backward passes (one on-policy and replay_ratio
         replayed traces of T+1 observations per T steps), as many forward passes of the
         averaged network with the trust region, and one acting forward pass. Returns
-        name -> (make(batch) -> (jitted fn, args), passes per env step). Feed-forward only."""
+        name -> (make(batch) -> (jitted fn, args), passes per env step). Feed-forward, array
+        observations only."""
         cfg, spec, net = self.config, self.env.spec, self.network
-        if cfg.lstm_size:
+        if cfg.lstm_size or spec.pytree_obs:
             return {}
         params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
         opt = self.learner.optimizer

@@ -18,6 +18,8 @@ import optax
 from agents import losses
 from agents.acer.config import ACERConfig
 from agents.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
+from agents.rollout import time_major
+from envs.core import batch_size_of
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -48,10 +50,10 @@ class ACERLearner(ActorCriticLearner):
         """sample_obs: one observation batch `[B, *obs_shape]`."""
         init_key, key = jax.random.split(key)
         if self.config.lstm_size:
-            b = sample_obs.shape[0]
+            b = batch_size_of(sample_obs)
             params = self.network.init(
                 init_key,
-                sample_obs[None],
+                time_major(sample_obs),
                 jnp.zeros((1, b), bool),
                 self.network.initial_state(b),
             )

@@ -18,6 +18,9 @@ A trace holds observations x_0..x_T; step t takes action a_t in x_t and receives
   every target equals its own estimate (Q_ret = Q(x_t, a_t), v_s = V(x_t), G = V(x_t),
   advantage 0), so no correction crosses the boundary and losses there are zero.
 
+(The n-step Q-learning targets of `value` give the bootstrap value of x_t there instead, a
+meaningless number: their losses take the same mask and are zero there.)
+
 With these two fields, a trace that crosses an episode end gives exactly the targets of its
 two pieces computed separately, for termination and for truncation alike. All `mask_t`
 arguments are keyword-only and default to all ones.
@@ -30,11 +33,12 @@ Checks
 * Shapes and dtypes: always, at trace time, free under `jit`.
 * Hyperparameters and discounts: λ (`lambda_`) ∈ [0, 1], truncation levels `c`, `c_max` (and
   V-trace's clips) ≥ 0, `discount_t` ∈ [0, 1] (every entry), the trust-region `delta` ≥ 0, and
-  a categorical support (`z_q`, `atoms`) finite and strictly increasing; PPO's `epsilon` and
-  the normalisation `eps` ≥ 0 (and scalars). Checked eagerly, with
-  a one-line `ValueError` naming the argument, when the value is a Python number or a NumPy
-  array. Traced values, and jax Arrays in general, are not checked: pass them inside
-  `checked` to check them at run time.
+  a categorical support (`z_q`, `atoms`) finite and strictly increasing; PPO's `epsilon`, the
+  Huber `delta`, the rescaling `eps`, the temperature `alpha` and TD3's `noise_clip` ≥ 0 (and
+  scalars), action bounds finite with `low` < `high`. Checked eagerly, with a one-line
+  `ValueError` naming the argument, when the value is a Python number or a NumPy array. Traced
+  values, and jax Arrays in general, are not checked: pass them inside `checked` to check them
+  at run time.
 * Data: actions a_t ∈ [0, A), finite probabilities that sum to 1. These are the caller's
   duty: out of range, a_t = −1 silently picks the last action and a_t = A gives NaN.
 
@@ -48,11 +52,24 @@ and raises `checkify.JaxRuntimeError` (a `ValueError`) naming the argument on a 
 Without the wrapper no check is emitted: the compiled losses are unchanged.
 
 Gradients: every target (`retrace_targets`, `vtrace`, `lambda_returns`, `n_step_returns`,
-`gae`, `distributional_retrace_targets`, `normalize_advantages`) is wrapped in
-`jax.lax.stop_gradient`. The losses treat their targets and coefficients as constants;
-gradient flows only into the quantity being learnt (Q(x_t, a_t), the logits, the predicted
+`gae`, `distributional_retrace_targets`, the (double, categorical) Q-learning targets, the soft
+and TD3 targets, `td3_target_actions`, `normalize_advantages`) is wrapped in
+`jax.lax.stop_gradient`. The losses treat their targets and coefficients as constants; gradient
+flows only into the quantity being learnt (Q(x_t, a_t), the logits, the predicted
 distribution). In particular: `ppo_clip_loss` only into log π_θ(a_t|x_t) (not the old
-log-probabilities, not the advantages); `clipped_value_loss` only into V(x_t).
+log-probabilities, not the advantages); `clipped_value_loss` only into V(x_t);
+`q_learning_loss` and `categorical_q_learning_loss` only into the taken action's Q value or
+logits; `sac_actor_loss` into log π and min Q (the reparameterised action), not α;
+`sac_temperature_loss` and `discrete_sac_temperature_loss` only into log α;
+`discrete_sac_actor_loss` only into the policy logits; `dpg_loss` only into the action (the
+critic enters through ∂Q/∂a, a constant). `tanh_gaussian_log_prob`, `scale_action`,
+`huber_loss` and the value rescaling are plain differentiable functions.
+
+Families: off-policy actor-critics (`retrace`, `policy`, `distributional`), state-value
+targets (`returns`), PPO (`onpolicy`: `ppo_clip_loss`, `clipped_value_loss`,
+`normalize_advantages`), DQN/Rainbow/R2D2 (`value`: n-step double Q-learning targets, value
+rescaling, C51 targets, Huber) and continuous control (`sac`: tanh-Gaussian log-densities, SAC
+and discrete SAC, TD3's targets, the deterministic policy gradient).
 
 Example::
 
@@ -98,6 +115,31 @@ from agents.losses.retrace import (
     trace_coefficients,
 )
 from agents.losses.returns import VTraceOutput, gae, lambda_returns, n_step_returns, vtrace
+from agents.losses.sac import (
+    discrete_sac_actor_loss,
+    discrete_sac_temperature_loss,
+    discrete_soft_q_targets,
+    dpg_loss,
+    n_step_soft_q_targets,
+    sac_actor_loss,
+    sac_temperature_loss,
+    scale_action,
+    soft_q_targets,
+    tanh_gaussian_log_prob,
+    td3_target_actions,
+    td3_targets,
+)
+from agents.losses.value import (
+    categorical_double_q_learning_targets,
+    categorical_q_learning_loss,
+    categorical_q_learning_targets,
+    double_q_learning_targets,
+    huber_loss,
+    inverse_value_rescale,
+    q_learning_loss,
+    q_learning_targets,
+    value_rescale,
+)
 
 __all__ = [
     "MU_EPSILON",
@@ -108,19 +150,40 @@ __all__ = [
     "acer_value_loss",
     "beta_loo_policy_loss",
     "categorical_cross_entropy",
+    "categorical_double_q_learning_targets",
     "categorical_projection",
+    "categorical_q_learning_loss",
+    "categorical_q_learning_targets",
     "checked",
     "clipped_value_loss",
+    "discrete_sac_actor_loss",
+    "discrete_sac_temperature_loss",
+    "discrete_soft_q_targets",
     "distributional_retrace_targets",
+    "double_q_learning_targets",
+    "dpg_loss",
     "entropy",
     "gae",
+    "huber_loss",
+    "inverse_value_rescale",
     "lambda_returns",
     "n_step_returns",
+    "n_step_soft_q_targets",
     "normalize_advantages",
     "ppo_clip_loss",
+    "q_learning_loss",
+    "q_learning_targets",
     "retrace_targets",
+    "sac_actor_loss",
+    "sac_temperature_loss",
+    "scale_action",
+    "soft_q_targets",
+    "tanh_gaussian_log_prob",
+    "td3_target_actions",
+    "td3_targets",
     "trace_coefficients",
     "trust_region_policy_loss",
     "trust_region_projection",
+    "value_rescale",
     "vtrace",
 ]

@@ -58,13 +58,15 @@ def checked(fn: Callable[..., Any]) -> Callable[..., Any]:
     every function of this package called while it is traced checks, with `checkify`:
 
     * integer actions (`a_t`) lie in [0, A);
-    * probabilities (`pi_t`, `mu_t`, `mu_a_t`, `pi_a_t`, `q_probs_t`, `bootstrap_probs`) are
-      finite and in [0, 1], and policies and distributions sum to 1 over their last axis
-      (within max(1e-3, n·eps)); signed masses (`probs` of `categorical_projection`,
-      `target_probs_t`) and importance ratios (`rho_t`) are finite;
+    * probabilities (`pi_t`, `mu_t`, `mu_a_t`, `pi_a_t`, `q_probs_t`, `bootstrap_probs`, and
+      the C51 targets' `target_probs_t`, `bootstrap_target_probs`) are finite and in [0, 1],
+      and policies and distributions sum to 1 over their last axis (within max(1e-3, n·eps));
+      signed masses (`probs` of `categorical_projection`, the `target_probs_t` of a loss),
+      importance ratios (`rho_t`) and DPG's `dqda_t` are finite;
     * the ranges that are checked eagerly for Python and NumPy values (λ ∈ [0, 1], c ≥ 0,
-      discounts ∈ [0, 1], δ ≥ 0, a finite and strictly increasing support) also hold for
-      jax Arrays and traced values.
+      discounts ∈ [0, 1], δ ≥ 0, a finite and strictly increasing support, PPO's ε, the
+      temperature α, the rescaling ε and TD3's noise clip ≥ 0, action bounds finite with
+      low < high) also hold for jax Arrays and traced values.
 
     The call is compiled with `jax.jit` (array arguments are traced; everything else, such as
     Python floats, ints and callables, is static and must be hashable) and raises

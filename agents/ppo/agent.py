@@ -14,12 +14,14 @@ import optax
 
 from agents.actors import logp_value_actor
 from agents.base import RolloutAgent
+from agents.config import ConfigError
 from agents.hooks import call_hook, resolve_hook
 from agents.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, to_global
 from agents.ppo.learner import METRICS, OnPolicyLearner, buffer_specs
 from agents.programs import Program
 from agents.protocol import IterationOutput, TrainState
 from networks import ActorCriticNetwork
+from networks.torsos import _array_shape
 
 
 class PPOAgent(RolloutAgent):
@@ -44,9 +46,14 @@ class PPOAgent(RolloutAgent):
                     "--num-envs x --trace-len per device", per_device * config.trace_len,
                     config.num_minibatches, "--num-minibatches",
                 )  # fmt: skip
+        if config.normalize_obs and _array_shape(self.network.obs_spec) is None:
+            raise ConfigError(
+                "--normalize-obs needs array observations; "
+                f"{env.spec.env_id} gives a dict (normalise inside --preprocess-obs instead)"
+            )
         mode = config.update_loop
-        if mode == "auto":
-            images = len(self.network.obs_shape) == 3
+        if mode == "auto":  # any convolution's weight gradient: no rolled loop on CPU
+            images = any(len(leaf.shape) == 3 for leaf in jax.tree.leaves(self.sample_obs(1)))
             mode = "dispatch" if images and jax.default_backend() == "cpu" else "scan"
         self.update_loop = mode
         returns_spec = P(DATA) if config.normalize_reward else ()
@@ -84,15 +91,16 @@ class PPOAgent(RolloutAgent):
     # ------------------------------------------------------------------ hooks
     def make_network(self, spec):
         cfg = self.config
-        obs_shape = tuple(spec.obs_shape)
+        obs_spec = spec.obs_spec
         hook = resolve_hook(cfg.preprocess_obs, "preprocess_obs")
         if hook is not None:  # the network sees the preprocessed observation
-            sample = jax.ShapeDtypeStruct((spec.num_envs, *obs_shape), spec.obs_dtype)
+            sample = jax.eval_shape(lambda: self.sample_obs(spec.num_envs))
             out = jax.eval_shape(lambda o: call_hook("preprocess_obs", hook, o), sample)
-            obs_shape = tuple(out.shape[1:])
+            if hasattr(out, "shape"):  # an array; a pytree hook keeps the env's leaves
+                obs_spec = tuple(out.shape[1:])
         action_dim = spec.num_actions if spec.discrete else int(math.prod(spec.action_shape))
         return ActorCriticNetwork(
-            obs_shape=obs_shape,
+            obs_spec=obs_spec,
             action_dim=action_dim,
             discrete=spec.discrete,
             hidden=cfg.hidden,
@@ -100,6 +108,7 @@ class PPOAgent(RolloutAgent):
             shared_torso=cfg.shared_torso,
             lstm_size=cfg.lstm_size,
             log_std_init=cfg.log_std_init,
+            text=cfg.text,
         )
 
     def make_optimizer(self, learning_rate) -> optax.GradientTransformation:
@@ -188,14 +197,15 @@ class PPOAgent(RolloutAgent):
         forward+backward passes (each sample once per epoch), one acting forward pass and
         1/T bootstrap forward passes. Feed-forward only."""
         cfg, spec, net = self.config, self.env.spec, self.network
-        if self.recurrent:
+        shape = _array_shape(net.obs_spec)
+        if self.recurrent or shape is None:
             return {}
-        params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *net.obs_shape), spec.obs_dtype))
+        params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *shape), spec.obs_dtype))
         opt = self.learner.optimizer
         opt_state = opt.init(params)
 
         def obs(b):
-            x = jax.random.randint(jax.random.PRNGKey(b), (b, *net.obs_shape), 0, 255)
+            x = jax.random.randint(jax.random.PRNGKey(b), (b, *shape), 0, 255)
             return x.astype(spec.obs_dtype)
 
         def train_step(p, s, o):

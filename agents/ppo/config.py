@@ -56,6 +56,9 @@ class OnPolicyConfig:
     """Recurrent only: before every epoch after the first, recompute the chunks' initial
     LSTM states with the current parameters (one forward pass over the rollout). False:
     keep the states stored at acting time, as torch-ac and rlpyt do."""
+    text: bool = False
+    """Dict observations with a mission (MiniGrid): encode its words with a GRU (torch-ac's
+    --text); off, the mission is left out."""
     log_std_init: float = 0.0
     """Continuous actions: initial state-independent log standard deviation."""
     normalize_obs: bool = False

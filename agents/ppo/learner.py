@@ -80,6 +80,11 @@ class RunningStats(NamedTuple):
         return RunningStats(new_mean, m2 / count, count)
 
 
+def _tmap(fn, *trees):
+    """`jax.tree.map` over observations (an array or a pytree of arrays)."""
+    return jax.tree.map(fn, *trees)
+
+
 def _lead(x, ndim: int):
     """`x` with leading axes of size 1 up to rank `ndim` (explicit broadcasting)."""
     return x.reshape((1,) * (ndim - x.ndim) + x.shape)
@@ -166,7 +171,7 @@ class OnPolicyLearner(ActorCriticLearner):
             obs = call_hook("preprocess_obs", self.preprocess_obs, obs)
         if obs_stats == ():
             return obs
-        c, n = self.config.obs_clip, obs.ndim
+        c, n = self.config.obs_clip, obs.ndim  # an array: --normalize-obs refuses pytrees
         scale = jax.lax.rsqrt(obs_stats.var + 1e-8)
         z = (obs.astype(jnp.float32) - _lead(obs_stats.mean, n)) * _lead(scale, n)
         return jnp.clip(z, -c, c)
@@ -181,8 +186,8 @@ class OnPolicyLearner(ActorCriticLearner):
         cfg = self.config
         init_key, key = jax.random.split(key)
         x = self.preprocessed(sample_obs)
+        b = jax.tree.leaves(x)[0].shape[0]
         if self.recurrent:
-            b = x.shape[0]
             params = self.network.init(
                 init_key, x[None], jnp.zeros((1, b), bool), self.network.initial_state(b)
             )
@@ -243,9 +248,9 @@ class OnPolicyLearner(ActorCriticLearner):
     def _bootstrap_value(self, params, obs, first, core_t):
         """V(x_T) `[B]`. Recurrent: the last step again from its stored state, then x_T."""
         if not self.recurrent:
-            return self.network.apply(params, obs[-1])[1]
+            return self.network.apply(params, _tmap(lambda o: o[-1], obs))[1]
         core = jax.tree.map(lambda x: x[-1], core_t)
-        (_, value), _ = self.network.apply(params, obs[-2:], first[-2:], core)
+        (_, value), _ = self.network.apply(params, _tmap(lambda o: o[-2:], obs), first[-2:], core)
         return value[-1]
 
     def _advantages(self, reward, discount, value, bootstrap, mask):
@@ -266,7 +271,7 @@ class OnPolicyLearner(ActorCriticLearner):
             _, core_next = self.network.apply(params, o, f, core)
             return core_next, core
 
-        split = lambda x: x.reshape((x.shape[0] // L, L, *x.shape[1:]))  # noqa: E731
+        split = lambda t: _tmap(lambda x: x.reshape((x.shape[0] // L, L, *x.shape[1:])), t)  # noqa: E731
         _, starts = jax.lax.scan(body, core0, (split(obs), split(first)))
         return starts
 
@@ -309,7 +314,9 @@ class OnPolicyLearner(ActorCriticLearner):
         cfg = self.config
         steps, mu = traj.steps, traj.steps["mu"]
         T = cfg.trace_len
-        obs = jnp.concatenate([traj.obs, traj.last_obs[None]], axis=0)
+        obs = _tmap(
+            lambda o, last: jnp.concatenate([o, last[None]], axis=0), traj.obs, traj.last_obs
+        )
         first = jnp.concatenate([steps["first"], traj.last_first[None]], axis=0)
         action, reward = steps["action"], steps["reward"]
         discount, mask = steps["discount"], steps["mask"]
@@ -340,9 +347,11 @@ class OnPolicyLearner(ActorCriticLearner):
         key, shuffle_key = jax.random.split(state.key)
         obs_stats = state.obs_stats
         if obs_stats != ():
-            obs_stats = obs_stats.update(raw_obs[:T], 2, axis_name)
+            obs_stats = obs_stats.update(raw_obs[:-1], 2, axis_name)
         buffer = RolloutBuffer(
-            data=MiniBatch(x[:T], first[:T], action, old_logp, value, adv, ret, mask, ()),
+            data=MiniBatch(
+                _tmap(lambda o: o[:T], x), first[:T], action, old_logp, value, adv, ret, mask, ()
+            ),
             starts=jax.tree.map(lambda c: c[:: cfg.bptt], core_t) if self.recurrent else (),
             core0=traj.core_state,
             key=shuffle_key,
@@ -380,11 +389,15 @@ class OnPolicyLearner(ActorCriticLearner):
             idx = jax.lax.dynamic_slice_in_dim(jax.random.permutation(key, B), index * size, size)
             core = jax.tree.map(lambda s: jnp.take(s, idx, axis=1), buffer.starts)
             core = jax.tree.map(lambda s: s.reshape((-1, *s.shape[2:])), core)
-            pick = lambda x: _chunks(jnp.take(x, idx, axis=1), cfg.bptt)  # noqa: E731
+            pick = lambda t: _tmap(lambda x: _chunks(jnp.take(x, idx, axis=1), cfg.bptt), t)  # noqa: E731
             return MiniBatch(*(pick(getattr(d, k)) for k in fields), core_state=core)
         size = T * B // M
         idx = jax.lax.dynamic_slice_in_dim(jax.random.permutation(key, T * B), index * size, size)
-        flat = lambda x: jnp.take(x.reshape((T * B, *x.shape[2:])), idx, axis=0)[None]  # noqa: E731
+        flat = (
+            lambda t: _tmap(  # noqa: E731
+                lambda x: jnp.take(x.reshape((T * B, *x.shape[2:])), idx, axis=0)[None], t
+            )
+        )
         return MiniBatch(*(flat(getattr(d, k)) for k in fields), core_state=())
 
     def minibatch_update(

@@ -29,6 +29,7 @@ from agents.base import AgentBase
 from agents.programs import copy_tree
 from agents.reactor.config import ReactorConfig
 from agents.reactor.learner import METRICS, ReactorLearner
+from agents.rollout import time_major
 from networks import ReactorNetwork
 from replay import PrioritizedTraceReplay
 
@@ -51,7 +52,7 @@ class ReactorAgent(AgentBase):
     def make_network(self, spec):
         cfg = self.config
         return ReactorNetwork(
-            obs_shape=spec.obs_shape,
+            obs_spec=spec.obs_spec,
             num_actions=spec.num_actions,
             num_atoms=cfg.num_atoms,
             v_min=cfg.v_min,
@@ -73,7 +74,7 @@ class ReactorAgent(AgentBase):
 
     def policy_logits(self, params, obs, first, core):
         """The log of the uniform-mixed policy (sampling from it samples the mixture)."""
-        out, core = self.network.apply(params, obs[None], first[None], core)
+        out, core = self.network.apply(params, time_major(obs), first[None], core)
         return jnp.log(out.policy_probs[0]), core
 
     def initial_core(self, num_envs):

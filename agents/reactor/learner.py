@@ -27,6 +27,8 @@ import optax
 from agents import losses
 from agents.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
 from agents.reactor.config import ReactorConfig
+from agents.rollout import time_major
+from envs.core import batch_size_of
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -57,9 +59,9 @@ class ReactorLearner(ActorCriticLearner):
 
     def init(self, key, sample_obs) -> ReactorLearnerState:
         init_key, key = jax.random.split(key)
-        b = sample_obs.shape[0]
+        b = batch_size_of(sample_obs)
         params = self.network.init(
-            init_key, sample_obs[None], jnp.ones((1, b), bool), self.network.initial_state(b)
+            init_key, time_major(sample_obs), jnp.ones((1, b), bool), self.network.initial_state(b)
         )
         return ReactorLearnerState(
             params=params,
