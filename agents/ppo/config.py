@@ -229,6 +229,33 @@ PRESETS: dict[str, dict] = {
         "checkpoint_every": 500_000,
         "return_window": 10,
     },
+    # torch-ac / rl-starter-files defaults (scripts/train.py): 16 procs x 128 frames, lr 1e-3,
+    # 4 epochs, batch 256 (8 minibatches), clip 0.2 (ratio and value), entropy 0.01, γ 0.99,
+    # λ 0.95, value 0.5, grad norm 0.5, Adam ε 1e-8, no lr annealing. Network: torch-ac's
+    # MiniGrid conv on the image (networks.torsos.GridCNN) with the direction embedded, one
+    # 64-wide layer, tanh-free heads; --text adds the mission GRU.
+    "ppo-minigrid": {
+        "env": "MiniGrid-DoorKey-5x5-v0",
+        "total_steps": 200_000,
+        "num_envs": 16,
+        "trace_len": 128,
+        "epochs": 4,
+        "num_minibatches": 8,
+        "lr": 1e-3,
+        "anneal_steps": 0,
+        "adam_eps": 1e-8,
+        "clip_eps": 0.2,
+        "clip_value": True,
+        "entropy_weight": 0.01,
+        "value_weight": 0.5,
+        "max_grad_norm": 0.5,
+        "gae_lambda": 0.95,
+        "hidden": (64,),
+        "shared_torso": True,
+        "checkpoint_every": 50_000,
+        "eval_episodes": 100,
+        "return_window": 100,
+    },
     # CleanRL ppo_continuous_action.py = baselines ppo2 MuJoCo 1M settings (Table 3): 2048
     # steps per update, 10 epochs x 32 minibatches (64 steps), lr 3e-4 annealed, clip 0.2,
     # γ 0.99, λ 0.95, no entropy bonus, separate tanh MLPs 64-64, state-independent

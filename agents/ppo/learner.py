@@ -393,11 +393,10 @@ class OnPolicyLearner(ActorCriticLearner):
             return MiniBatch(*(pick(getattr(d, k)) for k in fields), core_state=core)
         size = T * B // M
         idx = jax.lax.dynamic_slice_in_dim(jax.random.permutation(key, T * B), index * size, size)
-        flat = (
-            lambda t: _tmap(  # noqa: E731
-                lambda x: jnp.take(x.reshape((T * B, *x.shape[2:])), idx, axis=0)[None], t
-            )
-        )
+
+        def flat(t):
+            return _tmap(lambda x: jnp.take(x.reshape((T * B, *x.shape[2:])), idx, axis=0)[None], t)
+
         return MiniBatch(*(flat(getattr(d, k)) for k in fields), core_state=())
 
     def minibatch_update(

@@ -105,8 +105,12 @@ ZERO_OK = {
     get_agent("reactor").config_cls: {"start_train_at", "priority_neighbours", "microbatch_traces"},
     get_agent("ppo").config_cls: {"anneal_steps", "lstm_size", "recurrence", "microbatch_traces"},
     get_agent("a2c").config_cls: {
-        "anneal_steps", "lstm_size", "recurrence", "microbatch_traces", "n_step",
-    },  # fmt: skip
+        "anneal_steps",
+        "lstm_size",
+        "recurrence",
+        "microbatch_traces",
+        "n_step",
+    },
     bench_throughput.BenchArgs: {"num_threads", "warmup"},
     bench_scaling.ScalingArgs: set(),
     bench_losses.Args: {"seed"},
