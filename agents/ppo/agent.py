@@ -132,7 +132,8 @@ class PPOAgent(RolloutAgent):
         if not self.recurrent:
             dist, value = self.network.apply(params, x)
             return dist, value, core
-        (dist, value), core = self.network.apply(params, x[None], first[None], core)
+        x = jax.tree.map(lambda o: o[None], x)
+        (dist, value), core = self.network.apply(params, x, first[None], core)
         dist = dist[0] if self.env.spec.discrete else (dist[0][0], dist[1])
         return dist, value[0], core
 

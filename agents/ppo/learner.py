@@ -189,7 +189,10 @@ class OnPolicyLearner(ActorCriticLearner):
         b = jax.tree.leaves(x)[0].shape[0]
         if self.recurrent:
             params = self.network.init(
-                init_key, x[None], jnp.zeros((1, b), bool), self.network.initial_state(b)
+                init_key,
+                _tmap(lambda o: o[None], x),
+                jnp.zeros((1, b), bool),
+                self.network.initial_state(b),
             )
         else:
             params = self.network.init(init_key, x)
