@@ -26,7 +26,7 @@ for mode in ("dispatch", "unroll", "scan"):
     actor, traj, placed = agent.collect(state)
     jax.block_until_ready(traj.obs)
 
-    def learn(learner):
+    def learn(learner, mode=mode, agent=agent, placed=placed):
         if mode == "dispatch":
             learner, buffer, _ = agent._prepare(learner, placed, ())
             for _, args in agent._indices:
@@ -44,9 +44,12 @@ for mode in ("dispatch", "unroll", "scan"):
         times.append(time.perf_counter() - t0)
     per_update = float(np.median(times[1:])) / (E * M)
     results[mode] = (compile_s, per_update)
-    print(f"{mode}: compile {compile_s:.1f} s (rollout + learning programs), "
-          f"{per_update * 1000:.0f} ms per minibatch update of {4 * 32 // M} frames "
-          f"(median of 2, after 1 warm-up)", flush=True)
+    print(
+        f"{mode}: compile {compile_s:.1f} s (rollout + learning programs), "
+        f"{per_update * 1000:.0f} ms per minibatch update of {4 * 32 // M} frames "
+        f"(median of 2, after 1 warm-up)",
+        flush=True,
+    )
     agent.close()
 base = results["dispatch"][1]
 for mode, (_, s) in results.items():
