@@ -4,8 +4,9 @@
 `ActorOutput.mu` decides what a trace stores for the learner (agents/rollout.py): the
 categorical actor records the probability vector μ(·|x); the Gaussian actor records the
 distribution's statistics `{"mean", "log_std"}`; the ε-greedy actor of the value-based agents
-records nothing (`()`). An agent that needs more at acting time (a
-value estimate, a log-probability) writes its own actor with the same two signatures.
+records nothing (`()`); the on-policy actor (`logp_value_actor`, A2C
+and PPO, either action space) records the log-probability of the action taken, the value
+estimate and the recurrent state.
 """
 
 from __future__ import annotations
@@ -121,6 +122,72 @@ def epsilon_greedy_actor(q_values, eval_epsilon: float = 0.001):
             if greedy:
                 return jnp.argmax(q, axis=-1).astype(jnp.int32), core
             return choose(q, eval_epsilon, key), core
+
+        return jax.jit(act_fn)
+
+    return select_action, act
+
+
+# ---------------------------------------------------------------------- on-policy actors
+# The policies of the on-policy agents, as pure functions of the network's distribution
+# parameters: `dist` is the logits `[..., A]` (categorical) or `(mean [..., D], log_std)`
+# (diagonal Gaussian; log_std broadcasts against mean).
+
+_LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+def log_prob(dist, action, discrete: bool):
+    """log π(a|x): `[...]`."""
+    if discrete:
+        logp = jax.nn.log_softmax(dist)
+        return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), -1)[..., 0]
+    mean, log_std = dist
+    z = (action - mean) * jnp.exp(-log_std)
+    return jnp.sum(-0.5 * jnp.square(z) - log_std - 0.5 * _LOG_2PI, axis=-1)
+
+
+def entropy(dist, discrete: bool):
+    """H(π(·|x)): `[...]` (the differential entropy for a Gaussian)."""
+    if discrete:
+        logp = jax.nn.log_softmax(dist)
+        return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+    mean, log_std = dist
+    return jnp.sum(jnp.broadcast_to(log_std, mean.shape) + 0.5 * (_LOG_2PI + 1.0), axis=-1)
+
+
+def sample(dist, key, discrete: bool):
+    if discrete:
+        return jax.random.categorical(key, dist).astype(jnp.int32)
+    mean, log_std = dist
+    return mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
+
+
+def mode(dist, discrete: bool):
+    return jnp.argmax(dist, -1).astype(jnp.int32) if discrete else dist[0]
+
+
+def logp_value_actor(policy_value, discrete: bool, low=None, high=None):
+    """The actor of an on-policy agent, which records at acting time what its learner needs
+    (as CleanRL's PPO stores them): `mu = {"logp": log π(a_t|x_t), "value": V(x_t), "core":
+    the recurrent state before x_t}` (`core` is `()` for a feed-forward network).
+
+    `policy_value(params, obs, first, core) -> (dist, value [B], core)`. Continuous actions
+    are stored unclipped (their log-probability is the one the learner evaluates); the env
+    receives them clipped to [low, high] (`ActorOutput.env_action`). `act(greedy)`: the mode
+    (argmax, or the clipped mean) when greedy, else a sample."""
+
+    def select_action(params, obs, first, core, key) -> ActorOutput:
+        dist, value, new_core = policy_value(params, obs, first, core)
+        action = sample(dist, key, discrete)
+        mu = {"logp": log_prob(dist, action, discrete), "value": value, "core": core}
+        env_action = None if discrete else clip_to_bounds(action, low, high)
+        return ActorOutput(action, mu, new_core, env_action)
+
+    def act(greedy: bool):
+        def act_fn(params, obs, first, core, key):
+            dist, _, core = policy_value(params, obs, first, core)
+            action = mode(dist, discrete) if greedy else sample(dist, key, discrete)
+            return (action if discrete else clip_to_bounds(action, low, high)), core
 
         return jax.jit(act_fn)
 

@@ -130,7 +130,7 @@ def gradient_step(
       chunk: sequences per microbatch (0: the whole batch at once).
       axis_name: the mesh axis under `shard_map` (None on one device).
     """
-    T, num_sequences = batch.reward.shape
+    T, num_sequences = batch.mask.shape
     chunk = chunk or num_sequences
     if num_sequences % chunk:
         raise ValueError(f"batch of {num_sequences} is not divisible by microbatch {chunk}")

@@ -23,6 +23,8 @@ BUILTIN: dict[str, str] = {
     "r2d1": "agents.r2d1",
     "sac": "agents.sac",
     "td3": "agents.td3",
+    "ppo": "agents.ppo",
+    "a2c": "agents.a2c",
 }
 
 # Run options (experiments/args.py RunArgs) a preset may set besides the agent's config.

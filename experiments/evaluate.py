@@ -1,7 +1,9 @@
 """Evaluate a trained run: `python -m experiments.evaluate runs/<name> [--episodes N] [--video]`.
 
 Loads the latest complete checkpoint (or `--step`), plays full episodes without life loss or
-reward clipping, prints the mean and std of the returns, and can write a video (mp4 or gif).
+reward clipping with sampled actions (or the argmax with `--argmax` / `--greedy`), prints the
+mean and std of the returns, lists the `--worst N` episodes, and can write a video (mp4 or
+gif).
 """
 
 from __future__ import annotations
@@ -37,7 +39,11 @@ class EvalArgs:
     step: int | None = None
     """Checkpoint to load (env step); default the latest complete one."""
     greedy: bool = False
-    """Play the argmax action instead of sampling from π."""
+    """Play the argmax action (the mean, for continuous actions) instead of sampling from π."""
+    argmax: bool = False
+    """The same as --greedy (torch-ac's name for it)."""
+    worst: int = 0
+    """Also list the N episodes with the lowest returns (episode number, return, length)."""
     seed: int = 12345
     """Seed of the evaluation envs and action sampling."""
     video: bool = False
@@ -57,6 +63,7 @@ class EvalArgs:
         need(self.episodes >= 1, "episodes", ">= 1")
         need(self.num_envs >= 0, "num_envs", ">= 0 (0: min(--episodes, 16))")
         need(self.step is None or self.step >= 0, "step", ">= 0")
+        need(self.worst >= 0, "worst", ">= 0 (0: no list)")
         need(0 <= self.seed < 2**30, "seed", "in [0, 2**30)")
         if self.out is not None:
             need(self.out.strip() != "", "out", "a file name")
@@ -78,6 +85,8 @@ def _acting_config(config, num_envs: int):
         changes["buffer_size"] = traces * num_envs * config.trace_len
     if "microbatch_traces" in names:
         changes["microbatch_traces"] = 0
+    if "num_minibatches" in names:  # on-policy agents: any number of envs
+        changes["num_minibatches"] = 1
     return dataclasses.replace(config, **changes)
 
 
@@ -117,7 +126,8 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
             key, sub = jax.random.split(key)
             batch = convert(jax.tree.map(lambda x: np.asarray(x)[None], obs))
             action, core = act(params, batch, first, core, sub)
-            obs, _, terminated, truncated, _ = env.step(int(action[0]))
+            a = np.asarray(action[0])
+            obs, _, terminated, truncated, _ = env.step(int(a) if agent.env.spec.discrete else a)
             first = np.zeros(1, bool)
             frames.append(env.render())
             if terminated or truncated:
@@ -144,7 +154,8 @@ def main(argv: list[str] | None = None) -> dict:
         learner, _, step = restore_learner(agent, run_dir, args.step)
     except (ValueError, OSError, CheckpointError) as err:
         raise SystemExit(f"error: {err}") from None
-    act = agent.act(args.greedy)
+    greedy = args.greedy or args.argmax
+    act = agent.act(greedy)
     params = agent.acting_params(learner)
     returns, lengths = evaluate(
         act, params, env, args.episodes, jax.random.PRNGKey(args.seed), agent.initial_core(n),
@@ -158,8 +169,14 @@ def main(argv: list[str] | None = None) -> dict:
         "return_mean": float(np.mean(returns)),
         "return_std": float(np.std(returns)),
         "length_mean": float(np.mean(lengths)),
-        "policy": "greedy" if args.greedy else "sample",
+        "policy": "greedy" if greedy else "sample",
     }
+    if args.worst:
+        order = np.argsort(returns, kind="stable")[: args.worst]
+        result["worst"] = [
+            {"episode": int(k), "return": float(returns[k]), "length": int(lengths[k])}
+            for k in order
+        ]
     if args.video:
         result["video"] = str(_record_video(agent, act, params, args, run_dir))
     print(
@@ -168,6 +185,10 @@ def main(argv: list[str] | None = None) -> dict:
         f"(mean length {result['length_mean']:.0f})"
         + (f"; video {result['video']}" if args.video else "")
     )
+    for row in result.get("worst", []):
+        print(
+            f"  worst: episode {row['episode']}: return {row['return']:.2f}, length {row['length']}"
+        )
     if args.out:
         try:
             write_json_atomic(args.out, result)

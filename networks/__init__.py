@@ -1,6 +1,7 @@
-"""Flax linen modules: torsos (Nature CNN, MLP), cores (LSTM with episode resets), heads, and
-the Reactor network."""
+"""Flax linen modules: torsos (Nature CNN, MLP), cores (LSTM with episode resets), heads, the
+Reactor network and the on-policy actor-critic."""
 
+from networks.actor_critic import ActorCriticNetwork
 from networks.cores import ResetLSTM
 from networks.heads import (
     ACERNetwork,
@@ -22,6 +23,7 @@ from networks.torsos import MLP, NatureCNN, make_torso
 __all__ = [
     "MLP",
     "ACERNetwork",
+    "ActorCriticNetwork",
     "DuelingDistributionalHead",
     "NatureCNN",
     "PolicyQHead",

@@ -47,17 +47,23 @@ class NatureCNN(nn.Module):
         return x.reshape((*lead, self.hidden))
 
 
+ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
+
+
 class MLP(nn.Module):
-    """A ReLU MLP torso for vector observations `[..., D]`."""
+    """An MLP torso for vector observations `[..., D]` (ReLU, or tanh as in the PPO papers'
+    MuJoCo and classic-control networks)."""
 
     hidden: Sequence[int] = (64, 64)
+    activation: str = "relu"
 
     @nn.compact
     def __call__(self, obs):
         x = obs.astype(jnp.float32)
         init = nn.initializers.orthogonal(jnp.sqrt(2.0))
+        act = ACTIVATIONS[self.activation]
         for width in self.hidden:
-            x = nn.relu(nn.Dense(width, kernel_init=init)(x))
+            x = act(nn.Dense(width, kernel_init=init)(x))
         return x
 
 
@@ -221,7 +227,13 @@ def _array_shape(obs_spec: Any) -> tuple[int, ...] | None:
     return spec.shape if isinstance(spec, ArraySpec) else None
 
 
-def make_torso(obs_spec: Any, hidden: Sequence[int] = (64, 64), *, text: bool = False) -> nn.Module:
+def make_torso(
+    obs_spec: Any,
+    hidden: Sequence[int] = (64, 64),
+    *,
+    text: bool = False,
+    activation: str = "relu",
+) -> nn.Module:
     """The torso for an observation spec: the Nature CNN for image stacks `[C, H, W]`, an MLP
     for vectors `[D]`, a `DictEncoder` (one encoder per key) for a pytree of `ArraySpec`s.
 
@@ -229,6 +241,7 @@ def make_torso(obs_spec: Any, hidden: Sequence[int] = (64, 64), *, text: bool = 
       obs_spec: `EnvSpec.obs_spec`, or an array observation's shape tuple.
       hidden: MLP widths (for vectors; for a pytree, after the concatenation).
       text: encode word-id leaves (MiniGrid's mission) with a GRU; off, they are left out.
+      activation: the vector MLP's activation ("relu" or "tanh").
     """
     shape = _array_shape(obs_spec)
     if shape is None:
@@ -237,7 +250,7 @@ def make_torso(obs_spec: Any, hidden: Sequence[int] = (64, 64), *, text: bool = 
     if len(shape) == 3:
         return NatureCNN()
     if len(shape) == 1:
-        return MLP(tuple(hidden))
+        return MLP(tuple(hidden), activation)
     raise ValueError(f"no torso for observations of shape {shape}: expected [C, H, W] or [D]")
 
 

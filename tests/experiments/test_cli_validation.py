@@ -112,20 +112,29 @@ ZERO_OK = {
     },
     get_agent("sac").config_cls: {"start_train_at"},
     get_agent("td3").config_cls: {"start_train_at"},
+    get_agent("ppo").config_cls: {"anneal_steps", "lstm_size", "recurrence", "microbatch_traces"},
+    get_agent("a2c").config_cls: {
+        "anneal_steps",
+        "lstm_size",
+        "recurrence",
+        "microbatch_traces",
+        "n_step",
+    },
     bench_throughput.BenchArgs: {"num_threads", "warmup"},
     bench_scaling.ScalingArgs: set(),
     bench_losses.Args: {"seed"},
     bench_replay.Args: {"seed"},
-    evaluate.EvalArgs: {"num_envs", "step", "seed"},
+    evaluate.EvalArgs: {"num_envs", "step", "seed", "worst"},
 }
 # Float fields that may be negative; every other float field must refuse -1.
-NEGATIVE_OK = {"v_min", "v_max", "target_entropy", "log_std_min", "log_std_max"}
+NEGATIVE_OK = {"v_min", "v_max", "target_entropy", "log_std_min", "log_std_max", "log_std_init"}
 # Probabilities, discounts and decays: must refuse 1.5.
 UNIT_INTERVAL = {
     "discount", "retrace_lambda", "tau", "uniform_mix", "adam_b1", "adam_b2", "priority_epsilon",
     "priority_exponent", "importance_exponent", "priority_eta", "eps_start", "eps_end",
     "eval_epsilon",
     "per_beta", "target_entropy_scale",
+    "gae_lambda", "rmsprop_alpha",
 }  # fmt: skip
 # Tuples of ints that may be empty (every other one must refuse no values).
 EMPTY_OK = {"hidden"}
@@ -203,6 +212,16 @@ EXPLICIT_TRAIN = [
     (["--agent", "reactor", "--batch-size", "3", "--microbatch-traces", "2"], "--batch-size"),
     (["--agent", "reactor", "--v-min", "5", "--v-max", "5"], "--v-min"),
     (["--agent", "reactor", "--num-atoms", "1"], "--num-atoms"),
+    (["--agent", "ppo", "--num-minibatches", "3"], "--num-minibatches"),
+    (["--agent", "ppo", "--lstm-size", "8", "--num-minibatches", "3"], "--num-minibatches"),
+    (["--agent", "ppo", "--recurrence", "4"], "--recurrence"),  # needs --lstm-size
+    (["--agent", "ppo", "--lstm-size", "8", "--recurrence", "5"], "--recurrence"),
+    (["--agent", "ppo", "--microbatch-traces", "7"], "--microbatch-traces"),
+    (["--agent", "ppo", "--reshape-reward", "nosuchmodule_xyz:f"], "--reshape-reward"),
+    (["--agent", "ppo", "--preprocess-obs", "os.path:nosuchfn"], "--preprocess-obs"),
+    (["--agent", "a2c", "--preprocess-obs", "nocolon"], "--preprocess-obs"),
+    (["--agent", "a2c", "--clip-eps", "0.2"], "--clip-eps"),  # a PPO flag
+    (["--agent", "ppo", "--num-devices", "4", "--num-envs", "6"], "--num-envs"),
     (["--env", "Pongg-v5"], "--env"),
     (["--env", "HalfCheetah-v5"], "HalfCheetah-v5"),  # ACER needs discrete actions
     (["--agent", "td3", "--env", "CartPole-v1"], "CartPole-v1"),  # TD3 needs continuous ones

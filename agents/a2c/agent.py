@@ -1,0 +1,21 @@
+"""The A2C agent: PPO's agent and learner (agents/ppo/) with A2C's config and RMSprop."""
+
+from __future__ import annotations
+
+import optax
+
+from agents.ppo.agent import PPOAgent
+from agents.ppo.learner import METRICS
+
+
+class A2CAgent(PPOAgent):
+    name = "a2c"
+    metric_names = tuple(m for m in METRICS if m != "clip_fraction")
+    bench_compare = "num_envs=16,32"
+
+    def make_optimizer(self, learning_rate) -> optax.GradientTransformation:
+        """RMSprop as PyTorch (and torch-ac) computes it: ε outside the square root."""
+        cfg = self.config
+        return optax.rmsprop(
+            learning_rate, decay=cfg.rmsprop_alpha, eps=cfg.rmsprop_eps, eps_in_sqrt=False
+        )

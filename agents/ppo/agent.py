@@ -1,0 +1,226 @@
+"""The PPO agent on the shared seam (`agents.base.RolloutAgent`): no replay; each iteration
+collects T steps from every env with the current policy (recording log π(a_t|x_t), V(x_t)
+and the LSTM state) and `absorb` runs the whole update on that rollout as one device
+program (agents/ppo/learner.py). A2C (agents/a2c/) is this agent with its own config and
+optimizer."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from agents.actors import logp_value_actor
+from agents.base import RolloutAgent
+from agents.config import ConfigError
+from agents.hooks import call_hook, resolve_hook
+from agents.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, to_global
+from agents.ppo.learner import METRICS, OnPolicyLearner, buffer_specs
+from agents.programs import Program
+from agents.protocol import IterationOutput, TrainState
+from networks import ActorCriticNetwork
+from networks.torsos import _array_shape
+
+
+class PPOAgent(RolloutAgent):
+    """PPO (or, through its config, A2C) on a `VecEnv`, discrete or continuous actions."""
+
+    name = "ppo"
+    metric_names = METRICS
+    discrete_only = False
+    bench_compare = "epochs=1,4"  # experiments.bench_throughput's default comparison
+
+    def __init__(self, config, env, *, seed: int = 0, mesh=None):
+        super().__init__(config, env, seed=seed, mesh=mesh)
+        per_device = config.num_envs // self.num_devices
+        if config.num_minibatches > 1:
+            if self.recurrent:
+                check_divisible(
+                    "--num-envs per device", per_device, config.num_minibatches,
+                    "--num-minibatches",
+                )  # fmt: skip
+            else:
+                check_divisible(
+                    "--num-envs x --trace-len per device", per_device * config.trace_len,
+                    config.num_minibatches, "--num-minibatches",
+                )  # fmt: skip
+        if config.normalize_obs and _array_shape(self.network.obs_spec) is None:
+            raise ConfigError(
+                "--normalize-obs needs array observations; "
+                f"{env.spec.env_id} gives a dict (normalise inside --preprocess-obs instead)"
+            )
+        mode = config.update_loop
+        if mode == "auto":  # any convolution's weight gradient: no rolled loop on CPU
+            images = any(len(leaf.shape) == 3 for leaf in jax.tree.leaves(self.sample_obs(1)))
+            mode = "dispatch" if images and jax.default_backend() == "cpu" else "scan"
+        self.update_loop = mode
+        returns_spec = P(DATA) if config.normalize_reward else ()
+        self._build_absorb(returns_spec)
+        if mode == "dispatch":
+            specs = {}
+            if self.mesh is not None:
+                buf, rs = buffer_specs(DATA), returns_spec
+                specs = {
+                    "prepare": dict(in_specs=(P(), ROLLOUT_SPECS, rs), out_specs=(P(), buf, rs)),
+                    "minibatch": dict(in_specs=(P(), buf, P(), P()), out_specs=(P(), P())),
+                    "refresh": dict(in_specs=(P(), buf), out_specs=buf),
+                }
+            L = self.learner
+            self._prepare = Program(
+                L.prepare, mesh=self.mesh, donate_argnums=(0, 2), **specs.get("prepare", {})
+            )
+            self._minibatch = Program(
+                L.minibatch_update, mesh=self.mesh, donate_argnums=(0,),
+                **specs.get("minibatch", {}),
+            )  # fmt: skip
+            self._refresh = Program(
+                L.refresh, mesh=self.mesh, donate_argnums=(1,), **specs.get("refresh", {})
+            )
+            self._indices = [  # (epoch, minibatch) as host ints and as device arrays
+                ((e, i), (jnp.int32(e), jnp.int32(i)))
+                for e in range(config.epochs)
+                for i in range(config.num_minibatches)
+            ]
+
+    @property
+    def recurrent(self) -> bool:
+        return bool(self.config.lstm_size)
+
+    # ------------------------------------------------------------------ hooks
+    def make_network(self, spec):
+        cfg = self.config
+        obs_spec = spec.obs_spec
+        hook = resolve_hook(cfg.preprocess_obs, "preprocess_obs")
+        if hook is not None:  # the network sees the preprocessed observation
+            sample = jax.eval_shape(lambda: self.sample_obs(spec.num_envs))
+            out = jax.eval_shape(lambda o: call_hook("preprocess_obs", hook, o), sample)
+            if hasattr(out, "shape"):  # an array; a pytree hook keeps the env's leaves
+                obs_spec = tuple(out.shape[1:])
+        action_dim = spec.num_actions if spec.discrete else int(math.prod(spec.action_shape))
+        return ActorCriticNetwork(
+            obs_spec=obs_spec,
+            action_dim=action_dim,
+            discrete=spec.discrete,
+            hidden=cfg.hidden,
+            activation=cfg.activation,
+            shared_torso=cfg.shared_torso,
+            lstm_size=cfg.lstm_size,
+            log_std_init=cfg.log_std_init,
+            text=cfg.text,
+        )
+
+    def make_optimizer(self, learning_rate) -> optax.GradientTransformation:
+        """PPO: Adam (the gradient clipping is chained in front by the learner)."""
+        return optax.adam(learning_rate, eps=self.config.adam_eps)
+
+    def make_learner(self, network):
+        return OnPolicyLearner(
+            self.config, network, self.make_optimizer, discrete=self.env.spec.discrete
+        )
+
+    def make_actor(self):
+        spec = self.env.spec
+        return logp_value_actor(self.policy_value, spec.discrete, spec.action_low, spec.action_high)
+
+    def policy_value(self, acting_params, obs, first, core):
+        """(dist, value [B], core) at one batched step; `acting_params` = (params, obs
+        statistics), see `policy_params`."""
+        params, obs_stats = acting_params
+        x = self.learner.prepare_obs(obs, obs_stats)
+        if not self.recurrent:
+            dist, value = self.network.apply(params, x)
+            return dist, value, core
+        x = jax.tree.map(lambda o: o[None], x)
+        (dist, value), core = self.network.apply(params, x, first[None], core)
+        dist = dist[0] if self.env.spec.discrete else (dist[0][0], dist[1])
+        return dist, value[0], core
+
+    def policy_params(self, learner):
+        return (learner.params, learner.obs_stats)
+
+    def initial_core(self, num_envs: int):
+        return self.network.initial_state(num_envs) if self.recurrent else ()
+
+    def absorb(self, learner, replay, traj, axis_name=None):
+        """The whole update as one program (update_loop scan or unroll)."""
+        unroll = self.update_loop == "unroll"
+        return self.learner.update(learner, traj, replay, axis_name, unroll=unroll)
+
+    def _init_replay(self):
+        """The replay slot holds the per-env discounted returns of reward scaling (episode
+        state, not checkpointed; `OnPolicyLearner.init_returns`), or `()`."""
+        returns = self.learner.init_returns(self.env.spec.num_envs)
+        if self.mesh is None or returns == ():
+            return returns
+        return to_global(returns, self.mesh, P(DATA))
+
+    # ------------------------------------------------------------------ dispatch mode
+    def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
+        if self.update_loop != "dispatch":
+            return super().train_iteration(state, iteration, env_steps)
+        actor, traj, placed = self.collect(state)
+        learner, buffer, returns = self._prepare(state.learner, placed, state.replay)
+        metrics = []
+        refresh = self.recurrent and self.config.refresh_memories
+        for (e, i), args in self._indices:
+            if refresh and i == 0 and e > 0:
+                buffer = self._refresh(learner, buffer)
+            learner, m = self._minibatch(learner, buffer, *args)
+            metrics.append(m)
+        out = IterationOutput(metrics, traj.finished_return, traj.finished_length, traj.game_over)
+        return TrainState(learner, returns, actor), out
+
+    def _compile_learning(self, state: TrainState, placed) -> None:
+        if self.update_loop != "dispatch":
+            return super()._compile_learning(state, placed)
+        learner, buffer, _ = jax.eval_shape(
+            self._prepare._jitted, state.learner, placed, state.replay
+        )
+        self._prepare.compile(state.learner, placed, state.replay)
+        self._minibatch.compile(learner, buffer, *self._indices[0][1])
+        if self.recurrent and self.config.refresh_memories:
+            self._refresh.compile(learner, buffer)
+
+    @property
+    def programs(self) -> dict:
+        if self.update_loop != "dispatch":
+            return super().programs
+        return {
+            "rollout": self.rollout, "prepare": self._prepare, "minibatch": self._minibatch,
+            **({"refresh": self._refresh} if self.recurrent else {}),
+        }  # fmt: skip
+
+    # ------------------------------------------------------------------ benchmarks
+    def network_costs(self) -> dict:
+        """The cost model of experiments.bench_throughput: per env step PPO runs `epochs`
+        forward+backward passes (each sample once per epoch), one acting forward pass and
+        1/T bootstrap forward passes. Feed-forward only."""
+        cfg, spec, net = self.config, self.env.spec, self.network
+        shape = _array_shape(net.obs_spec)
+        if self.recurrent or shape is None:
+            return {}
+        params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *shape), spec.obs_dtype))
+        opt = self.learner.optimizer
+        opt_state = opt.init(params)
+
+        def obs(b):
+            x = jax.random.randint(jax.random.PRNGKey(b), (b, *shape), 0, 255)
+            return x.astype(spec.obs_dtype)
+
+        def train_step(p, s, o):
+            def loss(p):
+                dist, v = net.apply(p, o)
+                logits = dist if spec.discrete else dist[0]
+                return jnp.mean(jax.nn.log_softmax(logits)[:, 0]) + jnp.mean(v**2)
+
+            u, s = opt.update(jax.grad(loss)(p), s, p)
+            return optax.apply_updates(p, u), s
+
+        fwd, train = jax.jit(net.apply), jax.jit(train_step)
+        n_fwd = 1 + 1 / cfg.trace_len
+        return {
+            "forward": (lambda b: (fwd, (params, obs(b))), n_fwd),
+            "forward+backward+adam": (lambda b: (train, (params, opt_state, obs(b))), cfg.epochs),
+        }

@@ -1,0 +1,284 @@
+"""PPO configuration and presets: the command line of `--agent ppo`.
+
+`OnPolicyConfig` holds what A2C and PPO share (the rollout, the network, the advantage
+estimator, normalisation and hooks); `PPOConfig` adds the epochs × minibatches loop and the
+clipping. agents/a2c/config.py derives A2C's config from the same base.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from agents.config import check, check_floats_finite, check_positive_int
+from agents.hooks import check_hook
+
+
+@dataclass(frozen=True)
+class OnPolicyConfig:
+    """The fields every on-policy agent has (see PPOConfig and A2CConfig)."""
+
+    num_envs: int = 8
+    """Parallel environments (envpool batch; over all processes)."""
+    trace_len: int = 32
+    """Rollout length T: steps per env per iteration (CleanRL's num_steps)."""
+    discount: float = 0.99
+    """Discount factor γ."""
+    gae_lambda: float = 0.95
+    """GAE λ (Schulman et al. 2016, arXiv:1506.02438); 1 gives the Monte-Carlo return
+    bootstrapped at the end of the rollout."""
+    lr: float = 2.5e-3
+    """Learning rate."""
+    anneal_steps: int = 50_000
+    """Decay the learning rate linearly to 0 over this many env steps (set it to
+    --total-steps, as the presets do); 0: constant."""
+    max_grad_norm: float = 0.5
+    """Clip gradients to this global L2 norm."""
+    entropy_weight: float = 0.0
+    """Entropy bonus weight."""
+    value_weight: float = 0.5
+    """Weight of the value loss."""
+    hidden: tuple[int, ...] = (64, 64)
+    """MLP torso widths for vector observations (Atari uses the Nature CNN)."""
+    activation: Literal["tanh", "relu"] = "tanh"
+    """Activation of the MLP torso."""
+    shared_torso: bool = False
+    """One torso for policy and value (always for images and with an LSTM); False gives
+    them separate MLPs, as the PPO paper's MuJoCo network."""
+    lstm_size: int = 0
+    """LSTM core size after the torso (0: feed-forward)."""
+    recurrence: int = 0
+    """Recurrent only: BPTT length, in steps; the rollout is cut into chunks of this many
+    steps, each starting from the LSTM state stored at acting time (torch-ac's
+    --recurrence). 0: the whole rollout (--trace-len)."""
+    refresh_memories: bool = True
+    """Recurrent only: before every epoch after the first, recompute the chunks' initial
+    LSTM states with the current parameters (one forward pass over the rollout). False:
+    keep the states stored at acting time, as torch-ac and rlpyt do."""
+    text: bool = False
+    """Dict observations with a mission (MiniGrid): encode its words with a GRU (torch-ac's
+    --text); off, the mission is left out."""
+    log_std_init: float = 0.0
+    """Continuous actions: initial state-independent log standard deviation."""
+    normalize_obs: bool = False
+    """Normalise vector observations with running mean and variance (learner state,
+    checkpointed), clipped to ±--obs-clip."""
+    obs_clip: float = 10.0
+    """Clip normalised observations to this magnitude."""
+    normalize_reward: bool = False
+    """Scale rewards by the running standard deviation of the discounted return
+    (gymnasium's NormalizeReward; learner state, checkpointed), clipped to
+    ±--scaled-reward-clip."""
+    scaled_reward_clip: float = 10.0
+    """Clip scaled rewards to this magnitude."""
+    update_loop: Literal["auto", "scan", "unroll", "dispatch"] = "auto"
+    """How the epochs x minibatches loop runs: scan (nested lax.scan in one program), unroll
+    (a Python loop inside one program), or dispatch (one program per minibatch update,
+    called from the host; no loop is compiled). auto: dispatch for image observations on
+    CPU (a convolution's weight gradient inside a rolled loop is 13-100x slower on XLA:CPU,
+    and unrolling 16 CNN updates compiles for minutes), scan otherwise."""
+    microbatch_traces: int = 0
+    """Samples (sequences, when recurrent) per gradient chunk inside one minibatch update
+    (0: no split). On XLA:CPU chunks of about 32 frames are fastest."""
+    reshape_reward: str | None = None
+    """Hook `module:function` (torch-ac's reshape_reward): reshape_reward(obs, action,
+    reward, done) -> reward, applied to the rollout before the advantages, with obs the
+    next observations x_{t+1} [T, B, ...], action [T, B, ...], reward [T, B] and done
+    [T, B] (True where the episode terminated). Must be jittable."""
+    preprocess_obs: str | None = None
+    """Hook `module:function`: preprocess_obs(obs) -> obs, applied to every observation
+    batch before the network (acting and learning; before --normalize-obs). Must be
+    jittable and keep the leading batch dimensions."""
+
+    # Constants of the agent (a subclass sets them; the learner reads them).
+    epochs: ClassVar[int] = 1
+    num_minibatches: ClassVar[int] = 1
+    clip_eps: ClassVar[float | None] = None
+    clip_value: ClassVar[bool] = False
+    anneal_clip: ClassVar[bool] = False
+    normalize_advantages: ClassVar[bool] = False
+    n_step: ClassVar[int] = 0
+
+    def __post_init__(self):
+        check_positive_int(self, "num_envs", "trace_len")
+        check_floats_finite(self)
+        check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
+        check(0.0 <= self.gae_lambda <= 1.0, "gae_lambda", self.gae_lambda, "in [0, 1]")
+        check(self.lr > 0, "lr", self.lr, "> 0")
+        check(self.anneal_steps >= 0, "anneal_steps", self.anneal_steps, ">= 0")
+        check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "> 0")
+        check(self.entropy_weight >= 0, "entropy_weight", self.entropy_weight, ">= 0")
+        check(self.value_weight > 0, "value_weight", self.value_weight, "> 0")
+        check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
+        check(self.lstm_size >= 0, "lstm_size", self.lstm_size, ">= 0")
+        check(self.recurrence >= 0, "recurrence", self.recurrence, ">= 0")
+        if self.recurrence:
+            check(self.lstm_size > 0, "recurrence", self.recurrence, "0 without --lstm-size")
+            check(
+                self.trace_len % self.recurrence == 0,
+                "recurrence",
+                self.recurrence,
+                f"a divisor of --trace-len {self.trace_len}",
+            )
+        check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
+        check(self.scaled_reward_clip > 0, "scaled_reward_clip", self.scaled_reward_clip, "> 0")
+        check(self.microbatch_traces >= 0, "microbatch_traces", self.microbatch_traces, ">= 0")
+        if self.microbatch_traces:
+            per_minibatch = self.minibatch_sequences
+            check(
+                per_minibatch % self.microbatch_traces == 0,
+                "microbatch_traces",
+                self.microbatch_traces,
+                f"a divisor of the {per_minibatch} samples of a minibatch",
+            )
+        check_hook(self, "reshape_reward")
+        check_hook(self, "preprocess_obs")
+
+    @property
+    def bptt(self) -> int:
+        """The BPTT chunk length of a recurrent learner."""
+        return self.recurrence or self.trace_len
+
+    @property
+    def minibatch_sequences(self) -> int:
+        """Sequences per minibatch (over all devices): chunks of `bptt` steps when
+        recurrent, single steps otherwise."""
+        if self.lstm_size:
+            return self.num_envs * (self.trace_len // self.bptt) // self.num_minibatches
+        return self.num_envs * self.trace_len // self.num_minibatches
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class PPOConfig(OnPolicyConfig):
+    """PPO (Schulman et al. 2017, "Proximal Policy Optimization Algorithms",
+    arXiv:1707.06347): clipped surrogate, GAE, epochs × minibatches over each rollout. The
+    defaults are the ppo-classic preset (CartPole-v1)."""
+
+    epochs: int = 4
+    """Passes over each rollout (K in the paper)."""
+    num_minibatches: int = 4
+    """Minibatches per epoch. Feed-forward: over the T·B steps, shuffled; recurrent: over
+    the envs (each minibatch holds whole env streams, cut into --recurrence chunks)."""
+    clip_eps: float = 0.2
+    """Clipping range ε of the probability ratio (eq. 7)."""
+    clip_value: bool = False
+    """Clip the value loss as well (baselines ppo2, CleanRL, torch-ac), with --clip-eps.
+    Off by default: with unscaled returns (CartPole's reach 100) a value that may move only
+    ε per update learns too slowly (measured: 2 of 2 seeds solve CartPole in 50k steps
+    without it, 0 of 1 with it)."""
+    anneal_clip: bool = False
+    """Decay ε linearly to 0 with the learning rate over --anneal-steps (rlpyt; baselines
+    ppo2's Atari setting)."""
+    normalize_advantages: bool = True
+    """Normalise advantages to mean 0, std 1 per minibatch (over all devices)."""
+    adam_eps: float = 1e-5
+    """Adam ε."""
+
+    def __post_init__(self):
+        check_positive_int(self, "epochs", "num_minibatches")
+        check(0.0 < self.clip_eps, "clip_eps", self.clip_eps, "> 0")
+        check(self.adam_eps > 0, "adam_eps", self.adam_eps, "> 0")
+        if self.lstm_size:
+            check(
+                self.num_envs % self.num_minibatches == 0,
+                "num_minibatches",
+                self.num_minibatches,
+                f"a divisor of --num-envs {self.num_envs} (recurrent minibatches split envs)",
+            )
+        else:
+            steps = self.num_envs * self.trace_len
+            check(
+                steps % self.num_minibatches == 0,
+                "num_minibatches",
+                self.num_minibatches,
+                f"a divisor of --num-envs x --trace-len = {steps}",
+            )
+        super().__post_init__()
+
+
+PRESETS: dict[str, dict] = {
+    # CartPole-v1 / Acrobot-v1: the config defaults. CleanRL's ppo.py network and update
+    # (separate tanh MLPs 64-64, 4 epochs x 4 minibatches, clip 0.2, GAE λ 0.95, lr annealed
+    # to 0), with 8 envs x 32 steps, lr 2.5e-3 and no entropy bonus, so that CartPole is
+    # solved in 50k steps, a few seconds of a 2-core CPU (docs/results/ppo-classic).
+    "ppo-classic": {"total_steps": 50_000},
+    # CleanRL ppo_atari_envpool.py = baselines ppo2 Atari settings (Schulman et al. 2017,
+    # Table 5): 8 envs x 128 steps, 4 epochs x 4 minibatches (256 frames), lr 2.5e-4 and
+    # clip 0.1 annealed linearly, entropy 0.01, value 0.5, γ 0.99, λ 0.95, grad norm 0.5,
+    # Nature CNN, 10M steps (40M frames). Reward clipping and episodic life: envs/.
+    "ppo-atari": {
+        "env": "Pong-v5",
+        "total_steps": 10_000_000,
+        "num_envs": 8,
+        "trace_len": 128,
+        "epochs": 4,
+        "num_minibatches": 4,
+        "lr": 2.5e-4,
+        "anneal_steps": 10_000_000,
+        "clip_eps": 0.1,
+        "anneal_clip": True,
+        "clip_value": True,
+        "entropy_weight": 0.01,
+        "value_weight": 0.5,
+        "max_grad_norm": 0.5,
+        "microbatch_traces": 32,
+        "checkpoint_every": 500_000,
+        "return_window": 10,
+    },
+    # torch-ac / rl-starter-files defaults (scripts/train.py): 16 procs x 128 frames, lr 1e-3,
+    # 4 epochs, batch 256 (8 minibatches), clip 0.2 (ratio and value), entropy 0.01, γ 0.99,
+    # λ 0.95, value 0.5, grad norm 0.5, Adam ε 1e-8, no lr annealing. Network: torch-ac's
+    # MiniGrid conv on the image (networks.torsos.GridCNN) with the direction embedded, one
+    # 64-wide layer, tanh-free heads; --text adds the mission GRU.
+    "ppo-minigrid": {
+        "env": "MiniGrid-DoorKey-5x5-v0",
+        "total_steps": 200_000,
+        "num_envs": 16,
+        "trace_len": 128,
+        "epochs": 4,
+        "num_minibatches": 8,
+        "lr": 1e-3,
+        "anneal_steps": 0,
+        "adam_eps": 1e-8,
+        "clip_eps": 0.2,
+        "clip_value": True,
+        "entropy_weight": 0.01,
+        "value_weight": 0.5,
+        "max_grad_norm": 0.5,
+        "gae_lambda": 0.95,
+        "hidden": (64,),
+        "shared_torso": True,
+        "checkpoint_every": 50_000,
+        "eval_episodes": 100,
+        "return_window": 100,
+    },
+    # CleanRL ppo_continuous_action.py = baselines ppo2 MuJoCo 1M settings (Table 3): 2048
+    # steps per update, 10 epochs x 32 minibatches (64 steps), lr 3e-4 annealed, clip 0.2,
+    # γ 0.99, λ 0.95, no entropy bonus, separate tanh MLPs 64-64, state-independent
+    # log-std, observation normalisation and reward scaling (here learner state). One
+    # difference: the 2048 steps come from 8 envs x 256 steps, not 1 env x 2048 (a
+    # 2048-step sequential rollout of one env ran 4-8x slower on this shared CPU).
+    "ppo-mujoco": {
+        "env": "HalfCheetah-v4",
+        "total_steps": 1_000_000,
+        "num_envs": 8,
+        "trace_len": 256,
+        "epochs": 10,
+        "num_minibatches": 32,
+        "lr": 3e-4,
+        "anneal_steps": 1_000_000,
+        "clip_eps": 0.2,
+        "clip_value": True,
+        "entropy_weight": 0.0,
+        "value_weight": 0.5,
+        "max_grad_norm": 0.5,
+        "normalize_obs": True,
+        "normalize_reward": True,
+        "checkpoint_every": 100_000,
+        "return_window": 10,
+    },
+}

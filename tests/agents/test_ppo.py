@@ -1,0 +1,232 @@
+"""PPO and A2C: advantages at episode ends against a NumPy reference, recurrent minibatches,
+hooks, data parallelism, and the CLI's train -> resume -> evaluate with checkpointed running
+statistics."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from agents.hooks import HookError
+from agents.parallel import make_mesh, place_rollout, to_global
+from agents.ppo.agent import PPOAgent
+from agents.ppo.config import PPOConfig
+from agents.rollout import make_xla_rollout
+from envs import make_env
+from tests.agents import ppo_hooks
+
+ROOT = Path(__file__).resolve().parents[2]
+# CartPole cannot fail within 5 steps (the pole needs ~10 to pass 12°), so with a time limit
+# of 5 every episode is 5 real steps, truncated, then the fake auto-reset step: a period of 6.
+LIMIT = 5
+CFG = PPOConfig(num_envs=4, trace_len=12, hidden=(8,), discount=0.97, gae_lambda=0.9)
+
+
+def _agent(cfg=CFG, mesh=None, limit=LIMIT):
+    env = make_env("CartPole-v1", cfg.num_envs, 3, max_episode_steps=limit)
+    return PPOAgent(cfg, env, mesh=mesh)
+
+
+def _rollout(agent, state):
+    rollout = make_xla_rollout(
+        agent.env, agent.select_action, agent.config.trace_len, agent.config.discount
+    )
+    return jax.jit(rollout)(agent.policy_params(state.learner), state.actor)
+
+
+def test_truncation_bootstraps_from_the_final_observation():
+    """GAE (arXiv:1506.02438 eq. 16) per episode, written from the known episode layout:
+    δ_t = r_t + γ V(x_{t+1}) − V(x_t) with V(x_{t+1}) the value of the final observation at
+    the truncation, A_t = δ_t + γλ A_{t+1} inside an episode, 0 on the fake step."""
+    agent = _agent()
+    state = agent.init(jax.random.PRNGKey(0))
+    _, traj = _rollout(agent, state)
+    _, buffer, _ = jax.jit(agent.learner.prepare)(state.learner, traj)
+    v = np.asarray(traj.steps["mu"]["value"], np.float64)
+    r = np.asarray(traj.steps["reward"], np.float64)
+    (_, v_last), _ = (agent.network.apply(state.learner.params, traj.last_obs), None)
+    v_last = np.asarray(v_last, np.float64)
+    g, lam = CFG.discount, CFG.gae_lambda
+    T, B = r.shape
+    ref = np.zeros((T, B))
+    for b in range(B):
+        nxt = 0.0
+        for t in reversed(range(T)):
+            k = t % (LIMIT + 1)  # position in the episode; k = LIMIT is the fake step
+            if k == LIMIT:
+                ref[t, b], nxt = 0.0, 0.0
+                continue
+            v_next = v[t + 1, b] if t + 1 < T else v_last[b]  # k = LIMIT - 1: V(final obs)
+            delta = r[t, b] + g * v_next - v[t, b]
+            ref[t, b] = delta + (g * lam * nxt if k < LIMIT - 1 else 0.0)
+            nxt = ref[t, b]
+    np.testing.assert_allclose(np.asarray(buffer.data.adv), ref, rtol=1e-5, atol=1e-5)
+    last_real = ref[LIMIT - 1]  # the truncated step: r + γ V(final) − V, not r − V
+    assert np.all(np.abs(last_real - (r[LIMIT - 1] - v[LIMIT - 1])) > 1e-4)
+
+
+def test_recurrent_minibatches_start_from_stored_states():
+    """Chunks of `recurrence` steps over whole env streams: each chunk's initial state is the
+    state stored when acting, a forward pass from it reproduces the recorded values (resets
+    at episode starts included), the two minibatches split the envs, and the states
+    recomputed with the acting params equal the stored ones."""
+    cfg = CFG.replace(lstm_size=8, recurrence=3, num_minibatches=2)
+    agent = _agent(cfg)
+    state = agent.init(jax.random.PRNGKey(1))
+    _, traj = _rollout(agent, state)
+    assert bool(jnp.any(traj.steps["first"][1:]))  # episode starts inside the chunks
+    learner, buffer, _ = jax.jit(agent.learner.prepare)(state.learner, traj)
+    L, T = 3, cfg.trace_len
+    stored = jax.tree.map(np.asarray, traj.steps["mu"]["core"])
+    np.testing.assert_array_equal(buffer.starts[0], stored[0][::L])
+    seen = []
+    for i in range(2):
+        mb = agent.learner.minibatch(buffer, 0, i)
+        assert mb.obs.shape[:2] == (L, (T // L) * 2)
+        for j in range(mb.obs.shape[1]):
+            k = j // 2  # chunk index (chunk-major, then env)
+            env = [
+                e
+                for e in range(cfg.num_envs)
+                if np.array_equal(buffer.data.obs[k * L : (k + 1) * L, e], mb.obs[:, j])
+            ]
+            assert len(env) == 1
+            seen.append(env[0])
+            for s, ref in zip(mb.core_state, stored, strict=True):
+                np.testing.assert_array_equal(s[j], ref[k * L, env[0]])
+        _, value = agent.learner.forward(learner.params, mb.obs, mb.first, mb.core_state)
+        np.testing.assert_allclose(value, mb.value, rtol=1e-5, atol=1e-5)
+    assert sorted(set(seen)) == list(range(cfg.num_envs))
+    refreshed = agent.learner.refresh(learner, buffer)
+    for a, b in zip(refreshed.starts, buffer.starts, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_hooks_are_applied_and_a_failing_hook_is_named():
+    base = _agent()
+    state = base.init(jax.random.PRNGKey(2))
+    _, traj = _rollout(base, state)
+    hooked = _agent(CFG.replace(reshape_reward=ppo_hooks.shaped))
+    _, with_hook, _ = jax.jit(hooked.learner.prepare)(state.learner, traj)
+    steps = dict(traj.steps)
+    steps["reward"] = steps["reward"] + 0.5 - (steps["discount"] == 0).astype(jnp.float32)
+    _, by_hand, _ = jax.jit(base.learner.prepare)(state.learner, traj._replace(steps=steps))
+    np.testing.assert_allclose(with_hook.data.ret, by_hand.data.ret, rtol=1e-6)
+
+    pre = _agent(CFG.replace(preprocess_obs="tests.agents.ppo_hooks:first_two"))
+    assert pre.network.obs_shape == (2,)
+    s = pre.init(jax.random.PRNGKey(0))
+    pre.compile(s)
+    s, out = pre.train_iteration(s, 0, 0)
+    assert np.isfinite(jax.device_get(out.metrics[-1]["loss"]))
+
+    with pytest.raises(HookError, match=r"--preprocess-obs hook .*broken failed while traced"):
+        _agent(CFG.replace(preprocess_obs=ppo_hooks.broken))
+
+
+def _sharded_update(num_devices):
+    # adam_eps = 1: see tests/agents/test_parallel.py (an update proportional to the gradient)
+    cfg = CFG.replace(
+        num_envs=8, epochs=2, num_minibatches=1, adam_eps=1.0, normalize_obs=True,
+        normalize_reward=True,
+    )  # fmt: skip
+    ref = _agent(cfg)
+    state = ref.init(jax.random.PRNGKey(0))
+    _, traj = _rollout(ref, state)
+    if num_devices == 1:
+        new, _, metrics = jax.jit(ref.absorb)(state.learner, state.replay, traj)
+    else:
+        agent = _agent(cfg, mesh=make_mesh(num_devices))
+        learner = to_global(state.learner, agent.mesh, P())
+        returns = to_global(state.replay, agent.mesh, P("data"))
+        new, _, metrics = agent._absorb(learner, returns, place_rollout(traj, agent.mesh))
+    return jax.device_get((new.params, new.obs_stats, new.return_stats, metrics))
+
+
+def test_two_devices_equal_one():
+    """A3C's role: synchronous data parallelism; the sharded update (pmean'd gradients,
+    advantages normalised and statistics merged over devices) equals the single-device one."""
+    one, two = _sharded_update(1), _sharded_update(2)
+    close = lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6)  # noqa: E731
+    jax.tree.map(close, one[:3], two[:3])
+    for m1, m2 in zip(one[3], two[3], strict=True):
+        for k in m1:
+            close(m1[k], m2[k])
+
+
+ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+ENV.pop("XLA_FLAGS", None)
+
+
+def _cli(module, *args):
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=ROOT, env=ENV, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"{module} {args}:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("agent", ["ppo", "a2c"])
+def test_train_resume_evaluate(tmp_path, agent):
+    """The CLI end to end; the running statistics (learner state) survive the resume: after
+    it they count every observation of both parts, not just the second."""
+    run_dir = tmp_path / agent
+    common = [
+        "--agent", agent, "--run-dir", str(run_dir), "--no-progress", "--num-envs", "4",
+        "--trace-len", "16", "--normalize-obs", "--normalize-reward", "--eval-episodes", "0",
+        "--reshape-reward", "tests.agents.ppo_hooks:shaped", "--checkpoint-every", "64",
+    ]  # fmt: skip
+    _cli("experiments.train", *common, "--total-steps", "128")
+    _cli("experiments.train", "--resume", str(run_dir), "--total-steps", "256")
+    from experiments.common import build_agent, load_run, restore_learner
+
+    args = load_run(run_dir)
+    env = make_env(args.run.env, 4, 0)
+    learner, _, step = restore_learner(build_agent(args, env), run_dir)
+    assert step == 256
+    assert float(learner.obs_stats.count) == pytest.approx(256, abs=1e-3)
+    assert float(learner.return_stats.count) == pytest.approx(256, abs=1e-3)
+    assert int(learner.step) == 4
+    out_file = tmp_path / "eval.json"
+    out = _cli(
+        "experiments.evaluate", str(run_dir), "--episodes", "3", "--argmax", "--worst", "2",
+        "--out", str(out_file),
+    )  # fmt: skip
+    result = json.loads(out_file.read_text())
+    assert result["policy"] == "greedy" and len(result["worst"]) == 2
+    worst = [w["return"] for w in result["worst"]]
+    assert worst == sorted(worst) and worst[0] <= result["return_mean"]
+    assert out.count("worst: episode") == 2
+
+
+def test_dict_observations_end_to_end():
+    """MiniGrid's dict observations through the actor, the rollout, the learner's buffer and
+    a recurrent minibatch (whole env streams: the chunks hold exactly the stepped leaves)."""
+    cfg = PPOConfig(
+        num_envs=2, trace_len=4, hidden=(16,), lstm_size=8, recurrence=2, num_minibatches=2,
+        epochs=1,
+    )  # fmt: skip
+    env = make_env("MiniGrid-DoorKey-5x5-v0", 2, 0)
+    agent = PPOAgent(cfg, env)
+    state = agent.init(jax.random.PRNGKey(0))
+    agent.compile(state)
+    actor, traj, placed = agent.collect(state)
+    assert set(traj.obs) == {"image", "direction", "mission"}
+    _, buffer, _ = jax.jit(agent.learner.prepare)(state.learner, placed)
+    image = np.asarray(traj.obs["image"])
+    assert image.shape[:2] == (4, 2)
+    mb = agent.learner.minibatch(buffer, 0, 0)
+    assert mb.obs["image"].shape == (2, 2, *image.shape[2:])  # [L, chunks x envs, ...]
+    env_of = [e for e in range(2) if np.array_equal(image[0:2, e], mb.obs["image"][:, 0])]
+    assert len(env_of) == 1
+    np.testing.assert_array_equal(image[2:4, env_of[0]], mb.obs["image"][:, 1])
+    state, out = agent.train_iteration(state._replace(actor=actor), 1, 8)
+    assert np.isfinite(jax.device_get(out.metrics[-1]["loss"]))
