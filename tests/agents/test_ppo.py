@@ -121,7 +121,8 @@ def test_hooks_are_applied_and_a_failing_hook_is_named():
     np.testing.assert_allclose(with_hook.data.ret, by_hand.data.ret, rtol=1e-6)
 
     pre = _agent(CFG.replace(preprocess_obs="tests.agents.ppo_hooks:first_two"))
-    assert pre.network.obs_shape == (2,)
+    spec = pre.network.obs_spec
+    assert tuple(getattr(spec, "shape", spec)) == (2,)
     s = pre.init(jax.random.PRNGKey(0))
     pre.compile(s)
     s, out = pre.train_iteration(s, 0, 0)

@@ -189,10 +189,10 @@ EXPLICIT_TRAIN = [
     (["--agent", "acer", "--agent", "dqnn"], "--agent"),  # the last one counts, as in tyro
     (["--agent", "dqn", "--distributional", "--value-rescale"], "--value-rescale"),
     (["--agent", "dqn", "--num-atoms", "1"], "--num-atoms"),
-    (["--agent", "dqn", "--buffer-size", "128"], "--buffer-size"),
+    (["--agent", "dqn", "--buffer-size", "64"], "--buffer-size"),
     (["--agent", "r2d1", "--seq-len", "15"], "--seq-len"),
     (["--agent", "r2d1", "--burn-in", "5"], "--burn-in"),
-    (["--agent", "r2d1", "--buffer-size", "500"], "--buffer-size"),
+    (["--agent", "r2d1", "--buffer-size", "100"], "--buffer-size"),
     (["--preset", "reactor-classic"], "--preset"),
     (["--agent", "reactor", "--preset", "acer-atari"], "--preset"),
     (["--preset", "acer-nope"], "--preset"),
