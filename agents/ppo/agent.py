@@ -53,7 +53,8 @@ class PPOAgent(RolloutAgent):
             )
         mode = config.update_loop
         if mode == "auto":  # any convolution's weight gradient: no rolled loop on CPU
-            images = any(len(leaf.shape) == 3 for leaf in jax.tree.leaves(self.sample_obs(1)))
+            leaves = jax.tree.leaves(self.sample_obs(1))  # [1, *obs_shape] each
+            images = any(leaf.ndim - 1 == 3 for leaf in leaves)
             mode = "dispatch" if images and jax.default_backend() == "cpu" else "scan"
         self.update_loop = mode
         returns_spec = P(DATA) if config.normalize_reward else ()

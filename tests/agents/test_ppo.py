@@ -20,6 +20,7 @@ from agents.ppo.agent import PPOAgent
 from agents.ppo.config import PPOConfig
 from agents.rollout import make_xla_rollout
 from envs import make_env
+from experiments.common import make_agent
 from tests.agents import ppo_hooks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,3 +232,12 @@ def test_dict_observations_end_to_end():
     np.testing.assert_array_equal(image[2:4, env_of[0]], mb.obs["image"][:, 1])
     state, out = agent.train_iteration(state._replace(actor=actor), 1, 8)
     assert np.isfinite(jax.device_get(out.metrics[-1]["loss"]))
+
+
+@pytest.mark.parametrize(("env_id", "expected"), [("Pong-v5", "dispatch"), ("CartPole-v1", "scan")])
+def test_auto_update_loop_dispatches_convolutions_on_cpu(env_id, expected):
+    """`--update-loop auto` must not put a conv weight gradient inside a rolled loop on
+    XLA:CPU (13-100x slower, PERF-NOTES): image observations get one program per minibatch.
+    (The check once looked at the batched sample's rank and scanned Pong, 45 env steps/s.)"""
+    agent = make_agent("ppo", env_id, num_envs=2, trace_len=8, num_minibatches=2)
+    assert agent.config.update_loop == "auto" and agent.update_loop == expected
