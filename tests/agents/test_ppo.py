@@ -203,11 +203,11 @@ def test_hooks_are_applied_and_a_failing_hook_is_named():
         _agent(CFG.replace(preprocess_obs=ppo_hooks.broken))
 
 
-def _sharded_update(num_devices):
+def _sharded_update(num_devices, **changes):
     # adam_eps = 1: see tests/agents/test_parallel.py (an update proportional to the gradient)
     cfg = CFG.replace(
         num_envs=8, epochs=2, num_minibatches=1, adam_eps=1.0, normalize_obs=True,
-        normalize_reward=True,
+        normalize_reward=True, **changes,
     )  # fmt: skip
     ref = _agent(cfg)
     state = ref.init(jax.random.PRNGKey(0))
@@ -222,10 +222,16 @@ def _sharded_update(num_devices):
     return jax.device_get((new.params, new.obs_stats, new.return_stats, metrics))
 
 
-def test_two_devices_equal_one():
+RECURRENT_PREV = dict(lstm_size=8, recurrence=3, prev_action_reward=True)
+
+
+@pytest.mark.parametrize("changes", [{}, RECURRENT_PREV], ids=["ff", "lstm-prev"])
+def test_two_devices_equal_one(changes):
     """A3C's role: synchronous data parallelism; the sharded update (pmean'd gradients,
-    advantages normalised and statistics merged over devices) equals the single-device one."""
-    one, two = _sharded_update(1), _sharded_update(2)
+    advantages normalised and statistics merged over devices) equals the single-device one.
+    Recurrent: the chunks' states (refreshed in the second epoch) and the previous actions
+    and rewards are sharded over envs with the rest."""
+    one, two = _sharded_update(1, **changes), _sharded_update(2, **changes)
     close = lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6)  # noqa: E731
     jax.tree.map(close, one[:3], two[:3])
     for m1, m2 in zip(one[3], two[3], strict=True):
