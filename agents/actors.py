@@ -45,7 +45,8 @@ def clip_to_bounds(action, low, high):
     if low is None or high is None:
         return action
     low, high = np.asarray(low, np.float32), np.asarray(high, np.float32)
-    return jnp.clip(action, jnp.asarray(low), jnp.asarray(high))
+    shape = jnp.shape(action)  # explicit broadcasting of the [D] bounds over the batch
+    return jnp.clip(action, jnp.broadcast_to(low, shape), jnp.broadcast_to(high, shape))
 
 
 def gaussian_actor(policy_gaussian, low=None, high=None):
@@ -142,6 +143,7 @@ def log_prob(dist, action, discrete: bool):
         logp = jax.nn.log_softmax(dist)
         return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), -1)[..., 0]
     mean, log_std = dist
+    log_std = jnp.broadcast_to(log_std, mean.shape)  # a state-independent [D] too
     z = (action - mean) * jnp.exp(-log_std)
     return jnp.sum(-0.5 * jnp.square(z) - log_std - 0.5 * _LOG_2PI, axis=-1)
 
@@ -159,7 +161,8 @@ def sample(dist, key, discrete: bool):
     if discrete:
         return jax.random.categorical(key, dist).astype(jnp.int32)
     mean, log_std = dist
-    return mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
+    noise = jax.random.normal(key, mean.shape, mean.dtype)
+    return mean + jnp.exp(jnp.broadcast_to(log_std, mean.shape)) * noise
 
 
 def mode(dist, discrete: bool):

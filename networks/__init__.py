@@ -2,7 +2,7 @@
 Reactor network and the on-policy actor-critic."""
 
 from networks.actor_critic import ActorCriticNetwork
-from networks.cores import ResetLSTM
+from networks.cores import ActionRewardLSTM, ActionRewardState, ResetLSTM
 from networks.heads import (
     ACERNetwork,
     PolicyQHead,
@@ -23,6 +23,8 @@ from networks.torsos import MLP, NatureCNN, make_torso
 __all__ = [
     "MLP",
     "ACERNetwork",
+    "ActionRewardLSTM",
+    "ActionRewardState",
     "ActorCriticNetwork",
     "DuelingDistributionalHead",
     "NatureCNN",

@@ -21,6 +21,7 @@ from agents.ppo.learner import METRICS, OnPolicyLearner, buffer_specs
 from agents.programs import Program
 from agents.protocol import IterationOutput, TrainState
 from networks import ActorCriticNetwork
+from networks.cores import feed_back
 from networks.torsos import _array_shape
 
 
@@ -89,6 +90,12 @@ class PPOAgent(RolloutAgent):
     def recurrent(self) -> bool:
         return bool(self.config.lstm_size)
 
+    @property
+    def core_feedback(self):
+        """With --prev-action-reward the acting loops write the action taken and the reward
+        received into the core state (the LSTM's next inputs); None otherwise."""
+        return feed_back if self.config.prev_action_reward else None
+
     # ------------------------------------------------------------------ hooks
     def make_network(self, spec):
         cfg = self.config
@@ -110,6 +117,7 @@ class PPOAgent(RolloutAgent):
             lstm_size=cfg.lstm_size,
             log_std_init=cfg.log_std_init,
             text=cfg.text,
+            prev_action_reward=cfg.prev_action_reward,
         )
 
     def make_optimizer(self, learning_rate) -> optax.GradientTransformation:

@@ -56,6 +56,11 @@ class OnPolicyConfig:
     """Recurrent only: before every epoch after the first, recompute the chunks' initial
     LSTM states with the current parameters (one forward pass over the rollout). False:
     keep the states stored at acting time, as torch-ac and rlpyt do."""
+    prev_action_reward: bool = False
+    """Recurrent only: also feed the LSTM the previous action (one-hot, or the raw vector of a
+    continuous action) and the previous reward, zeroed at episode starts (rlpyt's
+    AtariLstmModel; R2D1's core, `networks.cores.ActionRewardLSTM`). The reward is the env's
+    (after --reward-clip), before --reshape-reward and --normalize-reward."""
     text: bool = False
     """Dict observations with a mission (MiniGrid): encode its words with a GRU (torch-ac's
     --text); off, the mission is left out."""
@@ -121,6 +126,11 @@ class OnPolicyConfig:
                 self.recurrence,
                 f"a divisor of --trace-len {self.trace_len}",
             )
+        if self.prev_action_reward:
+            check(
+                self.lstm_size > 0, "prev_action_reward", True,
+                "off without --lstm-size (a recurrent policy)",
+            )  # fmt: skip
         check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
         check(self.scaled_reward_clip > 0, "scaled_reward_clip", self.scaled_reward_clip, "> 0")
         check(self.microbatch_traces >= 0, "microbatch_traces", self.microbatch_traces, ">= 0")

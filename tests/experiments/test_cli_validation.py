@@ -217,6 +217,8 @@ EXPLICIT_TRAIN = [
     (["--agent", "ppo", "--recurrence", "4"], "--recurrence"),  # needs --lstm-size
     (["--agent", "ppo", "--lstm-size", "8", "--recurrence", "5"], "--recurrence"),
     (["--agent", "ppo", "--microbatch-traces", "7"], "--microbatch-traces"),
+    (["--agent", "ppo", "--prev-action-reward"], "--prev-action-reward"),  # needs --lstm-size
+    (["--agent", "a2c", "--prev-action-reward"], "--prev-action-reward"),
     (["--agent", "ppo", "--reshape-reward", "nosuchmodule_xyz:f"], "--reshape-reward"),
     (["--agent", "ppo", "--preprocess-obs", "os.path:nosuchfn"], "--preprocess-obs"),
     (["--agent", "a2c", "--preprocess-obs", "nocolon"], "--preprocess-obs"),
