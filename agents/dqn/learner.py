@@ -27,7 +27,13 @@ import numpy as np
 import optax
 
 from agents import losses
-from agents.learning import GradientStep, TraceBatch, adam_with_clipping, gradient_step
+from agents.learning import (
+    GradientStep,
+    TraceBatch,
+    adam_with_clipping,
+    gradient_step,
+    per_importance_exponent,
+)
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -162,7 +168,7 @@ class DQNLearner:
             q_a = jnp.take_along_axis(out.learn.q_values, a_learn[..., None], axis=-1)[..., 0]
             td_abs = sg(jnp.abs(target - q_a))
             target_mean = target
-        w = sg(batch.is_weight)[None, :] ** cfg.importance_exponent
+        w = sg(batch.is_weight)[None, :]  # already raised to β by `update`
         # gradient_step divides by the window's steps; the loss is a mean over learnt steps.
         window = batch.reward.shape[0]
         total = jnp.sum(w * per_step) / normaliser * (window / L)
@@ -180,6 +186,12 @@ class DQNLearner:
     def update(self, state: DQNLearnerState, batch: TraceBatch, axis_name=None, epsilon=None):
         """One gradient step and the periodic target copy. Pure. Returns (state, metrics,
         priorities [B])."""
+
+        cfg = self.config
+        beta = per_importance_exponent(
+            cfg.importance_exponent, cfg.importance_exponent_steps, state.env_steps
+        )
+        batch = batch._replace(is_weight=batch.is_weight**beta)
 
         def loss_fn(params, chunk, normaliser):
             return self.loss(params, chunk, normaliser, state.target_params)

@@ -241,7 +241,10 @@ PRESETS: dict[str, dict] = {
     },
     # torch-ac / rl-starter-files defaults (scripts/train.py): 16 procs x 128 frames, lr 1e-3,
     # 4 epochs, batch 256 (8 minibatches), clip 0.2 (ratio and value), entropy 0.01, γ 0.99,
-    # λ 0.95, value 0.5, grad norm 0.5, Adam ε 1e-8, no lr annealing. Network: torch-ac's
+    # λ 0.95, value 0.5, grad norm 0.5, Adam ε 1e-8, no lr annealing, and no advantage
+    # normalisation (torch-ac has none; with it, DoorKey-5x5 never left 0 in 166k frames:
+    # while every reward is 0 it scales value noise up to unit-variance advantages, and the
+    # policy drifts off the rare successes; docs/results "MiniGrid"). Network: torch-ac's
     # MiniGrid conv on the image (networks.torsos.GridCNN) with the direction embedded, one
     # 64-wide layer, tanh-free heads; --text adds the mission GRU.
     "ppo-minigrid": {
@@ -260,6 +263,7 @@ PRESETS: dict[str, dict] = {
         "value_weight": 0.5,
         "max_grad_norm": 0.5,
         "gae_lambda": 0.95,
+        "normalize_advantages": False,
         "hidden": (64,),
         "shared_torso": True,
         "checkpoint_every": 50_000,
