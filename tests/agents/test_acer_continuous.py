@@ -223,3 +223,28 @@ def test_train_resume_evaluate(tmp_path):
     run("experiments.evaluate", str(run_dir), "--episodes", "1", "--out", str(out))
     result = json.loads(out.read_text())
     assert result["episodes"] == 1 and -2000.0 < result["return_mean"] <= 0.0
+
+
+def test_sharded_agent_trains_and_keeps_replicas_identical():
+    """On 2 fake devices: each device draws its own SDN and a' noise for its traces
+    (folded with its index), gradients are averaged, the replicas stay equal."""
+    from jax.sharding import PartitionSpec as P
+
+    from agents.parallel import make_mesh
+
+    cfg = SMALL.replace(num_envs=4, batch_size=4, buffer_size=4 * 5 * 3, replay_ratio=2.0)
+    agent = ACERAgent(cfg, make_env("Pendulum-v1", 4, 0), mesh=make_mesh(2))
+    state = agent.init(jax.random.PRNGKey(0))
+    agent.compile(state)
+    due = [agent.updates_due(it, it * 20) for it in range(3)]
+    for it in range(3):
+        state, out = agent.train_iteration(state, it, it * 20)
+        metrics = jax.device_get(out.metrics)
+        assert len(metrics) == 1 + due[it]
+        assert all(np.isfinite(v) for m in metrics for v in m.values())
+    assert sum(due) > 0
+    for leaf in jax.tree.leaves((state.learner.params, state.learner.avg_params)):
+        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+        for s in shards[1:]:
+            np.testing.assert_array_equal(shards[0], s)
+    assert state.replay.frames.sharding.spec == P("data")
