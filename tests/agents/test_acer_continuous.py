@@ -2,7 +2,7 @@
 action scaling, the learner's wiring of `agents.losses`, microbatch equivalence, the
 trust region, a few real iterations, and a subprocess train → resume → evaluate.
 
-The loss maths is tested against NumPy references in tests/losses/test_acer_continuous.py;
+The loss maths is tested against NumPy references in tests/losses/test_acer_continuous_losses.py;
 here the learner is compared with the losses composed by hand."""
 
 import json
