@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from agents.losses import scale_action
 from agents.rollout import ActorOutput
 
 
@@ -49,30 +50,42 @@ def clip_to_bounds(action, low, high):
     return jnp.clip(action, jnp.broadcast_to(low, shape), jnp.broadcast_to(high, shape))
 
 
-def gaussian_actor(policy_gaussian, low=None, high=None):
-    """The actor of a diagonal Gaussian policy (PPO, continuous ACER).
+def gaussian_actor(policy_gaussian, low=None, high=None, *, normalised: bool = False):
+    """The actor of a diagonal Gaussian policy (continuous ACER).
 
-    `policy_gaussian(params, obs, first, core) -> ((mean, log_std) [B, D] each, core)`.
-    `select_action` samples a ~ N(mean, exp(log_std)²) and stores the unclipped sample (the
-    one whose log-probability the learner evaluates) with μ = {"mean", "log_std"}; the env
-    receives it clipped to [low, high] (`ActorOutput.env_action`), as CleanRL's
-    `ppo_continuous_action` clips in a wrapper. `act(greedy)` returns the clipped mean when
-    greedy, else a clipped sample."""
+    `policy_gaussian(params, obs, first, core) -> ((mean, log_std), core)`, mean `[B, D]` and
+    log_std `[B, D]` or `[D]`. `select_action` samples a ~ N(mean, exp(log_std)²) and stores
+    the unclipped sample (the one whose density the learner evaluates) with μ = {"mean",
+    "log_std"} (log_std broadcast to `[B, D]`); the env receives it clipped to its bounds
+    (`ActorOutput.env_action`), as CleanRL's `ppo_continuous_action` clips in a wrapper.
+
+    `normalised=False`: the Gaussian is over env actions, clipped to [low, high].
+    `normalised=True`: the Gaussian is over normalised actions, which are clipped to [−1, 1]
+    and mapped onto [low, high] (`losses.scale_action`, the mapping of SAC and TD3); `low`
+    and `high` must be finite. `act(greedy)` returns the mean when greedy, else a sample,
+    mapped to the env the same way."""
+    if normalised and (low is None or high is None):
+        raise ValueError("gaussian_actor(normalised=True) needs finite action bounds")
+
+    def to_env(action):
+        if normalised:
+            return scale_action(jnp.clip(action, -1.0, 1.0), low, high)
+        return clip_to_bounds(action, low, high)
 
     def select_action(params, obs, first, core, key) -> ActorOutput:
         (mean, log_std), core = policy_gaussian(params, obs, first, core)
         log_std = jnp.broadcast_to(log_std, mean.shape)
         action = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
         mu = {"mean": mean, "log_std": log_std}
-        return ActorOutput(action, mu, core, clip_to_bounds(action, low, high))
+        return ActorOutput(action, mu, core, to_env(action))
 
     def act(greedy: bool):
         def act_fn(params, obs, first, core, key):
             (mean, log_std), core = policy_gaussian(params, obs, first, core)
             if greedy:
-                return clip_to_bounds(mean, low, high), core
+                return to_env(mean), core
             noise = jax.random.normal(key, mean.shape, mean.dtype)
-            return clip_to_bounds(mean + jnp.exp(log_std) * noise, low, high), core
+            return to_env(mean + jnp.exp(jnp.broadcast_to(log_std, mean.shape)) * noise), core
 
         return jax.jit(act_fn)
 

@@ -1,5 +1,6 @@
 """Flax linen modules: torsos (Nature CNN, MLP), cores (LSTM with episode resets), heads, the
-Reactor network and the on-policy actor-critic."""
+Reactor network, the on-policy actor-critic and continuous ACER's Gaussian policy with a
+stochastic dueling network."""
 
 from networks.actor_critic import ActorCriticNetwork
 from networks.cores import ActionRewardLSTM, ActionRewardState, ResetLSTM
@@ -18,6 +19,7 @@ from networks.reactor import (
     ReactorOutput,
     ReactorState,
 )
+from networks.sdn import GaussianSDNNetwork
 from networks.torsos import MLP, NatureCNN, make_torso
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "ActionRewardState",
     "ActorCriticNetwork",
     "DuelingDistributionalHead",
+    "GaussianSDNNetwork",
     "NatureCNN",
     "PolicyQHead",
     "QHead",

@@ -232,7 +232,12 @@ EXPLICIT_TRAIN = [
     (["--agent", "a2c", "--clip-eps", "0.2"], "--clip-eps"),  # a PPO flag
     (["--agent", "ppo", "--num-devices", "4", "--num-envs", "6"], "--num-envs"),
     (["--env", "Pongg-v5"], "--env"),
-    (["--env", "HalfCheetah-v5"], "HalfCheetah-v5"),  # ACER needs discrete actions
+    # Continuous ACER's flags with discrete actions, and discrete ACER's with continuous ones.
+    (["--sdn-samples", "5"], "--sdn-samples"),
+    (["--log-std-init", "-1"], "--log-std-init"),
+    (["--preset", "acer-mujoco", "--env", "CartPole-v1"], "--sdn-samples"),
+    (["--env", "Pendulum-v1", "--lstm-size", "8"], "--lstm-size"),
+    (["--env", "Pendulum-v1", "--sdn-samples", "0"], "--sdn-samples"),
     (["--agent", "td3", "--env", "CartPole-v1"], "CartPole-v1"),  # TD3 needs continuous ones
     (["--agent", "sac", "--env", "Pong-v5"], "Pong-v5"),  # vector observations only
     (["--agent", "sac", "--num-critics", "2", "--critic-subset", "3"], "--critic-subset"),
@@ -314,7 +319,9 @@ def test_a_good_command_line_reaches_training(tmp_path, no_training):
         train.main([*TINY, "--run-dir", str(tmp_path / "run"), "--eval-episodes", "0"])
     with pytest.raises(Reached):
         train.main(["--agent", "reactor", "--run-dir", str(tmp_path / "r"), "--hidden"])
-    assert no_training == [tmp_path / "run", tmp_path / "r"]
+    with pytest.raises(Reached):  # ACER takes continuous actions too (continuous ACER)
+        train.main(["--env", "HalfCheetah-v5", "--run-dir", str(tmp_path / "c")])
+    assert no_training == [tmp_path / "run", tmp_path / "r", tmp_path / "c"]
 
 
 # --------------------------------------------------------------------------- a real run
