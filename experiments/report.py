@@ -1,0 +1,538 @@
+"""Aggregate report of many runs: `python -m experiments.report RUNS... --out DIR`.
+
+RUNS are run folders, or folders holding run folders (a sweep's `runs/<sweep>/`). Writes
+`DIR/report.md` (GitHub Markdown), its PNGs and `DIR/report.json`:
+
+- per env: final return (the evaluation at the end, else the last training mean) and best
+  training return (the best moving-window mean), mean ± 95% CI over seeds (Student t);
+- normalised scores: Atari human-normalised, (score − random) / (human − random), and
+  classic control against its solved threshold, from `experiments/references/`;
+- rliable (Agarwal et al. 2021) aggregates over envs and seeds of the normalised final
+  scores: IQM, median, mean and optimality gap with stratified bootstrap CIs, performance
+  profiles, and IQM sample-efficiency curves against env steps and against wall-clock time;
+- published scores (`references/published_scores.csv`) beside ours where the protocol
+  matches, with the difference named where it does not;
+- compute: measured throughput (summary.json) and what a paper-scale budget would cost.
+
+Statistics are rliable's (`rliable.library`, `rliable.metrics`), not re-derived here.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from experiments.plot import read_metrics
+from experiments.runfolder import read_json
+
+REFERENCES = Path(__file__).parent / "references"
+# Paper-scale budgets `report` prices from measured throughput (env steps).
+PAPER_BUDGETS = {
+    "Atari-57, 200M frames (Reactor, Agent57 tables)": (57, 50_000_000),
+    "Atari, 10M frames (OpenAI Baselines table)": (1, 2_500_000),
+    "MuJoCo, 1M steps (SAC/TD3 papers)": (1, 1_000_000),
+}
+
+
+@dataclass
+class RunResult:
+    path: Path
+    algo: str
+    env: str
+    seed: int
+    final: float
+    best: float
+    env_steps: int
+    wall_s: float
+    sps: float
+    frames_per_step: int
+    curve_steps: np.ndarray = field(repr=False)
+    curve_wall: np.ndarray = field(repr=False)
+    curve_return: np.ndarray = field(repr=False)
+
+
+# ----------------------------------------------------------------------------- references
+
+
+def _read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def atari_game(env_id: str) -> str | None:
+    """'MontezumaRevenge-v5' -> 'montezuma_revenge' (None unless an Atari-57 game)."""
+    base = re.sub(r"-v\d+$", "", env_id.split("/")[-1]).replace("NoFrameskip", "")
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
+    return snake if snake in load_atari_scores() else None
+
+
+def load_atari_scores() -> dict[str, tuple[float, float]]:
+    """game -> (random, human)."""
+    rows = _read_csv(REFERENCES / "atari_human_random.csv")
+    return {r["game"]: (float(r["random"]), float(r["human"])) for r in rows}
+
+
+def human_normalized(game: str, score: float | np.ndarray):
+    random, human = load_atari_scores()[game]
+    return (np.asarray(score, float) - random) / (human - random)
+
+
+def normalizer(env_id: str):
+    """(name, function score -> normalised score) of an env, or None when no reference."""
+    game = atari_game(env_id)
+    if game is not None:
+        return "human-normalised", lambda s: human_normalized(game, s)
+    for row in _read_csv(REFERENCES / "classic_control.csv"):
+        if row["env"] == env_id:
+            low, high = float(row["low"]), float(row["high"])
+            return (
+                "solved-normalised",
+                lambda s, lo=low, hi=high: (np.asarray(s, float) - lo) / (hi - lo),
+            )
+    return None
+
+
+# ----------------------------------------------------------------------------- reading runs
+
+
+def find_runs(paths: list[str]) -> list[Path]:
+    """Run folders (with config.json and metrics.csv) at or under `paths`."""
+    found = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise ValueError(f"{p} does not exist")
+        if (p / "config.json").is_file():
+            found.append(p)
+        else:
+            found += sorted(
+                c.parent for c in p.rglob("config.json") if (c.parent / "metrics.csv").is_file()
+            )
+    if not found:
+        raise ValueError(f"no run folders (config.json + metrics.csv) under {', '.join(paths)}")
+    return found
+
+
+def load_result(path: Path) -> RunResult | None:
+    """One run's numbers; None (with a note) when it has no complete row yet."""
+    config = read_json(path / "config.json", "run config")
+    run = config.get("run") or config.get("args") or {}
+    agent, env, seed = (
+        run.get("agent", config.get("agent")),
+        run.get("env"),
+        int(run.get("seed", 0)),
+    )
+    m = read_metrics(path)
+    steps, ret, wall = (np.asarray(m[k], float) for k in ("env_steps", "return_mean", "wall_s"))
+    ok = np.isfinite(ret)
+    if not ok.any():
+        return None
+    summary = {}
+    if (path / "summary.json").is_file():
+        summary = read_json(path / "summary.json", "summary")
+    final = summary.get("eval_return_mean")
+    if final is None:
+        final = float(ret[ok][-1])
+    # A sweep names its runs <label>-<env>-seed<k>[-<grid>]: the label and grid values tell
+    # apart two configurations of one agent.
+    match = re.fullmatch(rf"(.+)-{re.escape(str(env))}-seed{seed}(.*)", path.name)
+    algo = match.group(1) + match.group(2) if match else (agent or "?")
+    frames = 4 if atari_game(env) else 1
+    return RunResult(
+        path,
+        algo,
+        env,
+        seed,
+        float(final),
+        float(np.max(ret[ok])),
+        int(steps[-1]),
+        float(summary.get("wall_s", wall[-1])),
+        float(summary.get("sps", math.nan)),
+        frames,
+        steps[ok],
+        wall[ok],
+        ret[ok],
+    )
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def mean_ci95(values) -> tuple[float, float]:
+    """(mean, half-width of the 95% Student-t interval); half-width NaN for one value."""
+    from scipy import stats
+
+    x = np.asarray(values, float)
+    if len(x) < 2:
+        return float(x.mean()), math.nan
+    return float(x.mean()), float(
+        stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    )
+
+
+def score_matrices(
+    results: list[RunResult], key: str = "final"
+) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
+    """({algo: normalised scores [seeds, envs]}, envs, notes) over the envs every algorithm
+    ran and that have a normaliser; seeds cut to the fewest any (algo, env) has."""
+    notes = []
+    algos = sorted({r.algo for r in results})
+    envs = sorted({r.env for r in results})
+    common = [
+        e for e in envs if all(any(r.env == e and r.algo == a for r in results) for a in algos)
+    ]
+    dropped = sorted(set(envs) - set(common))
+    if dropped:
+        notes.append(
+            f"left out of the aggregates (not run by every algorithm): {', '.join(dropped)}"
+        )
+    normed = [e for e in common if normalizer(e) is not None]
+    if set(common) - set(normed):
+        notes.append(
+            "left out of the aggregates (no reference scores to normalise): "
+            + ", ".join(sorted(set(common) - set(normed)))
+        )
+    if not normed:
+        return {}, [], notes
+    counts = {
+        (a, e): sum(r.algo == a and r.env == e for r in results) for a in algos for e in normed
+    }
+    n = min(counts.values())
+    if len(set(counts.values())) > 1:
+        notes.append(f"seeds cut to {n} per (algorithm, env), the fewest any has")
+    out = {}
+    for a in algos:
+        cols = []
+        for e in normed:
+            runs = sorted((r for r in results if r.algo == a and r.env == e), key=lambda r: r.seed)[
+                :n
+            ]
+            cols.append(normalizer(e)[1](np.array([getattr(r, key) for r in runs])))
+        out[a] = np.stack(cols, axis=1)
+    return out, normed, notes
+
+
+def aggregates(scores: dict[str, np.ndarray], reps: int = 2000, seed: int = 0):
+    """rliable's IQM, median, mean and optimality gap with stratified bootstrap 95% CIs:
+    ({algo: [4]}, {algo: [2, 4]})."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    def fn(x):
+        return np.array(
+            [
+                metrics.aggregate_iqm(x),
+                metrics.aggregate_median(x),
+                metrics.aggregate_mean(x),
+                metrics.aggregate_optimality_gap(x),
+            ]
+        )
+
+    return rly.get_interval_estimates(
+        scores, fn, reps=reps, random_state=np.random.RandomState(seed)
+    )
+
+
+AGGREGATE_NAMES = ("IQM", "Median", "Mean", "Optimality gap")
+
+
+def curves(results: list[RunResult], envs: list[str], x: str, points: int = 30):
+    """Normalised training-return curves on a shared grid of `x` ('steps' or 'wall'):
+    (grid, {algo: [seeds, envs, points]}). Each run is interpolated (its last value held
+    no further than its own end: the grid stops at the shortest run)."""
+    algos = sorted({r.algo for r in results})
+    runs = [r for r in results if r.env in envs]
+    ends = [(r.curve_steps if x == "steps" else r.curve_wall)[-1] for r in runs]
+    grid = np.linspace(0, min(ends), points + 1)[1:]
+    out = {}
+    for a in algos:
+        per_env = []
+        for e in envs:
+            mine = sorted((r for r in runs if r.algo == a and r.env == e), key=lambda r: r.seed)
+            rows = []
+            for r in mine:
+                xs = r.curve_steps if x == "steps" else r.curve_wall
+                rows.append(np.interp(grid, xs, normalizer(e)[1](r.curve_return)))
+            per_env.append(rows)
+        n = min(len(rows) for rows in per_env)
+        out[a] = np.stack([np.array(rows[:n]) for rows in per_env], axis=1)
+    return grid, out
+
+
+def iqm_curves(curve_scores: dict[str, np.ndarray], reps: int = 500, seed: int = 0):
+    from rliable import library as rly
+    from rliable import metrics
+
+    def fn(x):  # x: [seeds, envs, points]
+        return np.array([metrics.aggregate_iqm(x[..., i]) for i in range(x.shape[-1])])
+
+    return rly.get_interval_estimates(
+        curve_scores, fn, reps=reps, random_state=np.random.RandomState(seed)
+    )
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def published(results: list[RunResult]) -> list[str]:
+    """Markdown lines: published scores for our (agent, env) pairs, with the protocol check."""
+    path = REFERENCES / "published_scores.csv"
+    rows = _read_csv(path) if path.is_file() else []
+    ours = {(r.algo, r.env): r for r in results}
+    lines = []
+    for row in rows:
+        mine = [
+            r for (a, e), r in ours.items() if e == row["env"] and a.split("-")[0] == row["agent"]
+        ]
+        if not mine:
+            continue
+        r = mine[0]
+        frames = r.env_steps * r.frames_per_step
+        diffs = []
+        if row.get("frames") and abs(float(row["frames"]) - frames) > 0.05 * frames:
+            diffs.append(f"budget {float(row['frames']):,.0f} frames vs ours {frames:,}")
+        if row.get("sticky", "").lower() == "true":
+            diffs.append("sticky actions (ours: none)")
+        verdict = "matches" if not diffs else "protocol differs: " + "; ".join(diffs)
+        lines.append(
+            f"| {row['agent']} | {row['env']} | {float(row['score']):.1f} | {verdict} "
+            f"| {row['source']} |"
+        )
+    return lines
+
+
+def _fmt(mean: float, half: float) -> str:
+    return f"{mean:.1f}" if math.isnan(half) else f"{mean:.1f} ± {half:.1f}"
+
+
+def write_report(
+    results: list[RunResult], out: Path, reps: int = 2000, title: str | None = None
+) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from rliable import library as rly
+    from rliable import plot_utils
+
+    out.mkdir(parents=True, exist_ok=True)
+    md = [f"# {title or 'Benchmark report'}", ""]
+    md += [
+        f"{len(results)} runs, {len({r.algo for r in results})} algorithms, "
+        f"{len({r.env for r in results})} envs. "
+        "Final = evaluation return at the end of training (full episodes, no reward clipping), "
+        "else the last training mean; best = best moving-window training mean. "
+        "Mean ± 95% CI (Student t) over seeds.",
+        "",
+    ]
+    data: dict = {"runs": [], "envs": {}, "aggregates": {}}
+    for r in results:
+        data["runs"].append(
+            {
+                k: getattr(r, k)
+                for k in ("algo", "env", "seed", "final", "best", "env_steps", "wall_s", "sps")
+            }
+            | {"path": str(r.path)}
+        )
+
+    for env in sorted({r.env for r in results}):
+        md += [
+            f"## {env}",
+            "",
+            "| algorithm | seeds | final | best | env steps | wall s | steps/s |"
+            + (" normalised final |" if normalizer(env) else ""),
+            "|---|---|---|---|---|---|---|" + ("---|" if normalizer(env) else ""),
+        ]
+        data["envs"][env] = {}
+        for algo in sorted({r.algo for r in results if r.env == env}):
+            mine = [r for r in results if r.env == env and r.algo == algo]
+            fin, best = mean_ci95([r.final for r in mine]), mean_ci95([r.best for r in mine])
+            row = (
+                f"| {algo} | {len(mine)} | {_fmt(*fin)} | {_fmt(*best)} "
+                f"| {np.mean([r.env_steps for r in mine]):,.0f} "
+                f"| {np.mean([r.wall_s for r in mine]):.0f} "
+                f"| {np.nanmean([r.sps for r in mine]):,.0f} |"
+            )
+            if normalizer(env):
+                row += (
+                    f" {_fmt(*mean_ci95(normalizer(env)[1]([r.final for r in mine])))} |".replace(
+                        ".1f", ".2f"
+                    )
+                )
+            md.append(row)
+            data["envs"][env][algo] = {"final": fin, "best": best, "seeds": len(mine)}
+        md.append("")
+
+    scores, envs, notes = score_matrices(results)
+    md += ["## Aggregates over envs (rliable)", ""]
+    md += [
+        f"Normalised final scores over {', '.join(envs) or 'no env'}: "
+        "Atari human-normalised (references/atari_human_random.csv), classic control "
+        "(score − worst) / (solved threshold − worst) (references/classic_control.csv). "
+        f"95% stratified bootstrap CIs ({reps} resamples), as "
+        "`rliable.library.get_interval_estimates`.",
+        "",
+    ]
+    md += [f"- {n}" for n in notes] + ([""] if notes else [])
+    if scores:
+        point, interval = aggregates(scores, reps)
+        md += [
+            "| algorithm | " + " | ".join(AGGREGATE_NAMES) + " |",
+            "|---|" + "---|" * len(AGGREGATE_NAMES),
+        ]
+        for a in sorted(scores):
+            cells = [
+                f"{point[a][i]:.3f} [{interval[a][0, i]:.3f}, {interval[a][1, i]:.3f}]"
+                for i in range(len(AGGREGATE_NAMES))
+            ]
+            md.append(f"| {a} | " + " | ".join(cells) + " |")
+            data["aggregates"][a] = {
+                n: {"point": point[a][i], "ci": interval[a][:, i].tolist()}
+                for i, n in enumerate(AGGREGATE_NAMES)
+            }
+        md.append("")
+        fig, _ = plot_utils.plot_interval_estimates(
+            point,
+            interval,
+            metric_names=list(AGGREGATE_NAMES),
+            algorithms=sorted(scores),
+            xlabel="Normalised score",
+        )
+        fig.savefig(out / "aggregates.png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        md += ["![aggregates](aggregates.png)", ""]
+
+        taus = np.linspace(0.0, max(1.05, max(float(np.max(s)) for s in scores.values())), 81)
+        prof, prof_ci = rly.create_performance_profile(scores, taus, reps=min(reps, 1000))
+        fig, ax = plt.subplots(figsize=(6, 4))
+        plot_utils.plot_performance_profiles(
+            prof, taus, performance_profile_cis=prof_ci, ax=ax, xlabel=r"normalised score ($\tau$)"
+        )
+        ax.legend(list(prof), loc="upper right")
+        fig.savefig(out / "performance_profile.png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        md += [
+            "## Performance profile",
+            "",
+            "Fraction of runs with a normalised final score above τ (bands: 95% CIs).",
+            "",
+            "![performance profile](performance_profile.png)",
+            "",
+        ]
+
+        md += [
+            "## Sample efficiency",
+            "",
+            "IQM of the normalised training return (moving-window mean) over runs, "
+            "interpolated on a shared grid up to the shortest run, against env steps and against "
+            "training "
+            "wall-clock seconds (compilation excluded). Bands: 95% stratified bootstrap CIs.",
+            "",
+        ]
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for ax, x, label in (
+            (axes[0], "steps", "env steps"),
+            (axes[1], "wall", "training wall-clock (s)"),
+        ):
+            grid, cs = curves(results, envs, x)
+            point_c, ci_c = iqm_curves(cs, reps=min(reps, 500))
+            for a in sorted(cs):
+                (line,) = ax.plot(grid, point_c[a], label=a)
+                ax.fill_between(grid, ci_c[a][0], ci_c[a][1], alpha=0.2, color=line.get_color())
+            ax.set_xlabel(label)
+            ax.set_ylabel("IQM normalised return")
+            ax.grid(alpha=0.3)
+            data.setdefault("curves", {})[x] = {
+                "grid": grid.tolist(),
+                **{a: point_c[a].tolist() for a in cs},
+            }
+        axes[0].legend()
+        fig.savefig(out / "sample_efficiency.png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        md += ["![sample efficiency](sample_efficiency.png)", ""]
+
+    pub = published(results)
+    md += ["## Published scores", ""]
+    if pub:
+        md += ["| agent | env | published | protocol | source |", "|---|---|---|---|---|", *pub, ""]
+    else:
+        md += [
+            "No published score in experiments/references/published_scores.csv is for these "
+            "(agent, env) pairs.",
+            "",
+        ]
+
+    md += [
+        "## Compute",
+        "",
+        "Measured throughput (mean env steps/s over runs, summary.json) and what a paper-scale "
+        "budget would take at that rate per run, on the same hardware, one run at a time.",
+        "",
+        "| algorithm | env | steps/s | budget | runs (games × seeds) | hours |",
+        "|---|---|---|---|---|---|",
+    ]
+    seeds = max(
+        1, max(len({r.seed for r in results if r.algo == a}) for a in {r.algo for r in results})
+    )
+    for algo, env in sorted({(r.algo, r.env) for r in results}):
+        sps = np.nanmean([r.sps for r in results if r.algo == algo and r.env == env])
+        if not np.isfinite(sps) or sps <= 0:
+            continue
+        for budget, (games, steps) in PAPER_BUDGETS.items():
+            runs = games * seeds
+            md.append(
+                f"| {algo} | {env} | {sps:,.0f} | {budget} | {runs} "
+                f"| {runs * steps / sps / 3600:,.1f} |"
+            )
+    md += [
+        "",
+        "Rates differ by env (Atari frames cost more than CartPole steps): price a paper budget "
+        "from a short run on its own env and hardware (`bench_throughput`, or a sweep with a small "
+        "`total_steps`).",
+        "",
+    ]
+    md += ["## Runs", "", *[f"- `{r.path}`: {r.algo} {r.env} seed {r.seed}" for r in results], ""]
+    (out / "report.md").write_text("\n".join(md))
+    (out / "report.json").write_text(json.dumps(data, indent=1, default=float))
+    return data
+
+
+def main(argv: list[str] | None = None) -> Path:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.report", description=__doc__.splitlines()[0]
+    )
+    p.add_argument("runs", nargs="+", help="run folders, or folders of run folders (sweeps)")
+    p.add_argument(
+        "--out", required=True, help="output folder for report.md, its PNGs and report.json"
+    )
+    p.add_argument(
+        "--reps", type=int, default=2000, help="bootstrap resamples (rliable's default is 50000)"
+    )
+    p.add_argument("--title", help="report title")
+    ns = p.parse_args(argv)
+    try:
+        results = []
+        for path in find_runs(ns.runs):
+            r = load_result(path)
+            if r is None:
+                print(f"skipping {path}: no episode finished yet")
+            else:
+                results.append(r)
+        if not results:
+            raise ValueError("no run has a finished episode")
+        write_report(results, Path(ns.out), ns.reps, ns.title)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+    print(f"report of {len(results)} runs -> {Path(ns.out) / 'report.md'}")
+    return Path(ns.out) / "report.md"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,886 @@
+"""Run a grid of training runs: `python -m experiments.sweep SPEC` or the CLI form
+`python -m experiments.sweep --agents acer,ppo --envs CartPole-v1,Acrobot-v1 --seeds 3
+--set total_steps=20000`.
+
+A sweep is agents × envs × seeds × overrides. Every run is an ordinary
+`python -m experiments.train` process writing an ordinary run folder,
+`runs/<sweep>/<agent>-<env>-seed<k>[-<grid values>]`, so `evaluate`, `plot`, `--resume` and
+`report` work on it as on any run. The sweep knows agents only through the flags their
+config dataclasses declare; nothing here names an agent.
+
+The SPEC is a YAML file or a Python file defining `SPEC`, a dict of the same fields:
+
+```yaml
+name: classic              # the sweep's folder: runs/classic/
+agents: [acer, ppo]        # or {agent: ppo, preset: ppo-classic, set: {num_envs: 8}}
+envs: [CartPole-v1, Acrobot-v1]
+seeds: 3                   # or a list: [0, 5, 7]
+set: {total_steps: 20000}  # flags of experiments.train (run options or agent config)
+grid: {learning_rate: [0.001, 0.0003]}   # optional: one run per combination
+slots: 2                   # runs at a time
+cpus: auto                 # pin each slot to its share of the cores, or [[0], [1]], or none
+devices: [0, 1]            # slot i sees only device devices[i % len] (CUDA_VISIBLE_DEVICES)
+retries: 0                 # resume a failed run up to this many times within the sweep
+```
+
+Resuming: the run folders are the truth. A run whose summary.json says it reached its
+`total_steps` is skipped; one with a config.json is continued with `--resume`; the others
+start afresh. The sweep's state file (`runs/<sweep>/sweep_state.json`, written atomically)
+records every launch (fresh or resume, slot, pid, exit code), for the table and for audits.
+Runs die with the sweep: each gets SIGTERM when the sweep process dies (even by kill -9),
+and then checkpoints and stops as on Ctrl-C; a restarted sweep waits for such a run to
+release its folder before resuming it, so no run is ever executed twice at once.
+
+`--backend submitit` submits the same runs to SLURM through submitit (README: "Sweeps and
+reports"); `--submitit-local` runs them with submitit's LocalExecutor.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import itertools
+import os
+import runpy
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from experiments.runfolder import RunFolderLocked, RunLock, read_json, write_json_atomic
+
+STATE_NAME = "sweep_state.json"
+LOG_DIR = ".logs"
+# Chosen by the sweep for each run; a spec may not set them.
+MANAGED = frozenset({"agent", "env", "seed", "run_dir", "exp_name", "resume", "preset"})
+# Flags passed again on --resume (the others are read back from the run folder).
+RESUME_FLAGS = ("total_steps", "max_minutes", "eval_episodes", "eval_greedy", "num_threads")
+SPEC_FIELDS = ("name", "agents", "envs", "seeds", "set", "grid", "slots", "cpus", "devices",
+               "device_env", "retries", "root")  # fmt: skip
+
+
+class SpecError(ValueError):
+    """A bad sweep spec; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the grid."""
+
+    name: str
+    agent: str
+    env: str
+    seed: int
+    preset: str | None = None
+    flags: tuple[tuple[str, Any], ...] = ()
+
+    def run_dir(self, sweep_dir: Path) -> Path:
+        return sweep_dir / self.name
+
+    @property
+    def total_steps(self) -> int | None:
+        return dict(self.flags).get("total_steps")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    runs: tuple[Run, ...]
+    slots: int = 1
+    cpus: tuple[tuple[int, ...], ...] | None = None
+    devices: tuple[str, ...] | None = None
+    device_env: str = "CUDA_VISIBLE_DEVICES"
+    retries: int = 0
+    root: str = "runs"
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.root) / self.name
+
+    def slot_env(self, slot: int) -> dict[str, str]:
+        """Environment variables of a process in `slot`: its device, and one BLAS/XLA thread
+        pool sized to its cores."""
+        env = {}
+        if self.devices:
+            env[self.device_env] = self.devices[slot % len(self.devices)]
+        return env
+
+    def slot_cpus(self, slot: int) -> tuple[int, ...] | None:
+        return self.cpus[slot % len(self.cpus)] if self.cpus else None
+
+
+# ----------------------------------------------------------------------------- the spec
+
+
+def load_spec(path: str | Path) -> dict:
+    """The raw spec dict of a YAML (.yaml/.yml) or Python (.py, defining SPEC) file."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"spec file {path} does not exist")
+    if path.suffix == ".py":
+        data = runpy.run_path(str(path)).get("SPEC")
+        if data is None:
+            raise SpecError(f"{path}: defines no SPEC dict")
+    else:
+        import yaml
+
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            raise SpecError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: the spec must be a mapping of fields, got {type(data).__name__}")
+    data.setdefault("name", path.stem)
+    return data
+
+
+def _need(ok: bool, where: str, message: str):
+    if not ok:
+        raise SpecError(f"{where}: {message}")
+
+
+def _scalar(value) -> bool:
+    return isinstance(value, bool | int | float | str) or value is None
+
+
+def _check_overrides(values, where: str, agent_fields: set[str] | None) -> dict:
+    _need(isinstance(values, dict), where, f"must be a mapping of flag: value, got {values!r}")
+    from experiments.args import RunArgs
+
+    run_fields = {f.name for f in dataclasses.fields(RunArgs)}
+    for key, value in values.items():
+        key_where = f"{where}.{key}"
+        _need(isinstance(key, str), where, f"flag names must be strings, got {key!r}")
+        name = key.replace("-", "_")
+        _need(name not in MANAGED, key_where, "is chosen by the sweep (use agents/envs/seeds)")
+        if agent_fields is not None:
+            _need(
+                name in run_fields or name in agent_fields,
+                key_where,
+                "is neither a run option nor a flag of this agent's config",
+            )
+        ok = _scalar(value) or (isinstance(value, list) and all(_scalar(v) for v in value))
+        _need(ok, key_where, f"must be a number, string, bool or list of them, got {value!r}")
+    return {k.replace("-", "_"): v for k, v in values.items()}
+
+
+def _seeds(value) -> list[int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        _need(1 <= value <= 10_000, "seeds", f"must be >= 1, got {value}")
+        return list(range(value))
+    ok = isinstance(value, list) and value and all(type(s) is int and s >= 0 for s in value)
+    _need(bool(ok), "seeds", f"must be a count or a list of seeds >= 0, got {value!r}")
+    _need(len(set(value)) == len(value), "seeds", f"has duplicates: {value}")
+    return list(value)
+
+
+def _cpus(value, slots: int) -> tuple[tuple[int, ...], ...] | None:
+    if value in (None, False, "none"):
+        return None
+    available = sorted(os.sched_getaffinity(0))
+    if value in ("auto", True):
+        per = max(1, len(available) // slots)
+        groups = [available[i * per : (i + 1) * per] or available for i in range(slots)]
+        return tuple(tuple(g) for g in groups)
+    ok = isinstance(value, list) and value and all(isinstance(g, list) and g for g in value)
+    _need(bool(ok), "cpus", f"must be 'auto', 'none' or a list of core lists, got {value!r}")
+    for i, group in enumerate(value):
+        bad = [c for c in group if type(c) is not int or c not in available]
+        _need(not bad, f"cpus[{i}]", f"{bad} not among this process's cores {available}")
+    return tuple(tuple(g) for g in value)
+
+
+def _slug(value) -> str:
+    text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    return "".join(c if c.isalnum() or c in ".,_+" else "_" for c in text)
+
+
+def parse_spec(data: dict, validate: bool = True) -> Sweep:
+    """The Sweep of a raw spec dict. A bad field is a one-line SpecError naming it
+    (`agents[1]`, `set.learning_rate`, ...). `validate`: also parse every run's command line
+    with experiments.train's parser, so a bad value fails before anything runs."""
+    from agents.registry import get_agent
+
+    unknown = sorted(set(data) - set(SPEC_FIELDS))
+    _need(
+        not unknown,
+        unknown[0] if unknown else "",
+        f"unknown field; fields: {', '.join(SPEC_FIELDS)}",
+    )
+    name = data.get("name")
+    _need(isinstance(name, str) and name.strip() != "", "name", f"must be a string, got {name!r}")
+    _need(
+        "/" not in name and name not in (".", ".."), "name", f"must be a folder name, got {name!r}"
+    )
+    for key in ("agents", "envs"):
+        _need(key in data, key, "is missing")
+        value = data[key]
+        _need(isinstance(value, list) and value, key, f"must be a non-empty list, got {value!r}")
+    common = _check_overrides(data.get("set") or {}, "set", None)
+    grid = data.get("grid") or {}
+    _need(isinstance(grid, dict), "grid", f"must be a mapping of flag: [values], got {grid!r}")
+    for key, values in grid.items():
+        _need(
+            isinstance(values, list) and values,
+            f"grid.{key}",
+            f"must be a non-empty list, got {values!r}",
+        )
+    slots = data.get("slots", 1)
+    _need(type(slots) is int and slots >= 1, "slots", f"must be an integer >= 1, got {slots!r}")
+    retries = data.get("retries", 0)
+    _need(
+        type(retries) is int and retries >= 0,
+        "retries",
+        f"must be an integer >= 0, got {retries!r}",
+    )
+    devices = data.get("devices")
+    if devices is not None:
+        _need(
+            isinstance(devices, list) and devices,
+            "devices",
+            f"must be a non-empty list, got {devices!r}",
+        )
+        devices = tuple(str(d) for d in devices)
+    device_env = data.get("device_env", "CUDA_VISIBLE_DEVICES")
+    _need(
+        isinstance(device_env, str) and device_env.isidentifier(),
+        "device_env",
+        f"not a variable name: {device_env!r}",
+    )
+    root = data.get("root", "runs")
+    _need(isinstance(root, str) and root.strip() != "", "root", f"must be a folder, got {root!r}")
+    seeds = _seeds(data.get("seeds", 1))
+    for i, env in enumerate(data["envs"]):
+        _need(
+            isinstance(env, str) and env.strip() != "",
+            f"envs[{i}]",
+            f"must be an env id, got {env!r}",
+        )
+    _need(len(set(data["envs"])) == len(data["envs"]), "envs", "has duplicates")
+
+    runs: list[Run] = []
+    grid_keys = list(grid)
+    for i, entry in enumerate(data["agents"]):
+        where = f"agents[{i}]"
+        if isinstance(entry, str):
+            entry = {"agent": entry}
+        _need(
+            isinstance(entry, dict) and "agent" in entry,
+            where,
+            f"must be a name or {{agent: NAME, ...}}, got {entry!r}",
+        )
+        bad = sorted(set(entry) - {"agent", "preset", "set", "label"})
+        _need(
+            not bad,
+            f"{where}.{bad[0] if bad else ''}",
+            "unknown field; fields: agent, preset, set, label",
+        )
+        try:
+            spec = get_agent(entry["agent"])
+        except ValueError as err:
+            raise SpecError(f"{where}.agent: {err}") from None
+        preset = entry.get("preset")
+        if preset is not None:
+            try:
+                spec.split_preset(preset)
+            except ValueError as err:
+                raise SpecError(f"{where}.preset: {err}") from None
+        fields = {f.name for f in dataclasses.fields(spec.config_cls)}
+        own = _check_overrides(entry.get("set") or {}, f"{where}.set", fields)
+        _check_overrides(common, "set", fields)
+        _check_overrides({k: v[0] for k, v in grid.items()}, "grid", fields)
+        label = entry.get("label") or spec.name
+        _need(
+            isinstance(label, str) and "/" not in label,
+            f"{where}.label",
+            f"must be a name, got {label!r}",
+        )
+        for env, combo in itertools.product(data["envs"], itertools.product(*grid.values())):
+            for seed in seeds:
+                flags = {**common, **own, **dict(zip(grid_keys, combo, strict=True))}
+                suffix = "".join(f"-{k}={_slug(v)}" for k, v in zip(grid_keys, combo, strict=True))
+                runs.append(Run(f"{label}-{env}-seed{seed}{suffix}", spec.name, env, seed, preset,
+                                tuple(flags.items())))  # fmt: skip
+    names = [r.name for r in runs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SpecError(f"agents: two entries make the same run {dupes[0]!r}; give them a label")
+    sweep = Sweep(
+        name, tuple(runs), slots, _cpus(data.get("cpus"), slots), devices, device_env, retries, root
+    )
+    if validate:
+        for run in runs:
+            check_run(run)
+    return sweep
+
+
+def check_run(run: Run) -> None:
+    """Parse the run's command line with experiments.train's parser (builds nothing)."""
+    from experiments.args import parse
+
+    try:
+        parse(train_argv(run, Path("/nonexistent"), resuming=False)[3:])
+    except (ValueError, SystemExit) as err:
+        text = str(err).removeprefix("error: ")
+        raise SpecError(
+            f"run {run.name}: {text.splitlines()[0] if text else 'bad flags'}"
+        ) from None
+
+
+# ----------------------------------------------------------------------------- a run's state
+
+
+def flag_args(name: str, value) -> list[str]:
+    """`--name value` tokens of one experiments.train flag."""
+    flag = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return [flag if value else "--no-" + name.replace("_", "-")]
+    if value is None:
+        return [flag, "None"]
+    if isinstance(value, list):
+        return [flag, *map(str, value)]
+    return [flag, str(value)]
+
+
+def train_argv(run: Run, run_dir: Path, resuming: bool) -> list[str]:
+    """The experiments.train command line of `run` (a fresh start, or `--resume`)."""
+    argv = [sys.executable, "-m", "experiments.train"]
+    if resuming:
+        argv += ["--resume", str(run_dir)]
+        for key, value in run.flags:
+            if key in RESUME_FLAGS:
+                argv += flag_args(key, value)
+    else:
+        argv += ["--agent", run.agent, "--env", run.env, "--seed", str(run.seed)]
+        argv += ["--run-dir", str(run_dir)]
+        if run.preset:
+            argv += ["--preset", run.preset]
+        for key, value in run.flags:
+            argv += flag_args(key, value)
+    return [*argv, "--no-progress"]
+
+
+def run_state(run_dir: Path) -> str:
+    """'done' (summary.json says the run reached its total_steps), 'partial' (a run was
+    started there: resume it) or 'new'."""
+    summary = run_dir / "summary.json"
+    if summary.is_file():
+        try:
+            data = read_json(summary, "summary")
+            total = read_json(run_dir / "config.json", "config")["run"]["total_steps"]
+        except (ValueError, KeyError, TypeError):
+            data, total = {}, None
+        if data.get("stopped_by") == "total_steps" and total is not None:
+            if data.get("env_steps", -1) >= total:
+                return "done"
+    if (run_dir / "config.json").exists() or (run_dir / "checkpoints").exists():
+        return "partial"
+    return "new"
+
+
+def folder_busy(run_dir: Path) -> bool:
+    """Whether a live process holds the run folder's lock (a run of an earlier sweep
+    that is still stopping)."""
+    if not (run_dir / ".lock").exists():
+        return False
+    try:
+        RunLock(run_dir).acquire().close()
+    except RunFolderLocked:
+        return True
+    return False
+
+
+def latest_metrics(run_dir: Path) -> dict:
+    """The last complete row of metrics.csv ({} if none), as strings."""
+    path = run_dir / "metrics.csv"
+    try:
+        with open(path, "rb") as f:
+            header = f.readline().decode().strip().split(",")
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 8192))
+            lines = f.read().decode(errors="replace").split("\n")
+    except OSError:
+        return {}
+    rows = [line for line in lines[:-1] if line and not line.startswith(header[0] + ",")]
+    if not rows:
+        return {}
+    values = rows[-1].split(",")
+    return dict(zip(header, values, strict=False)) if len(values) == len(header) else {}
+
+
+# ----------------------------------------------------------------------------- launching
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _child_setup(cpus: tuple[int, ...] | None):
+    """Runs in the child before exec: SIGTERM when the sweep dies; pin to `cpus`."""
+
+    def setup():
+        os.setpgrp()  # Ctrl-C in the terminal reaches the sweep, which stops the runs itself
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):  # not Linux: runs outlive a killed sweep
+            pass
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
+    return setup
+
+
+@dataclass
+class Launch:
+    run: Run
+    slot: int
+    mode: str
+    proc: Any
+    started: float
+    log: Path
+
+
+class LocalBackend:
+    """Runs go to `slots` child processes of this one."""
+
+    def __init__(self, sweep: Sweep):
+        self.sweep = sweep
+
+    def start(self, argv: list[str], slot: int, log: Path):
+        env = {**os.environ, **self.sweep.slot_env(slot), "PYTHONUNBUFFERED": "1"}
+        with open(log, "ab") as out:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_child_setup(self.sweep.slot_cpus(slot)),
+            )
+
+    @staticmethod
+    def poll(proc) -> int | None:
+        return proc.poll()
+
+    @staticmethod
+    def pid(proc) -> int | str:
+        return proc.pid
+
+    @staticmethod
+    def stop(proc):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+
+
+class SubmititJob:
+    """The callable submitit runs on a node: one experiments.train process, started afresh
+    or resumed according to the run folder at the time it starts, so a requeued job
+    continues where the last one stopped (`checkpoint` asks submitit to requeue on
+    preemption or time-out; train's SIGTERM handling has written a checkpoint by then)."""
+
+    def __init__(self, argv_fresh: list[str], argv_resume: list[str], run_dir: str, env: dict):
+        self.argv_fresh, self.argv_resume = argv_fresh, argv_resume
+        self.run_dir, self.env = run_dir, env
+
+    def __call__(self) -> int:
+        state = run_state(Path(self.run_dir))
+        if state == "done":
+            return 0
+        argv = self.argv_resume if state == "partial" else self.argv_fresh
+        return subprocess.run(argv, env={**os.environ, **self.env}, check=False).returncode
+
+    def checkpoint(self, *args, **kwargs):
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self)
+
+
+class SubmititBackend:
+    """Runs go to SLURM through submitit (or its LocalExecutor, `local=True`); `slots`
+    bounds the jobs queued at once. Each job's stdout/stderr is submitit's log folder
+    (`runs/<sweep>/.submitit/`)."""
+
+    def __init__(self, sweep: Sweep, local: bool = False, parameters: dict | None = None):
+        import submitit
+
+        self.sweep = sweep
+        folder = sweep.folder / ".submitit"
+        if local:
+            self.executor = submitit.LocalExecutor(folder=folder)
+        else:
+            self.executor = submitit.AutoExecutor(folder=folder)
+        self.executor.update_parameters(**(parameters or {}))
+
+    def start_job(self, run: Run, slot: int):
+        run_dir = run.run_dir(self.sweep.folder)
+        job = SubmititJob(
+            train_argv(run, run_dir, False),
+            train_argv(run, run_dir, True),
+            str(run_dir),
+            self.sweep.slot_env(slot),
+        )
+        return self.executor.submit(job)
+
+    @staticmethod
+    def poll(job) -> int | None:
+        if not job.done():
+            return None
+        try:
+            return int(job.result())
+        except Exception:
+            return 1
+
+    @staticmethod
+    def pid(job) -> int | str:
+        return job.job_id
+
+    @staticmethod
+    def stop(job):
+        job.cancel(check=False)
+
+
+# ----------------------------------------------------------------------------- the scheduler
+
+
+@dataclass
+class Scheduler:
+    """Runs a sweep's pending runs on its slots; see the module docstring."""
+
+    sweep: Sweep
+    backend: Any = None
+    poll_s: float = 1.0
+    live: bool | None = None  # a rich live table (default: when stdout is a terminal)
+    state: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.backend = self.backend or LocalBackend(self.sweep)
+        self.folder = self.sweep.folder
+        self.state_path = self.folder / STATE_NAME
+
+    # state file
+    def _load_state(self) -> dict:
+        if self.state_path.exists():
+            try:
+                return read_json(self.state_path, "sweep state")
+            except ValueError as err:
+                print(f"warning: {err}; starting a new state file", file=sys.stderr)
+        return {}
+
+    def _save(self):
+        write_json_atomic(self.state_path, self.state)
+
+    def _record(self, run: Run) -> dict:
+        return self.state["runs"].setdefault(run.name, {"launches": []})
+
+    def run(self) -> dict:
+        """Run every pending run; returns {run name: final status}."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / LOG_DIR).mkdir(exist_ok=True)
+        try:
+            lock = RunLock(self.folder).acquire()  # one sweep process per sweep folder
+        except RunFolderLocked as err:
+            raise SystemExit(f"error: sweep {self.sweep.name}: {err}") from None
+        try:
+            return self._run()
+        finally:
+            lock.close()
+
+    def _run(self) -> dict:
+        self.state = self._load_state()
+        self.state.update(name=self.sweep.name, runs=self.state.get("runs", {}))
+        self.state["sweeps"] = [
+            *self.state.get("sweeps", []),
+            {"pid": os.getpid(), "started": time.time()},
+        ]
+        pending: list[Run] = []
+        for run in self.sweep.runs:
+            rec = self._record(run)
+            rec.update(agent=run.agent, env=run.env, seed=run.seed)
+            if run_state(run.run_dir(self.folder)) == "done":
+                rec["status"] = "done"
+            else:
+                rec["status"] = "queued"
+                pending.append(run)
+        self._save()
+        tries = {r.name: 0 for r in pending}
+        free = list(range(self.sweep.slots))
+        active: dict[str, Launch] = {}
+        stop = _StopFlag()
+        display = _Display(self)
+        try:
+            with stop, display:
+                while (pending or active) and not stop.requested:
+                    for name, launch in list(active.items()):
+                        rc = self.backend.poll(launch.proc)
+                        if rc is None:
+                            continue
+                        del active[name]
+                        free.append(launch.slot)
+                        status = self._finished(launch, rc)
+                        if status != "done" and tries[name] < self.sweep.retries:
+                            tries[name] += 1
+                            pending.append(launch.run)
+                            self._record(launch.run)["status"] = "queued"
+                    for run in list(pending):
+                        if not free:
+                            break
+                        run_dir = run.run_dir(self.folder)
+                        if folder_busy(run_dir):  # a run of a killed sweep still stopping
+                            self._record(run)["status"] = "waiting"
+                            continue
+                        pending.remove(run)
+                        active[run.name] = self._start(run, free.pop(0))
+                    self._save()
+                    display.update(active)
+                    time.sleep(self.poll_s)
+                if active:
+                    print(f"stopping {len(active)} run(s); they checkpoint first", file=sys.stderr)
+                for launch in active.values():
+                    self.backend.stop(launch.proc)
+                for launch in active.values():
+                    while self.backend.poll(launch.proc) is None:
+                        time.sleep(0.2)
+                    self._finished(launch, self.backend.poll(launch.proc))
+                self._save()
+        finally:
+            self._save()
+        display.final()
+        return {name: rec["status"] for name, rec in self.state["runs"].items()}
+
+    def _start(self, run: Run, slot: int) -> Launch:
+        run_dir = run.run_dir(self.folder)
+        mode = "resume" if run_state(run_dir) == "partial" else "fresh"
+        log = self.folder / LOG_DIR / f"{run.name}.log"
+        if hasattr(self.backend, "start_job"):
+            proc = self.backend.start_job(run, slot)
+        else:
+            proc = self.backend.start(train_argv(run, run_dir, mode == "resume"), slot, log)
+        rec = self._record(run)
+        rec["status"] = "running"
+        rec["launches"].append(
+            {"mode": mode, "slot": slot, "pid": self.backend.pid(proc), "started": time.time()}
+        )
+        return Launch(run, slot, mode, proc, time.time(), log)
+
+    def _finished(self, launch: Launch, rc: int) -> str:
+        rec = self._record(launch.run)
+        state = run_state(launch.run.run_dir(self.folder))
+        status = "done" if state == "done" else "stopped" if rc == 0 else "failed"
+        rec["launches"][-1].update(rc=rc, ended=time.time())
+        rec["status"] = status
+        if status == "failed":
+            rec["error"] = _last_line(launch.log) or f"exit code {rc}"
+            print(f"run {launch.run.name} failed (exit {rc}): {rec['error']}", file=sys.stderr)
+        return status
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][-300:] if lines else ""
+
+
+class _StopFlag:
+    """SIGTERM / Ctrl-C: stop launching, ask the runs to checkpoint and stop, then exit."""
+
+    requested = False
+
+    def __enter__(self):
+        self._old = {s: signal.signal(s, self._on) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc):
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+
+    def _on(self, signum, frame):
+        self.requested = True
+
+
+class _Display:
+    """The live table (rich) of status, env steps and latest return per run; on a
+    non-terminal, one line per start and end instead."""
+
+    def __init__(self, scheduler: Scheduler):
+        self.s = scheduler
+        self.live_on = sys.stdout.isatty() if scheduler.live is None else scheduler.live
+        self._live = None
+        self._shown: dict[str, str] = {}
+
+    def table(self, active: dict[str, Launch] | None = None):
+        from rich.table import Table
+
+        active = active or {}
+        table = Table(title=f"sweep {self.s.sweep.name} ({self.s.folder})")
+        for col in ("run", "status", "launches", "env steps", "return", "steps/s", "slot"):
+            table.add_column(col, justify="left" if col in ("run", "status") else "right")
+        for run in self.s.sweep.runs:
+            rec = self.s.state["runs"].get(run.name, {})
+            row = latest_metrics(run.run_dir(self.s.folder))
+            total = run.total_steps
+            steps = row.get("env_steps", "")
+            if steps and total:
+                steps = f"{int(float(steps)):,}/{total:,}"
+            launch = active.get(run.name)
+            table.add_row(
+                run.name,
+                rec.get("status", "?"),
+                str(len(rec.get("launches", []))),
+                steps,
+                _fmt(row.get("return_mean")),
+                _fmt(row.get("sps"), 0),
+                "" if launch is None else str(launch.slot),
+            )
+        return table
+
+    def __enter__(self):
+        if self.live_on:
+            from rich.live import Live
+
+            self._live = Live(self.table(), refresh_per_second=1, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._live is not None:
+            self._live.update(self.table())
+            self._live.__exit__(*exc)
+
+    def update(self, active: dict[str, Launch]):
+        if self._live is not None:
+            self._live.update(self.table(active))
+            return
+        for name, rec in self.s.state["runs"].items():
+            status = rec.get("status")
+            if self._shown.get(name) != status:
+                self._shown[name] = status
+                row = latest_metrics(self.s.folder / name)
+                ret = f" return {_fmt(row.get('return_mean'))}" if row else ""
+                print(f"[{time.strftime('%H:%M:%S')}] {name}: {status}{ret}", flush=True)
+
+    def final(self):
+        if self._live is None:
+            from rich.console import Console
+
+            Console(width=140).print(self.table())
+        counts: dict[str, int] = {}
+        for rec in self.s.state["runs"].values():
+            counts[rec["status"]] = counts.get(rec["status"], 0) + 1
+        print(
+            "sweep "
+            + self.s.sweep.name
+            + ": "
+            + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        )
+
+
+def _fmt(text, digits: int = 1) -> str:
+    try:
+        return f"{float(text):.{digits}f}"
+    except (TypeError, ValueError):
+        return ""
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def parse_set(items: list[str]) -> dict:
+    """`--set k=v` items: YAML scalars (`1e-3`, `true`, `[1, 2]`)."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SpecError(f"--set: expected FLAG=VALUE, got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def cli_spec(ns) -> dict:
+    def split(text):
+        return [t.strip() for t in text.split(",") if t.strip()]
+
+    if not ns.agents or not ns.envs:
+        raise SpecError("the CLI form needs --agents and --envs (or give a SPEC file)")
+    seeds = [int(s) for s in split(ns.seeds)] if "," in ns.seeds else int(ns.seeds)
+    data = {"agents": split(ns.agents), "envs": split(ns.envs), "seeds": seeds}
+    data["set"] = parse_set(ns.set)
+    data["name"] = ns.name or "sweep-" + "-".join(data["agents"])
+    return data
+
+
+def main(argv: list[str] | None = None) -> dict:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.sweep",
+        description="Run a grid of experiments.train runs (agents × envs × seeds × overrides).",
+    )
+    p.add_argument("spec", nargs="?", help="YAML or Python spec file (see the module docstring)")
+    p.add_argument("--agents", help="CLI form: comma-separated agents")
+    p.add_argument("--envs", help="CLI form: comma-separated env ids")
+    p.add_argument("--seeds", default="1", help="CLI form: a count, or comma-separated seeds")
+    p.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE",
+                   help="CLI form: a train flag for every run (repeatable)")  # fmt: skip
+    p.add_argument("--name", help="sweep name (folder under --root); overrides the spec's")
+    p.add_argument("--root", help="parent folder of the sweep (default runs)")
+    p.add_argument("--slots", type=int, help="runs at a time (overrides the spec)")
+    p.add_argument("--cpus", help="'auto' (pin each slot to its share of cores) or 'none'")
+    p.add_argument("--retries", type=int, help="resume a failed run up to N times")
+    p.add_argument("--backend", choices=("local", "submitit"), default="local")
+    p.add_argument("--submitit-local", action="store_true",
+                   help="submitit's LocalExecutor instead of SLURM (for testing)")  # fmt: skip
+    p.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
+                   help="submitit parameter, e.g. slurm_partition=gpu")  # fmt: skip
+    p.add_argument("--dry-run", action="store_true", help="print the runs and their state")
+    p.add_argument("--no-live", action="store_true", help="no live table (event lines)")
+    ns = p.parse_args(argv)
+    try:
+        if ns.spec and (ns.agents or ns.envs):
+            raise SpecError("give a SPEC file or --agents/--envs, not both")
+        data = load_spec(ns.spec) if ns.spec else cli_spec(ns)
+        if ns.spec and ns.set:
+            data["set"] = {**(data.get("set") or {}), **parse_set(ns.set)}
+        for key in ("name", "root", "slots", "cpus", "retries"):
+            if getattr(ns, key) is not None:
+                data[key] = getattr(ns, key)
+        sweep = parse_spec(data)
+        backend = None
+        if ns.backend == "submitit":
+            backend = SubmititBackend(sweep, ns.submitit_local, parse_set(ns.slurm))
+    except SpecError as err:
+        raise SystemExit(f"error: {err}") from None
+    if ns.dry_run:
+        for run in sweep.runs:
+            run_dir = run.run_dir(sweep.folder)
+            print(f"{run_state(run_dir):8s} {' '.join(train_argv(run, run_dir, False)[3:])}")
+        return {}
+    print(f"sweep {sweep.name}: {len(sweep.runs)} runs, {sweep.slots} slot(s) -> {sweep.folder}")
+    live = False if ns.no_live else None
+    result = Scheduler(sweep, backend, live=live).run()
+    return result
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    statuses = main()
+    sys.exit(0 if all(s == "done" for s in statuses.values()) else 1)
+
+
+__all__ = [
+    "Run",
+    "Scheduler",
+    "SpecError",
+    "Sweep",
+    "load_spec",
+    "main",
+    "parse_spec",
+    "run_state",
+    "train_argv",
+]
