@@ -313,9 +313,13 @@ def _fmt(mean: float, half: float) -> str:
 def write_report(
     results: list[RunResult], out: Path, reps: int = 2000, title: str | None = None
 ) -> dict:
+    import warnings
+
     import matplotlib
 
     matplotlib.use("Agg")
+    # rliable 1.2.0 passes arch a RandomState the old way; arch warns on every bootstrap.
+    warnings.filterwarnings("ignore", "random_state is deprecated", FutureWarning)
     import matplotlib.pyplot as plt
     from rliable import library as rly
     from rliable import plot_utils

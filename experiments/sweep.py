@@ -322,7 +322,8 @@ def check_run(run: Run) -> None:
     from experiments.args import parse
 
     try:
-        parse(train_argv(run, Path("/nonexistent"), resuming=False)[3:])
+        argv = train_argv(run, Path("/nonexistent"), resuming=False)
+        parse(argv[argv.index("--agent") :])
     except (ValueError, SystemExit) as err:
         text = str(err).removeprefix("error: ")
         raise SpecError(
@@ -347,7 +348,9 @@ def flag_args(name: str, value) -> list[str]:
 
 def train_argv(run: Run, run_dir: Path, resuming: bool) -> list[str]:
     """The experiments.train command line of `run` (a fresh start, or `--resume`)."""
-    argv = [sys.executable, "-m", "experiments.train"]
+    # SWEEP_TRAIN_CMD replaces `python -m experiments.train` (the tests run fake runs with it).
+    fake = os.environ.get("SWEEP_TRAIN_CMD")
+    argv = fake.split() if fake else [sys.executable, "-m", "experiments.train"]
     if resuming:
         argv += ["--resume", str(run_dir)]
         for key, value in run.flags:

@@ -1,0 +1,68 @@
+"""A stand-in for `python -m experiments.train` in the sweep tests (SWEEP_TRAIN_CMD): it
+writes a run folder of the same layout (config.json, metrics.csv, checkpoints/<step>/,
+summary.json) in 500-step iterations of FAKE_STEP_S seconds, holds the run folder's lock,
+resumes from its last checkpoint, stops cleanly on SIGTERM, and appends one line per
+launch to <sweep>/invocations.jsonl: what the tests audit."""
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from experiments.runfolder import RunLock, write_json_atomic
+
+
+def value(argv, name, default=None):
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+def main(argv):
+    resume = value(argv, "--resume")
+    run_dir = Path(resume or value(argv, "--run-dir"))
+    lock = RunLock(run_dir).acquire()
+    if resume:
+        config = json.loads((run_dir / "config.json").read_text())
+    else:
+        config = {"agent": value(argv, "--agent"), "run": {
+            "agent": value(argv, "--agent"), "env": value(argv, "--env"),
+            "seed": int(value(argv, "--seed")), "total_steps": 2000}}  # fmt: skip
+    run = config["run"]
+    run["total_steps"] = int(value(argv, "--total-steps", run["total_steps"]))
+    write_json_atomic(run_dir / "config.json", config)
+    ckpts = sorted(int(p.name) for p in (run_dir / "checkpoints").glob("*") if p.is_dir())
+    step = ckpts[-1] if resume and ckpts else 0
+    record = {"run": run_dir.name, "mode": "resume" if resume else "fresh", "from": step,
+              "pid": os.getpid(), "start": time.time(), "cpus": sorted(os.sched_getaffinity(0)),
+              "device": os.environ.get("CUDA_VISIBLE_DEVICES")}  # fmt: skip
+    log(run_dir, {"event": "start", **record})
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+    if run["env"] == "Fail-v0":
+        raise SystemExit("error: this env always fails")
+    metrics = run_dir / "metrics.csv"
+    if not metrics.exists():
+        metrics.write_text("env_steps,return_mean,wall_s\n")
+    while step < run["total_steps"] and not stop:
+        time.sleep(float(os.environ.get("FAKE_STEP_S", "0.05")))
+        step += 500
+        with open(metrics, "a") as f:
+            f.write(f"{step},{step / 100 + run['seed']},{step / 1000}\n")
+        (run_dir / "checkpoints" / str(step)).mkdir(parents=True, exist_ok=True)
+    record["end"], record["to"] = time.time(), step
+    summary = {"env_steps": step, "eval_return_mean": step / 100, "wall_s": step / 1000,
+               "sps": 1000.0, "stopped_by": "signal" if stop else "total_steps"}  # fmt: skip
+    write_json_atomic(run_dir / "summary.json", summary)
+    log(run_dir, {"event": "end", **record})
+    lock.close()
+
+
+def log(run_dir, record):
+    with open(run_dir.parent / "invocations.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
