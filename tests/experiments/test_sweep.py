@@ -242,3 +242,13 @@ def test_kill9_of_a_run_and_of_the_sweep_then_restart(tmp_path):
         assert ends[-1]["to"] == 6000
     victim_starts = [r for r in log if r["run"] == victim["run"] and r["event"] == "start"]
     assert len(victim_starts) >= 2 and victim_starts[1]["from"] > 0
+
+
+def test_submitit_backend_in_local_mode(tmp_path, fake):
+    pytest.importorskip("submitit")
+    sweep = sw.parse_spec(spec(tmp_path, seeds=2, slots=2), validate=False)
+    backend = sw.SubmititBackend(sweep, local=True)
+    result = sw.Scheduler(sweep, backend, poll_s=0.1, live=False).run()
+    assert set(result.values()) == {"done"}
+    starts = [r for r in invocations(sweep.folder) if r["event"] == "start"]
+    assert sorted(r["mode"] for r in starts) == ["fresh", "fresh"]
