@@ -32,12 +32,18 @@ from experiments.plot import read_metrics
 from experiments.runfolder import read_json
 
 REFERENCES = Path(__file__).parent / "references"
-# Paper-scale budgets `report` prices from measured throughput (env steps).
+# Paper-scale budgets `report` prices from measured throughput: name -> (env family, games,
+# env steps per run). A budget is priced only from runs of its own family.
 PAPER_BUDGETS = {
-    "Atari-57, 200M frames (Reactor, Agent57 tables)": (57, 50_000_000),
-    "Atari, 10M frames (OpenAI Baselines table)": (1, 2_500_000),
-    "MuJoCo, 1M steps (SAC/TD3 papers)": (1, 1_000_000),
+    "Atari-57, 200M frames (Reactor, Agent57 tables)": ("atari", 57, 50_000_000),
+    "Atari 49 games, 40M frames (PPO paper Table 6)": ("atari", 49, 10_000_000),
+    "Atari 7 games, 10M steps = 40M frames (OpenAI Baselines Atari10M)": ("atari", 7, 10_000_000),
+    "MuJoCo, 1M steps per env (SAC/TD3 papers)": ("mujoco", 1, 1_000_000),
 }
+MUJOCO_ENVS = (
+    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
+    "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
+)  # fmt: skip
 
 
 @dataclass
@@ -55,6 +61,7 @@ class RunResult:
     curve_steps: np.ndarray = field(repr=False)
     curve_wall: np.ndarray = field(repr=False)
     curve_return: np.ndarray = field(repr=False)
+    final_is_eval: bool = False
 
 
 # ----------------------------------------------------------------------------- references
@@ -66,7 +73,10 @@ def _read_csv(path: Path) -> list[dict]:
 
 
 def atari_game(env_id: str) -> str | None:
-    """'MontezumaRevenge-v5' -> 'montezuma_revenge' (None unless an Atari-57 game)."""
+    """'MontezumaRevenge-v5' -> 'montezuma_revenge' (None unless an Atari-57 game). Ids in
+    another namespace than ALE/ are not Atari: 'MinAtar/Breakout-v1' is None."""
+    if "/" in env_id and not env_id.startswith("ALE/"):
+        return None
     base = re.sub(r"-v\d+$", "", env_id.split("/")[-1]).replace("NoFrameskip", "")
     snake = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
     return snake if snake in load_atari_scores() else None
@@ -81,6 +91,14 @@ def load_atari_scores() -> dict[str, tuple[float, float]]:
 def human_normalized(game: str, score: float | np.ndarray):
     random, human = load_atari_scores()[game]
     return (np.asarray(score, float) - random) / (human - random)
+
+
+def env_family(env_id: str) -> str:
+    """'atari' (an Atari-57 game), 'mujoco' (a gymnasium MuJoCo task) or 'other'."""
+    if atari_game(env_id) is not None:
+        return "atari"
+    base = re.sub(r"-v\d+$", "", env_id.split("/")[-1])
+    return "mujoco" if base in MUJOCO_ENVS else "other"
 
 
 def normalizer(env_id: str):
@@ -136,6 +154,7 @@ def load_result(path: Path) -> RunResult | None:
     if (path / "summary.json").is_file():
         summary = read_json(path / "summary.json", "summary")
     final = summary.get("eval_return_mean")
+    final_is_eval = final is not None
     if final is None:
         final = float(ret[ok][-1])
     # A sweep names its runs <label>-<env>-seed<k>[-<grid>]: the label and grid values tell
@@ -157,6 +176,7 @@ def load_result(path: Path) -> RunResult | None:
         steps[ok],
         wall[ok],
         ret[ok],
+        final_is_eval,
     )
 
 
@@ -279,31 +299,120 @@ def iqm_curves(curve_scores: dict[str, np.ndarray], reps: int = 500, seed: int =
 # ----------------------------------------------------------------------------- report
 
 
-def published(results: list[RunResult]) -> list[str]:
-    """Markdown lines: published scores for our (agent, env) pairs, with the protocol check."""
+def load_published() -> list[dict]:
     path = REFERENCES / "published_scores.csv"
-    rows = _read_csv(path) if path.is_file() else []
-    ours = {(r.algo, r.env): r for r in results}
-    lines = []
-    for row in rows:
-        mine = [
-            r for (a, e), r in ours.items() if e == row["env"] and a.split("-")[0] == row["agent"]
-        ]
-        if not mine:
-            continue
-        r = mine[0]
-        frames = r.env_steps * r.frames_per_step
-        diffs = []
-        if row.get("frames") and abs(float(row["frames"]) - frames) > 0.05 * frames:
-            diffs.append(f"budget {float(row['frames']):,.0f} frames vs ours {frames:,}")
-        if row.get("sticky", "").lower() == "true":
-            diffs.append("sticky actions (ours: none)")
-        verdict = "matches" if not diffs else "protocol differs: " + "; ".join(diffs)
-        lines.append(
-            f"| {row['agent']} | {row['env']} | {float(row['score']):.1f} | {verdict} "
-            f"| {row['source']} |"
+    return _read_csv(path) if path.is_file() else []
+
+
+def our_protocol(runs: list[RunResult]) -> dict:
+    """The protocol fields of `published_scores.csv` for our runs of one (algorithm, env)."""
+    atari = atari_game(runs[0].env) is not None
+    return {
+        "frames": float(np.mean([r.env_steps * r.frames_per_step for r in runs])),
+        # envpool's Atari -v5 defaults here: up to 30 no-op starts, no sticky actions.
+        "starts": "noop30" if atari else "none",
+        "sticky": "false",
+        "eval": "eval" if all(r.final_is_eval for r in runs) else "train",
+    }
+
+
+def protocol_differences(row: dict, ours: dict) -> list[str]:
+    """How a published row's protocol differs from ours (empty: it matches)."""
+    diffs = []
+    if not row.get("frames"):
+        diffs.append("budget not stated")
+    elif abs(float(row["frames"]) - ours["frames"]) > 0.05 * ours["frames"]:
+        diffs.append(f"budget {float(row['frames']):,.0f} frames vs ours {ours['frames']:,.0f}")
+    if row.get("starts") and row["starts"] != ours["starts"]:
+        diffs.append(f"starts {row['starts']} vs ours {ours['starts']}")
+    if row.get("sticky", "false").lower() != ours["sticky"]:
+        diffs.append("sticky actions (ours: none)")
+    kind = "eval" if row.get("eval") == "eval" else "train"
+    if kind != ours["eval"]:
+        diffs.append(
+            f"{'evaluation' if kind == 'eval' else 'training'} returns vs ours "
+            f"{'evaluation' if ours['eval'] == 'eval' else 'training'}"
         )
-    return lines
+    return diffs
+
+
+def published(results: list[RunResult], rows: list[dict] | None = None) -> list[dict]:
+    """Published scores for our (algorithm, env) pairs: the row, our final mean ± CI, and how
+    the protocol differs (`matches` when it does not). An algorithm label matches the row's
+    agent by its first `-`-separated word; Atari envs match by game, others by id."""
+    rows = load_published() if rows is None else rows
+    out = []
+    for algo, env in sorted({(r.algo, r.env) for r in results}):
+        key = atari_game(env) or env
+        mine = [r for r in results if r.algo == algo and r.env == env]
+        ours = our_protocol(mine)
+        for row in rows:
+            if row["env"] != key or algo.split("-")[0] != row["agent"]:
+                continue
+            diffs = protocol_differences(row, ours)
+            out.append(
+                {
+                    "algo": algo,
+                    "env": env,
+                    "published": float(row["score"]),
+                    "ours": mean_ci95([r.final for r in mine]),
+                    "matches": not diffs,
+                    "differences": diffs,
+                    "source": row["source"],
+                }
+            )
+    return out
+
+
+def plot_published(matches: list[dict], path: Path) -> None:
+    """Our final returns (mean ± 95% CI) and the published scores of matching protocol, one
+    panel per env, on the same axis."""
+    import matplotlib.pyplot as plt
+
+    envs = sorted({m["env"] for m in matches})
+    fig, axes = plt.subplots(1, len(envs), figsize=(4 * len(envs), 3.5), squeeze=False)
+    for ax, env in zip(axes[0], envs, strict=True):
+        mine = [m for m in matches if m["env"] == env]
+        algos = sorted({m["algo"] for m in mine})
+        for i, a in enumerate(algos):
+            mean, half = next(m["ours"] for m in mine if m["algo"] == a)
+            ax.errorbar([i], [mean], yerr=[0 if math.isnan(half) else half], fmt="o", capsize=4,
+                        color="C0", label="ours" if i == 0 else None)  # fmt: skip
+            pubs = [m["published"] for m in mine if m["algo"] == a]
+            ax.scatter([i] * len(pubs), pubs, marker="_", s=400, color="C3",
+                       label="published" if i == 0 else None)  # fmt: skip
+        ax.set_xticks(range(len(algos)), algos)
+        ax.set_xlim(-0.5, len(algos) - 0.5)
+        ax.set_title(env)
+        ax.set_ylabel("final return")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def compute_estimates(results: list[RunResult]) -> list[dict]:
+    """Per (algorithm, paper budget): hours at the mean measured steps/s of the algorithm's runs
+    on envs of the budget's family; hours None when it has no measured run of that family."""
+    out = []
+    for algo in sorted({r.algo for r in results}):
+        mine = [r for r in results if r.algo == algo]
+        seeds = max(len({r.seed for r in mine if r.env == e}) for e in {r.env for r in mine})
+        for budget, (family, games, steps) in PAPER_BUDGETS.items():
+            runs = [
+                r for r in mine if env_family(r.env) == family and np.isfinite(r.sps) and r.sps > 0
+            ]
+            entry = {"algo": algo, "budget": budget, "family": family, "hours": None}
+            if runs:
+                sps = float(np.mean([r.sps for r in runs]))
+                entry |= {
+                    "envs": sorted({r.env for r in runs}),
+                    "sps": sps,
+                    "runs": games * seeds,
+                    "hours": games * seeds * steps / sps / 3600,
+                }
+            out.append(entry)
+    return out
 
 
 def _fmt(mean: float, half: float) -> str:
@@ -463,7 +572,29 @@ def write_report(
     pub = published(results)
     md += ["## Published scores", ""]
     if pub:
-        md += ["| agent | env | published | protocol | source |", "|---|---|---|---|---|", *pub, ""]
+        md += [
+            "Published scores (experiments/references/published_scores.csv) for the same agent "
+            "and env. Only rows whose protocol matches ours (budget within 5%, no-op starts, no "
+            "sticky actions, evaluation vs training returns) are drawn on our axes; the others "
+            "name the difference.",
+            "",
+            "| agent | env | ours (final) | published | protocol | source |",
+            "|---|---|---|---|---|---|",
+        ]
+        for p in pub:
+            verdict = "matches" if p["matches"] else "differs: " + "; ".join(p["differences"])
+            md.append(
+                f"| {p['algo']} | {p['env']} | {_fmt(*p['ours'])} | {p['published']:,.1f} "
+                f"| {verdict} | {p['source']} |"
+            )
+        md.append("")
+        matching = [p for p in pub if p["matches"]]
+        if matching:
+            plot_published(matching, out / "published.png")
+            md += ["![published](published.png)", ""]
+        else:
+            md += ["No published row has our protocol, so none is drawn beside our results.", ""]
+        data["published"] = pub
     else:
         md += [
             "No published score in experiments/references/published_scores.csv is for these "
@@ -474,32 +605,24 @@ def write_report(
     md += [
         "## Compute",
         "",
-        "Measured throughput (mean env steps/s over runs, summary.json) and what a paper-scale "
-        "budget would take at that rate per run, on the same hardware, one run at a time.",
+        "What a paper-scale budget would take per algorithm, one run at a time on this hardware, "
+        "priced from the mean measured throughput (summary.json) of this report's runs of the "
+        "same env family only (Atari games for Atari budgets, MuJoCo tasks for MuJoCo): a "
+        "classic-control rate says nothing about Atari frames.",
         "",
-        "| algorithm | env | steps/s | budget | runs (games × seeds) | hours |",
+        "| algorithm | budget | measured on | steps/s | runs (games × seeds) | hours |",
         "|---|---|---|---|---|---|",
     ]
-    seeds = max(
-        1, max(len({r.seed for r in results if r.algo == a}) for a in {r.algo for r in results})
-    )
-    for algo, env in sorted({(r.algo, r.env) for r in results}):
-        sps = np.nanmean([r.sps for r in results if r.algo == algo and r.env == env])
-        if not np.isfinite(sps) or sps <= 0:
-            continue
-        for budget, (games, steps) in PAPER_BUDGETS.items():
-            runs = games * seeds
+    for e in compute_estimates(results):
+        if e["hours"] is None:
+            md.append(f"| {e['algo']} | {e['budget']} | no measured run of this family | | | |")
+        else:
             md.append(
-                f"| {algo} | {env} | {sps:,.0f} | {budget} | {runs} "
-                f"| {runs * steps / sps / 3600:,.1f} |"
+                f"| {e['algo']} | {e['budget']} | {', '.join(e['envs'])} | {e['sps']:,.0f} "
+                f"| {e['runs']} | {e['hours']:,.1f} |"
             )
-    md += [
-        "",
-        "Rates differ by env (Atari frames cost more than CartPole steps): price a paper budget "
-        "from a short run on its own env and hardware (`bench_throughput`, or a sweep with a small "
-        "`total_steps`).",
-        "",
-    ]
+    data["compute"] = compute_estimates(results)
+    md.append("")
     md += ["## Runs", "", *[f"- `{r.path}`: {r.algo} {r.env} seed {r.seed}" for r in results], ""]
     (out / "report.md").write_text("\n".join(md))
     (out / "report.json").write_text(json.dumps(data, indent=1, default=float))

@@ -45,32 +45,93 @@ def test_mean_ci95_by_hand():
     assert mean == 2.0 and half == pytest.approx(4.302652729911275 * 1.0 / np.sqrt(3))
 
 
-def fake_run(root, algo, env, seed, final):
+def fake_run(root, algo, env, seed, final, steps=1000, eval_=True):
     d = root / f"{algo}-{env}-seed{seed}"
     d.mkdir(parents=True)
     (d / "config.json").write_text(json.dumps({"run": {"agent": algo, "env": env, "seed": seed}}))
     rows = ["env_steps,return_mean,wall_s"] + [
-        f"{s},{final * s / 1000},{s / 100}" for s in (250, 500, 750, 1000)
+        f"{s},{final * s / steps},{s / 100}" for s in np.linspace(steps / 4, steps, 4).astype(int)
     ]
     (d / "metrics.csv").write_text("\n".join(rows) + "\n")
-    (d / "summary.json").write_text(
-        json.dumps({"eval_return_mean": final, "wall_s": 10, "sps": 100.0})
-    )
+    summary = {"wall_s": 10, "sps": 100.0} | ({"eval_return_mean": final} if eval_ else {})
+    (d / "summary.json").write_text(json.dumps(summary))
 
 
-def test_report_end_to_end(tmp_path):
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One report, built once, checked by the tests below: ppo and a2c on CartPole and Acrobot
+    (3 seeds, evaluated) and ppo on Pong for 10M steps (training returns, CleanRL's protocol)."""
+    root = tmp_path_factory.mktemp("report")
     for algo, base in (("ppo", 400.0), ("a2c", 200.0)):
         for seed in range(3):
-            fake_run(tmp_path / "runs", algo, "CartPole-v1", seed, base + seed)
-            fake_run(tmp_path / "runs", algo, "Acrobot-v1", seed, -base / 2 - seed)
-    md = report.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--reps", "200"])
-    text = md.read_text()
+            fake_run(root / "runs", algo, "CartPole-v1", seed, base + seed)
+            fake_run(root / "runs", algo, "Acrobot-v1", seed, -base / 2 - seed)
+    fake_run(root / "runs", "ppo", "Pong-v5", 0, 20.0, steps=10_000_000, eval_=False)
+    md = report.main([str(root / "runs"), "--out", str(root / "out"), "--reps", "200"])
+    return root / "out", md.read_text(), json.loads((root / "out" / "report.json").read_text())
+
+
+def test_report_end_to_end(built):
+    out, text, data = built
     for png in ("aggregates.png", "performance_profile.png", "sample_efficiency.png"):
-        assert (tmp_path / "out" / png).stat().st_size > 1000 and png in text
+        assert (out / png).stat().st_size > 1000 and png in text
     assert "| ppo | 3 | 401.0 ± 2.5 |" in text  # mean 401, t(2)·1/√3 = 2.48
-    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert "not run by every algorithm): Pong-v5" in text
     expected = np.array([[(300 - s) / 400, (400 + s) / 475] for s in range(3)])
     assert data["aggregates"]["ppo"]["IQM"]["point"] == pytest.approx(
         metrics.aggregate_iqm(expected)
     )
     assert data["aggregates"]["ppo"]["Mean"]["point"] == pytest.approx(expected.mean())
+
+
+def test_report_published_beside_ours(built):
+    out, text, data = built
+    pub = {(p["env"], p["source"].split(" ")[0], p["published"]): p for p in data["published"]}
+    # CleanRL ppo_atari.py Pong: 10M steps = 40M frames, no-op starts, training returns: drawn.
+    cleanrl = pub[("Pong-v5", "CleanRL", 20.36)]
+    assert cleanrl["matches"] and cleanrl["ours"][0] == 20.0
+    assert (out / "published.png").stat().st_size > 1000 and "published.png" in text
+    # Reactor's table is for reactor, not ppo; the PPO paper's Pong is 40M frames: matches too.
+    assert pub[("Pong-v5", "Schulman", 20.7)]["matches"]
+    # CartPole runs of 1000 steps with evaluation returns vs CleanRL's 500k training steps.
+    cart = pub[("CartPole-v1", "CleanRL", 490.04)]
+    assert cart["differences"] == [
+        "budget 500,000 frames vs ours 1,000",
+        "training returns vs ours evaluation",
+    ]
+    assert "differs: budget 500,000 frames vs ours 1,000" in text
+    assert not any(p["algo"] == "a2c" and p["env"] == "Pong-v5" for p in data["published"])
+
+
+def test_report_prices_paper_budgets_from_the_same_family(built):
+    _, text, data = built
+    est = {(e["algo"], e["budget"]): e for e in data["compute"]}
+    atari57 = "Atari-57, 200M frames (Reactor, Agent57 tables)"
+    mujoco = "MuJoCo, 1M steps per env (SAC/TD3 papers)"
+    # ppo has an Atari run (100 steps/s): 57 games x 3 seeds x 50M steps; never from CartPole.
+    assert est[("ppo", atari57)]["envs"] == ["Pong-v5"]
+    assert est[("ppo", atari57)]["hours"] == pytest.approx(57 * 3 * 50e6 / 100 / 3600)
+    assert est[("a2c", atari57)]["hours"] is None and est[("ppo", mujoco)]["hours"] is None
+    assert f"| a2c | {atari57} | no measured run of this family |" in text
+
+
+def test_env_family():
+    assert report.env_family("Pong-v5") == "atari"
+    assert report.env_family("HalfCheetah-v4") == "mujoco"
+    assert report.env_family("CartPole-v1") == "other"
+    assert report.env_family("MinAtar/Breakout-v1") == "other"
+
+
+def test_published_scores_file():
+    rows = report.load_published()
+    games = report.load_atari_scores()
+    assert len(rows) > 150
+    for row in rows:
+        float(row["score"]), float(row["frames"])
+        assert row["env"] in games or "-v" in row["env"], row
+        assert row["starts"] in {"noop30", "human", "none"} and row["sticky"] in {"true", "false"}
+        assert row["eval"] in {"eval", "train_last100", "train_final"} and len(row["source"]) > 40
+    by = {(r["agent"], r["env"], r["source"].split(" ")[0]): float(r["score"]) for r in rows}
+    assert by[("acer", "breakout", "Schulman")] == 456.4  # PPO paper Table 6
+    assert by[("a2c", "qbert", "OpenAI")] == 2047.07  # Baselines Atari10M table
+    assert by[("reactor", "pong", "Gruslys")] == 20.7
