@@ -69,7 +69,8 @@ Families: off-policy actor-critics (`retrace`, `policy`, `distributional`), stat
 targets (`returns`), PPO (`onpolicy`: `ppo_clip_loss`, `clipped_value_loss`,
 `normalize_advantages`), DQN/Rainbow/R2D2 (`value`: n-step double Q-learning targets, value
 rescaling, C51 targets, Huber) and continuous control (`sac`: tanh-Gaussian log-densities, SAC
-and discrete SAC, TD3's targets, the deterministic policy gradient).
+and discrete SAC, TD3's targets, the deterministic policy gradient) and curiosity
+(`curiosity`: RND's prediction error and intrinsic reward).
 
 Example::
 
@@ -88,6 +89,7 @@ Example::
     loss = losses.acer_policy_loss(logits, q, mu, a, q_ret, c=10.0).mean()
 """
 
+from agents.losses.curiosity import rnd_intrinsic_reward, rnd_prediction_error
 from agents.losses.debug import checked
 from agents.losses.distributional import (
     categorical_cross_entropy,
@@ -174,6 +176,8 @@ __all__ = [
     "q_learning_loss",
     "q_learning_targets",
     "retrace_targets",
+    "rnd_intrinsic_reward",
+    "rnd_prediction_error",
     "sac_actor_loss",
     "sac_temperature_loss",
     "scale_action",
