@@ -47,6 +47,8 @@ class SACState(NamedTuple):
     step: Array  # int32 updates
     key: Array
     env_steps: Array  # int32 env steps absorbed (random actions before start_train_at)
+    obs_stats: Any = ()  # RunningStats of --normalize-obs (filled by the agent), or ()
+    rnd: Any = ()  # agents.rnd.RNDState with --rnd-coef (filled by the agent), or ()
 
 
 class SACLearner:
@@ -277,14 +279,13 @@ class SACLearner:
         }
         if axis_name is not None:
             metrics = jax.lax.pmean(metrics, axis_name)
-        new = SACState(
+        new = state._replace(
             params={"actor": actor, "critic": critic},
             target_critic=target,
             log_alpha=log_alpha,
             opt_state={"actor": actor_opt, "critic": critic_opt, "alpha": alpha_opt},
             step=state.step + 1,
             key=key,
-            env_steps=state.env_steps,
         )
         return new, metrics, td * mask0
 

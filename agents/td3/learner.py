@@ -43,6 +43,8 @@ class TD3State(NamedTuple):
     step: Array
     key: Array
     env_steps: Array
+    obs_stats: Any = ()  # RunningStats of --normalize-obs (filled by the agent), or ()
+    rnd: Any = ()  # agents.rnd.RNDState with --rnd-coef (filled by the agent), or ()
 
 
 class TD3Learner:
@@ -155,12 +157,11 @@ class TD3Learner:
         }
         if axis_name is not None:
             metrics = jax.lax.pmean(metrics, axis_name)
-        new = TD3State(
+        new = state._replace(
             params={"actor": actor, "critic": critic},
             target_params=target,
             opt_state={"actor": actor_opt, "critic": critic_opt},
             step=state.step + 1,
             key=key,
-            env_steps=state.env_steps,
         )
         return new, metrics, td * mask0

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.offpolicy import draw_members, ensemble_min
+from agents.offpolicy import ActingParams, draw_members, ensemble_min
 from agents.sac.agent import SACAgent
 from agents.sac.config import SACConfig
 from agents.td3.agent import TD3Agent
@@ -255,7 +255,7 @@ def test_actions_are_scaled_to_the_env_bounds(pendulum):
     actor = state.learner.params["actor"]
     for explore in (False, True):
         out = agent.select_action(
-            (actor, jnp.asarray(explore)), obs, None, (), jax.random.PRNGKey(1)
+            ActingParams(actor, jnp.asarray(explore), ()), obs, None, (), jax.random.PRNGKey(1)
         )
         a, env_a = np.asarray(out.action), np.asarray(out.env_action)
         assert np.all(np.abs(a) <= 1.0)
@@ -271,13 +271,15 @@ def test_actions_are_scaled_to_the_env_bounds(pendulum):
             np.testing.assert_allclose(np.asarray(out.mu["logp"]), np.asarray(logp), rtol=1e-5)
         else:  # uniform on the box
             np.testing.assert_allclose(np.asarray(out.mu["logp"]), -np.log(4.0), rtol=1e-6)
-    greedy = agent.act(True)((actor, jnp.asarray(False)), obs, None, (), jax.random.PRNGKey(2))[0]
+    params = ActingParams(actor, jnp.asarray(False), ())
+    greedy = agent.act(True)(params, obs, None, (), jax.random.PRNGKey(2))[0]
     assert np.all(np.abs(np.asarray(greedy)) <= 2.0)
     td3 = TD3Agent(TD3Config(**TINY), pendulum)
     ts = td3.init(jax.random.PRNGKey(0))
     out = td3.select_action(
-        (ts.learner.params["actor"], jnp.asarray(False)), obs, None, (), jax.random.PRNGKey(1)
-    )
+        ActingParams(ts.learner.params["actor"], jnp.asarray(False), ()), obs, None, (),
+        jax.random.PRNGKey(1),
+    )  # fmt: skip
     a = np.asarray(out.action)
     np.testing.assert_allclose(np.asarray(out.env_action), 2.0 * a, rtol=1e-6, atol=1e-6)
 
