@@ -104,8 +104,9 @@ class OffPolicyConfig:
     """Env steps over which β reaches 1."""
     normalize_obs: bool = False
     """Normalise observations by a running mean and variance, clipped to ±--obs-clip, for
-    the actor and the critics (module docstring, "Observation normalisation"). The
-    statistics are learner state: checkpointed, they survive --resume."""
+    the actor and the critics. The statistics are learner state (checkpointed: they survive
+    --resume), updated from every rollout; the replay stores raw observations, normalised
+    when learnt with the statistics the actor acts with."""
     obs_clip: float = 5.0
     """With --normalize-obs: clip normalised observations to this magnitude."""
     rnd_coef: float = 0.0

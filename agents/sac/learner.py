@@ -15,6 +15,9 @@ The critic ensemble is one module with stacked parameters (networks.sac.QEnsembl
 with vmap. The critics see actions in [−1, 1] (the tanh output); the env gets them scaled to
 its bounds, and log-probabilities are those of the scaled action (tanh_gaussian_log_prob
 with the bounds), as CleanRL computes them, so the target entropy −|A| means the same.
+The batch comes from the agent (agents/offpolicy.py) as the networks should see it: its
+observations normalised with --normalize-obs, its rewards with RND's intrinsic reward added
+with --rnd-coef; the state's `obs_stats` and `rnd` fields belong to the agent.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ One update on B transitions with their n-step windows (agents/offpolicy.py):
    actor and critics.
 
 Actions are in [−1, 1] for the networks (tanh output); the env gets them scaled to its bounds.
+The batch comes from the agent (agents/offpolicy.py) as the networks should see it: its
+observations normalised with --normalize-obs, its rewards with RND's intrinsic reward added
+with --rnd-coef; the state's `obs_stats` and `rnd` fields belong to the agent.
 """
 
 from __future__ import annotations
