@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from agents.losses import scale_action
 from agents.rollout import ActorOutput
 
 
@@ -45,33 +46,46 @@ def clip_to_bounds(action, low, high):
     if low is None or high is None:
         return action
     low, high = np.asarray(low, np.float32), np.asarray(high, np.float32)
-    return jnp.clip(action, jnp.asarray(low), jnp.asarray(high))
+    shape = jnp.shape(action)  # explicit broadcasting of the [D] bounds over the batch
+    return jnp.clip(action, jnp.broadcast_to(low, shape), jnp.broadcast_to(high, shape))
 
 
-def gaussian_actor(policy_gaussian, low=None, high=None):
-    """The actor of a diagonal Gaussian policy (PPO, continuous ACER).
+def gaussian_actor(policy_gaussian, low=None, high=None, *, normalised: bool = False):
+    """The actor of a diagonal Gaussian policy (continuous ACER).
 
-    `policy_gaussian(params, obs, first, core) -> ((mean, log_std) [B, D] each, core)`.
-    `select_action` samples a ~ N(mean, exp(log_std)²) and stores the unclipped sample (the
-    one whose log-probability the learner evaluates) with μ = {"mean", "log_std"}; the env
-    receives it clipped to [low, high] (`ActorOutput.env_action`), as CleanRL's
-    `ppo_continuous_action` clips in a wrapper. `act(greedy)` returns the clipped mean when
-    greedy, else a clipped sample."""
+    `policy_gaussian(params, obs, first, core) -> ((mean, log_std), core)`, mean `[B, D]` and
+    log_std `[B, D]` or `[D]`. `select_action` samples a ~ N(mean, exp(log_std)²) and stores
+    the unclipped sample (the one whose density the learner evaluates) with μ = {"mean",
+    "log_std"} (log_std broadcast to `[B, D]`); the env receives it clipped to its bounds
+    (`ActorOutput.env_action`), as CleanRL's `ppo_continuous_action` clips in a wrapper.
+
+    `normalised=False`: the Gaussian is over env actions, clipped to [low, high].
+    `normalised=True`: the Gaussian is over normalised actions, which are clipped to [−1, 1]
+    and mapped onto [low, high] (`losses.scale_action`, the mapping of SAC and TD3); `low`
+    and `high` must be finite. `act(greedy)` returns the mean when greedy, else a sample,
+    mapped to the env the same way."""
+    if normalised and (low is None or high is None):
+        raise ValueError("gaussian_actor(normalised=True) needs finite action bounds")
+
+    def to_env(action):
+        if normalised:
+            return scale_action(jnp.clip(action, -1.0, 1.0), low, high)
+        return clip_to_bounds(action, low, high)
 
     def select_action(params, obs, first, core, key) -> ActorOutput:
         (mean, log_std), core = policy_gaussian(params, obs, first, core)
         log_std = jnp.broadcast_to(log_std, mean.shape)
         action = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
         mu = {"mean": mean, "log_std": log_std}
-        return ActorOutput(action, mu, core, clip_to_bounds(action, low, high))
+        return ActorOutput(action, mu, core, to_env(action))
 
     def act(greedy: bool):
         def act_fn(params, obs, first, core, key):
             (mean, log_std), core = policy_gaussian(params, obs, first, core)
             if greedy:
-                return clip_to_bounds(mean, low, high), core
+                return to_env(mean), core
             noise = jax.random.normal(key, mean.shape, mean.dtype)
-            return clip_to_bounds(mean + jnp.exp(log_std) * noise, low, high), core
+            return to_env(mean + jnp.exp(jnp.broadcast_to(log_std, mean.shape)) * noise), core
 
         return jax.jit(act_fn)
 
@@ -175,6 +189,7 @@ def log_prob(dist, action, discrete: bool):
         logp = jax.nn.log_softmax(dist)
         return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), -1)[..., 0]
     mean, log_std = dist
+    log_std = jnp.broadcast_to(log_std, mean.shape)  # a state-independent [D] too
     z = (action - mean) * jnp.exp(-log_std)
     return jnp.sum(-0.5 * jnp.square(z) - log_std - 0.5 * _LOG_2PI, axis=-1)
 
@@ -192,7 +207,8 @@ def sample(dist, key, discrete: bool):
     if discrete:
         return jax.random.categorical(key, dist).astype(jnp.int32)
     mean, log_std = dist
-    return mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
+    noise = jax.random.normal(key, mean.shape, mean.dtype)
+    return mean + jnp.exp(jnp.broadcast_to(log_std, mean.shape)) * noise
 
 
 def mode(dist, discrete: bool):

@@ -198,6 +198,17 @@ def actor_critic_metrics(step: GradientStep, *, value_weight, entropy_weight) ->
     return metrics
 
 
+def per_importance_exponent(start: float, steps: int, env_steps):
+    """Prioritized replay's importance-sampling exponent β after `env_steps` env steps:
+    linear from `start` to 1 over `steps` env steps, then 1 (Schaul et al. 2016, §3.4:
+    "linearly annealing β from its initial value β0 to 1" at the end of learning); held at
+    `start` when `steps` is 0."""
+    if not steps:
+        return jnp.asarray(start, jnp.float32)
+    frac = jnp.clip(jnp.asarray(env_steps).astype(jnp.float32) / steps, 0.0, 1.0)
+    return start + (1.0 - start) * frac
+
+
 def sample_key(key, axis_name=None):
     """Split the learner's key; under data parallelism each device folds in its index so it
     samples its own envs' traces. Returns (next learner key, sampling key)."""

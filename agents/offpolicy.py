@@ -56,7 +56,13 @@ import optax
 
 from agents.base import AgentBase
 from agents.config import check, check_applies, check_floats_finite, check_positive_int
-from agents.learning import TraceBatch, apply, grads_and_aux, sample_key  # noqa: F401 (re-exported)
+from agents.learning import (  # noqa: F401 (apply, grads_and_aux: re-exported for the learners)
+    TraceBatch,
+    apply,
+    grads_and_aux,
+    per_importance_exponent,
+    sample_key,
+)
 from agents.normalization import RunningStats, normalize
 from agents.rnd import RND
 from replay import PrioritizedTraceReplay, TraceReplay
@@ -185,8 +191,7 @@ def window_at(batch: TraceBatch, offset, length: int) -> TraceBatch:
 
 def per_beta(config, env_steps):
     """β after `env_steps` env steps: linear from --per-beta to 1 over --per-beta-steps."""
-    frac = jnp.clip(env_steps.astype(jnp.float32) / config.per_beta_steps, 0.0, 1.0)
-    return config.per_beta + (1.0 - config.per_beta) * frac
+    return per_importance_exponent(config.per_beta, config.per_beta_steps, env_steps)
 
 
 def write_steps(replay, replay_state, field: str, env_index, start, values):

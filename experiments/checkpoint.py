@@ -9,15 +9,17 @@ Layout of a checkpoint folder (`<run_dir>/checkpoints/`):
     damaged-<step>-<n>/      a checkpoint that failed to verify or restore, set aside
 
 Saving: orbax writes the checkpoint into `.staging/<step>` (itself through a temporary
-folder and a rename); its files are hashed and fsynced; `checksums.json` is written
-inside it (temporary file, fsync, rename); only then is the finished folder renamed to
-`<step>`. That rename is the commit: a kill at any moment leaves either a complete,
-verifiable `<step>/` or leftovers in `.staging/`, which are never listed and are removed by
-the next save. Readers (an evaluation of a live run) never see a checkpoint whose
-checksums are still being written. Orbax's step metadata of each new checkpoint also
-records `{"checksums": "checksums.json"}` (inside orbax's own atomic write), so a new
-checkpoint whose checksums.json has gone missing is detected as damaged. Files that
-checksums.json does not list are ignored.
+folder and a rename); its files are hashed and fsynced; `checksums.json` is written inside
+it (temporary file, fsync, rename); only then is the finished folder renamed to `<step>`.
+That rename is the commit: a kill at any moment leaves either a complete, verifiable
+`<step>/` or leftovers in `.staging/`, which are never listed and are removed by the next
+save. Rotation (keeping the newest `keep`) renames an old `<step>/` into `.staging/rotated/`
+before removing it, so a kill during the removal never leaves a half-deleted checkpoint in
+the listing. Readers (an evaluation of a live run) never see a checkpoint whose checksums
+are still being written. Orbax's step metadata of each new checkpoint also records
+`{"checksums": "checksums.json"}` (inside orbax's own atomic write), so a new checkpoint
+whose checksums.json has gone missing is detected as damaged. Files that checksums.json does
+not list are ignored.
 
 Restoring (`restore(target)`) tries checkpoints newest first. One is skipped when its files
 differ from checksums.json (a file missing, truncated or overwritten, a JSON metadata file
@@ -131,8 +133,15 @@ class Checkpointer:
             shutil.rmtree(staging, ignore_errors=True)
         self._barrier(f"commit_{step}")
         self._manager.reload()
-        for old in sorted(self._manager.all_steps())[: -self.keep]:
-            self._manager.delete(old)
+        if self._lead:  # rotate: an atomic rename out of the listing, then the removal
+            doomed = staging / "rotated"
+            for old in sorted(self._manager.all_steps())[: -self.keep]:
+                doomed.mkdir(parents=True, exist_ok=True)
+                os.rename(self.directory / str(old), doomed / str(old))
+            fsync_dir(self.directory)
+            shutil.rmtree(staging, ignore_errors=True)
+        self._barrier(f"rotate_{step}")
+        self._manager.reload()
         return final
 
     def _barrier(self, name: str):

@@ -1,8 +1,9 @@
 """Flax linen modules: torsos (Nature CNN, MLP), cores (LSTM with episode resets), heads, the
-Reactor network and the on-policy actor-critic."""
+Reactor network, the on-policy actor-critic and continuous ACER's Gaussian policy with a
+stochastic dueling network."""
 
 from networks.actor_critic import ActorCriticNetwork
-from networks.cores import ResetLSTM
+from networks.cores import ActionRewardLSTM, ActionRewardState, ResetLSTM
 from networks.heads import (
     ACERNetwork,
     PolicyQHead,
@@ -18,13 +19,17 @@ from networks.reactor import (
     ReactorOutput,
     ReactorState,
 )
+from networks.sdn import GaussianSDNNetwork
 from networks.torsos import MLP, NatureCNN, make_torso
 
 __all__ = [
     "MLP",
     "ACERNetwork",
+    "ActionRewardLSTM",
+    "ActionRewardState",
     "ActorCriticNetwork",
     "DuelingDistributionalHead",
+    "GaussianSDNNetwork",
     "NatureCNN",
     "PolicyQHead",
     "QHead",

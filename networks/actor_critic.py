@@ -17,6 +17,13 @@ Feed-forward: `apply(params, obs)` with obs `[..., *obs_shape]` returns `(dist, 
 (`lstm_size > 0`): `apply(params, obs, first, core)` with time-major obs `[T, B, ...]` and
 `first` `[T, B]` (the core resets before x_t when `first_t`, `networks.cores`) returns
 `((dist, value), core)`.
+
+With `prev_action_reward` (recurrent only) the core is `networks.cores.ActionRewardLSTM`: the
+LSTM is also fed the previous action (one-hot, or the raw vector of a continuous action) and
+the previous reward, as R2D1's network and rlpyt's AtariLstmModel. The core state is then an
+`ActionRewardState` that carries them for acting (`apply(params, obs[None], first[None],
+core)`); learning passes them for every step: `apply(params, obs, first, core, prev_action,
+prev_reward)` (`networks.cores.previous_inputs`).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import Any
 import flax.linen as nn
 import jax.numpy as jnp
 
-from networks.cores import ResetLSTM
+from networks.cores import ActionRewardLSTM, ActionRewardState, ResetLSTM
 from networks.torsos import _array_shape, check_obs, make_torso
 
 
@@ -45,6 +52,7 @@ class ActorCriticNetwork(nn.Module):
     lstm_size: int = 0
     log_std_init: float = 0.0
     text: bool = False
+    prev_action_reward: bool = False  # recurrent only: feed the LSTM a_{t-1} and r_{t-1}
 
     def setup(self):
         torso = lambda: make_torso(  # noqa: E731
@@ -56,7 +64,11 @@ class ActorCriticNetwork(nn.Module):
             self.value_torso = torso()
         else:
             self.value_torso = None
-        if self.lstm_size:
+        if self.prev_action_reward and not self.lstm_size:
+            raise ValueError("prev_action_reward needs a recurrent core (lstm_size > 0)")
+        if self.prev_action_reward:
+            self.core = ActionRewardLSTM(self.lstm_size, self.action_dim, self.discrete)
+        elif self.lstm_size:
             self.core = ResetLSTM(self.lstm_size)
         self.policy_head = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))
         self.value_head = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
@@ -70,7 +82,7 @@ class ActorCriticNetwork(nn.Module):
         dist = out if self.discrete else (out, self.log_std)
         return dist, self.value_head(value_features)[..., 0]
 
-    def __call__(self, obs, first=None, core=None):
+    def __call__(self, obs, first=None, core=None, prev_action=None, prev_reward=None):
         check_obs(obs, self.obs_spec)
         features = self.torso(obs)
         if not self.lstm_size:
@@ -78,9 +90,16 @@ class ActorCriticNetwork(nn.Module):
             return self._heads(features, value_features)
         if first is None or core is None:
             raise ValueError("a recurrent ActorCriticNetwork needs `first` [T, B] and a core state")
-        features, core = self.core(features, first, core)
+        if self.prev_action_reward:
+            features, core = self.core(features, first, core, prev_action, prev_reward)
+        else:
+            features, core = self.core(features, first, core)
         return self._heads(features, features), core
 
     def initial_state(self, batch_size: int):
+        if self.prev_action_reward:
+            return ActionRewardState.zeros(
+                batch_size, self.lstm_size, self.action_dim, self.discrete
+            )
         zeros = jnp.zeros((batch_size, self.lstm_size), jnp.float32)
         return (zeros, zeros)

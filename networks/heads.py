@@ -10,7 +10,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from networks.cores import ResetLSTM
+from networks.cores import ActionRewardLSTM, ActionRewardState, ResetLSTM
 from networks.noisy import NoisyDense
 from networks.torsos import check_obs, make_torso
 
@@ -142,12 +142,14 @@ class QNetwork(nn.Module):
 
 class RecurrentQNetwork(nn.Module):
     """R2D2's value network (Kapturowski et al. 2019, §2.3): torso → LSTM → `QHead`, the LSTM
-    also fed the previous action (one-hot) and the previous reward.
+    also fed the previous action (one-hot) and the previous reward (`networks.cores`'s
+    `ActionRewardLSTM`, shared with the recurrent actor-critic).
 
     `apply(params, obs, first, state)`: time-major obs `[T, B, ...]`, `first` `[T, B]`; the
-    state is `RecurrentQState`: the LSTM's (c, h) and the previous action and reward of the
-    step before obs[0] (zeroed with the LSTM at episode starts). `prev_action`/`prev_reward`
-    `[T, B]` of later steps are given, or (None) taken from the state for T = 1 (acting).
+    state is `RecurrentQState` (`networks.cores.ActionRewardState`): the LSTM's (c, h) and the
+    previous action and reward of the step before obs[0] (zeroed with the LSTM at episode
+    starts). `prev_action`/`prev_reward` `[T, B]` of every step are given
+    (`networks.cores.previous_inputs`), or (None) taken from the state for T = 1 (acting).
     Returns (QOutput `[T, B, ...]`, state after the last step with the LSTM's state; the
     caller sets its previous action and reward)."""
 
@@ -159,35 +161,14 @@ class RecurrentQNetwork(nn.Module):
 
     @nn.compact
     def __call__(self, obs, first, state, prev_action=None, prev_reward=None):
-        if prev_action is None:  # one step: the previous action and reward are in the state
-            prev_action, prev_reward = state.prev_action[None], state.prev_reward[None]
-        keep = ~first
-        prev_action = jnp.where(keep, prev_action, 0)
-        prev_reward = jnp.where(keep, prev_reward, 0.0)
         features = make_torso(self.obs_spec, self.hidden)(obs)
-        x = jnp.concatenate(
-            [
-                features,
-                jax.nn.one_hot(prev_action, self.num_actions, dtype=features.dtype),
-                prev_reward[..., None].astype(features.dtype),
-            ],
-            axis=-1,
-        )
-        y, lstm = ResetLSTM(self.lstm_size, name="core")(x, first, state.lstm)
-        out = QHead(self.num_actions, self.dueling, name="head")(y)
-        return out, state._replace(lstm=lstm)
+        core = ActionRewardLSTM(self.lstm_size, self.num_actions, discrete=True, name="core")
+        y, state = core(features, first, state, prev_action, prev_reward)
+        return QHead(self.num_actions, self.dueling, name="head")(y), state
 
     def initial_state(self, batch_size: int) -> RecurrentQState:
-        zeros = jnp.zeros((batch_size, self.lstm_size), jnp.float32)
-        return RecurrentQState(
-            (zeros, zeros), jnp.zeros((batch_size,), jnp.int32), jnp.zeros((batch_size,))
-        )
+        return ActionRewardState.zeros(batch_size, self.lstm_size, self.num_actions, discrete=True)
 
 
-class RecurrentQState(NamedTuple):
-    """The acting state of `RecurrentQNetwork`: the LSTM's (c, h) `[B, size]` each, and the
-    action and reward of the step before the current observation `[B]`."""
-
-    lstm: tuple
-    prev_action: jax.Array
-    prev_reward: jax.Array
+# R2D1's name for the shared state (the LSTM's (c, h), the previous action and reward).
+RecurrentQState = ActionRewardState

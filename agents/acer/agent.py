@@ -1,5 +1,12 @@
 """The ACER agent: env, network, trace replay and learner on the shared seam (AgentBase).
 
+Discrete actions: a categorical policy and Q(x, ·) (networks.ACERNetwork, ACERLearner).
+Continuous actions (ACER §5): a diagonal Gaussian over normalised actions, which the env
+receives clipped to [−1, 1] and scaled to its bounds as SAC and TD3 scale theirs, and a
+stochastic dueling network critic (networks.GaussianSDNNetwork, ACERGaussianLearner); the
+trace stores the unclipped sample and the Gaussian's statistics as μ. The loop below is the
+same for both.
+
 One iteration (ACER §4, Algorithm 1):
 1. collect T steps from every env with the current policy, recording μ;
 2. one on-policy update on those B traces, and write them to the replay (`absorb`);
@@ -18,12 +25,15 @@ import numpy as np
 import optax
 
 from agents.acer import actor
-from agents.acer.config import ACERConfig
+from agents.acer.config import CONTINUOUS_ONLY, ACERConfig
+from agents.acer.continuous import ACERGaussianLearner
 from agents.acer.learner import METRICS, ACERLearner
+from agents.actors import gaussian_actor
 from agents.base import AgentBase
+from agents.config import ConfigError, flag
 from agents.learning import TraceBatch
 from agents.parallel import check_divisible
-from networks import ACERNetwork
+from networks import ACERNetwork, GaussianSDNNetwork
 
 
 class ACERAgent(AgentBase):
@@ -31,8 +41,10 @@ class ACERAgent(AgentBase):
 
     name = "acer"
     metric_names = METRICS
+    discrete_only = False
 
     def __init__(self, config: ACERConfig, env, *, seed=0, mesh=None, replay_memory_limit=None):
+        check_action_space(config, env.spec)
         super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)
         if config.microbatch_traces:  # the on-policy update splits the fresh traces too
             check_divisible(
@@ -40,12 +52,33 @@ class ACERAgent(AgentBase):
                 config.microbatch_traces, "--microbatch-traces",
             )  # fmt: skip
 
+    @property
+    def continuous(self) -> bool:
+        return not self.env.spec.discrete
+
     def make_network(self, spec):
         cfg = self.config
+        if not spec.discrete:
+            dim = int(np.prod(spec.action_shape))
+            return GaussianSDNNetwork(spec.obs_spec, dim, cfg.hidden, cfg.initial_log_std)
         return ACERNetwork(spec.obs_spec, spec.num_actions, cfg.hidden, cfg.lstm_size)
 
     def make_learner(self, network):
+        if self.continuous:
+            return ACERGaussianLearner(self.config, network, network.action_dim)
         return ACERLearner(self.config, network)
+
+    def make_actor(self):
+        if not self.continuous:
+            return super().make_actor()
+        spec, net = self.env.spec, self.network
+
+        def policy_gaussian(params, obs, first, core):
+            return net.apply(params, obs, method=net.policy), core
+
+        low = np.asarray(spec.action_low, np.float32)
+        high = np.asarray(spec.action_high, np.float32)
+        return gaussian_actor(policy_gaussian, low, high, normalised=True)
 
     def policy_logits(self, params, obs, first, core):
         recurrent = bool(self.config.lstm_size)
@@ -76,9 +109,9 @@ class ACERAgent(AgentBase):
         replayed traces of T+1 observations per T steps), as many forward passes of the
         averaged network with the trust region, and one acting forward pass. Returns
         name -> (make(batch) -> (jitted fn, args), passes per env step). Feed-forward, array
-        observations only."""
+        observations and discrete actions only."""
         cfg, spec, net = self.config, self.env.spec, self.network
-        if cfg.lstm_size or spec.pytree_obs:
+        if cfg.lstm_size or spec.pytree_obs or self.continuous:
             return {}
         params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
         opt = self.learner.optimizer
@@ -103,3 +136,30 @@ class ACERAgent(AgentBase):
             "forward": (lambda b: (fwd, (params, obs(b))), n_fwd),
             "forward+backward+adam": (lambda b: (train, (params, opt_state, obs(b))), n_train),
         }
+
+
+def check_action_space(config: ACERConfig, spec) -> None:
+    """The flags that apply to the env's action space only: a one-line ConfigError before
+    anything is built (continuous ACER is feed-forward, on vector observations, with finite
+    action bounds)."""
+    if spec.discrete:
+        for name in CONTINUOUS_ONLY:
+            if getattr(config, name) is not None:
+                raise ConfigError(
+                    f"{flag(name)} applies to continuous actions only; {spec.env_id} has "
+                    f"{spec.num_actions} discrete actions"
+                )
+        return
+    if config.lstm_size:
+        raise ConfigError(
+            f"--lstm-size applies to discrete ACER only; continuous ACER on {spec.env_id} "
+            "is feed-forward (use --lstm-size 0)"
+        )
+    if spec.pytree_obs or len(spec.obs_shape) != 1:
+        raise ConfigError(
+            f"continuous ACER takes vector observations; {spec.env_id} has observations of "
+            f"shape {spec.obs_shape if not spec.pytree_obs else 'dict'}"
+        )
+    low, high = spec.action_low, spec.action_high
+    if low is None or not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise ConfigError(f"continuous ACER needs finite action bounds; {spec.env_id} has none")

@@ -63,8 +63,11 @@ class DQNConfig:
     priority_exponent: float = 0.6
     """α: a trace's priority is |δ|^α (Schaul et al.: 0.6)."""
     importance_exponent: float = 0.4
-    """β: the loss is weighted by (1 / (N·P(i)))^β, normalised by its batch maximum
-    (Schaul et al.: 0.4 annealed to 1; held constant here)."""
+    """β at the start: the loss is weighted by (1 / (N·P(i)))^β, normalised by its batch
+    maximum (Schaul et al.: 0.4, annealed to 1)."""
+    importance_exponent_steps: int = 0
+    """Env steps over which β rises linearly to 1 (rlpyt's pri_beta_steps; 0: β is held at
+    --importance-exponent, as R2D2 does)."""
     priority_eta: float = 0.0
     """A trace's |δ| = η·max + (1 − η)·mean over its transitions (0: the mean)."""
     target_update_period: int = 200
@@ -112,6 +115,15 @@ class DQNConfig:
             "value_rescale", self.value_rescale, "off with --distributional (scalar Q only)",
         )  # fmt: skip
         check(self.huber_delta >= 0, "huber_delta", self.huber_delta, ">= 0")
+        check(
+            self.importance_exponent_steps >= 0,
+            "importance_exponent_steps", self.importance_exponent_steps, ">= 0",
+        )  # fmt: skip
+        check(
+            self.prioritized or not self.importance_exponent_steps,
+            "importance_exponent_steps", self.importance_exponent_steps,
+            "0 without --prioritized (no importance weights to anneal)",
+        )  # fmt: skip
         for name in ("priority_exponent", "importance_exponent", "priority_eta"):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
         check(self.lr > 0, "lr", self.lr, "> 0")

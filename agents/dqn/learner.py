@@ -30,7 +30,13 @@ import numpy as np
 import optax
 
 from agents import losses
-from agents.learning import GradientStep, TraceBatch, adam_with_clipping, gradient_step
+from agents.learning import (
+    GradientStep,
+    TraceBatch,
+    adam_with_clipping,
+    gradient_step,
+    per_importance_exponent,
+)
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -177,7 +183,7 @@ class DQNLearner:
             q_a = jnp.take_along_axis(out.learn.q_values, a_learn[..., None], axis=-1)[..., 0]
             td_abs = sg(jnp.abs(target - q_a))
             target_mean = target
-        w = sg(batch.is_weight)[None, :] ** cfg.importance_exponent
+        w = sg(batch.is_weight)[None, :]  # already raised to β by `update`
         # gradient_step divides by the window's steps; the loss is a mean over learnt steps.
         window = batch.reward.shape[0]
         total = jnp.sum(w * per_step) / normaliser * (window / L)
@@ -196,6 +202,11 @@ class DQNLearner:
         """One gradient step and the periodic target copy. Pure. Returns (state, metrics,
         priorities [B])."""
 
+        cfg = self.config
+        beta = per_importance_exponent(
+            cfg.importance_exponent, cfg.importance_exponent_steps, state.env_steps
+        )
+        batch = batch._replace(is_weight=batch.is_weight**beta)
         noise = (None, None)
         if getattr(self.config, "noisy", False):  # NoisyNet: fresh draws every update
             key, k_online, k_target = jax.random.split(state.key, 3)

@@ -62,14 +62,22 @@ log-probabilities, not the advantages); `clipped_value_loss` only into V(x_t);
 logits; `sac_actor_loss` into log π and min Q (the reparameterised action), not α;
 `sac_temperature_loss` and `discrete_sac_temperature_loss` only into log α;
 `discrete_sac_actor_loss` only into the policy logits; `dpg_loss` only into the action (the
-critic enters through ∂Q/∂a, a constant). `tanh_gaussian_log_prob`, `scale_action`,
+critic enters through ∂Q/∂a, a constant). Continuous ACER: `continuous_retrace_targets`
+(Q_ret and Q_opc) and `sdn_value_targets` are stopped; `sdn_value_loss` flows only into
+Q̃(x_t, a_t) and V(x_t); `acer_continuous_policy_loss` and
+`gaussian_trust_region_policy_loss` only into the policy's mean and log-std (the sampled
+actions are constants: a score-function estimate); `sdn_q_values` and the Gaussian
+helpers are plain differentiable functions. `tanh_gaussian_log_prob`, `scale_action`,
 `huber_loss` and the value rescaling are plain differentiable functions.
 
 Families: off-policy actor-critics (`retrace`, `policy`, `distributional`), state-value
 targets (`returns`), PPO (`onpolicy`: `ppo_clip_loss`, `clipped_value_loss`,
 `normalize_advantages`), DQN/Rainbow/R2D2 (`value`: n-step double Q-learning targets, value
-rescaling, C51 targets, Huber) and continuous control (`sac`: tanh-Gaussian log-densities, SAC
-and discrete SAC, TD3's targets, the deterministic policy gradient) and curiosity
+rescaling, C51 targets, Huber), continuous control (`sac`: tanh-Gaussian log-densities, SAC
+and discrete SAC, TD3's targets, the deterministic policy gradient), continuous ACER
+(`acer_continuous`: Gaussian log-densities, entropy and KL, the stochastic dueling network,
+Q_ret/Q_opc with the 1/d-th-root truncation, the SDN critic loss, the policy gradient with a
+sampled bias correction and the trust region on the Gaussian's statistics) and curiosity
 (`curiosity`: RND's prediction error and intrinsic reward).
 
 Example::
@@ -89,6 +97,18 @@ Example::
     loss = losses.acer_policy_loss(logits, q, mu, a, q_ret, c=10.0).mean()
 """
 
+from agents.losses.acer_continuous import (
+    ContinuousRetraceOutput,
+    acer_continuous_policy_loss,
+    continuous_retrace_targets,
+    gaussian_entropy,
+    gaussian_kl,
+    gaussian_log_prob,
+    gaussian_trust_region_policy_loss,
+    sdn_q_values,
+    sdn_value_loss,
+    sdn_value_targets,
+)
 from agents.losses.curiosity import rnd_intrinsic_reward, rnd_prediction_error
 from agents.losses.debug import checked
 from agents.losses.distributional import (
@@ -145,9 +165,11 @@ from agents.losses.value import (
 
 __all__ = [
     "MU_EPSILON",
+    "ContinuousRetraceOutput",
     "PPOClipOutput",
     "TrustRegionOutput",
     "VTraceOutput",
+    "acer_continuous_policy_loss",
     "acer_policy_loss",
     "acer_value_loss",
     "beta_loo_policy_loss",
@@ -158,6 +180,7 @@ __all__ = [
     "categorical_q_learning_targets",
     "checked",
     "clipped_value_loss",
+    "continuous_retrace_targets",
     "discrete_sac_actor_loss",
     "discrete_sac_temperature_loss",
     "discrete_soft_q_targets",
@@ -166,6 +189,10 @@ __all__ = [
     "dpg_loss",
     "entropy",
     "gae",
+    "gaussian_entropy",
+    "gaussian_kl",
+    "gaussian_log_prob",
+    "gaussian_trust_region_policy_loss",
     "huber_loss",
     "inverse_value_rescale",
     "lambda_returns",
@@ -181,6 +208,9 @@ __all__ = [
     "sac_actor_loss",
     "sac_temperature_loss",
     "scale_action",
+    "sdn_q_values",
+    "sdn_value_loss",
+    "sdn_value_targets",
     "soft_q_targets",
     "tanh_gaussian_log_prob",
     "td3_target_actions",

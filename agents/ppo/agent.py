@@ -21,6 +21,7 @@ from agents.ppo.learner import METRICS, OnPolicyLearner, buffer_specs
 from agents.programs import Program
 from agents.protocol import IterationOutput, TrainState
 from networks import ActorCriticNetwork
+from networks.cores import feed_back
 from networks.torsos import _array_shape
 
 
@@ -53,7 +54,8 @@ class PPOAgent(RolloutAgent):
             )
         mode = config.update_loop
         if mode == "auto":  # any convolution's weight gradient: no rolled loop on CPU
-            images = any(len(leaf.shape) == 3 for leaf in jax.tree.leaves(self.sample_obs(1)))
+            leaves = jax.tree.leaves(self.sample_obs(1))  # [1, *obs_shape] each
+            images = any(leaf.ndim - 1 == 3 for leaf in leaves)
             mode = "dispatch" if images and jax.default_backend() == "cpu" else "scan"
         self.update_loop = mode
         returns_spec = P(DATA) if config.normalize_reward else ()
@@ -88,6 +90,12 @@ class PPOAgent(RolloutAgent):
     def recurrent(self) -> bool:
         return bool(self.config.lstm_size)
 
+    @property
+    def core_feedback(self):
+        """With --prev-action-reward the acting loops write the action taken and the reward
+        received into the core state (the LSTM's next inputs); None otherwise."""
+        return feed_back if self.config.prev_action_reward else None
+
     # ------------------------------------------------------------------ hooks
     def make_network(self, spec):
         cfg = self.config
@@ -109,6 +117,7 @@ class PPOAgent(RolloutAgent):
             lstm_size=cfg.lstm_size,
             log_std_init=cfg.log_std_init,
             text=cfg.text,
+            prev_action_reward=cfg.prev_action_reward,
         )
 
     def make_optimizer(self, learning_rate) -> optax.GradientTransformation:

@@ -56,6 +56,11 @@ class OnPolicyConfig:
     """Recurrent only: before every epoch after the first, recompute the chunks' initial
     LSTM states with the current parameters (one forward pass over the rollout). False:
     keep the states stored at acting time, as torch-ac and rlpyt do."""
+    prev_action_reward: bool = False
+    """Recurrent only: also feed the LSTM the previous action (one-hot, or the raw vector of a
+    continuous action) and the previous reward, zeroed at episode starts (rlpyt's
+    AtariLstmModel; R2D1's core, `networks.cores.ActionRewardLSTM`). The reward is the env's
+    (after --reward-clip), before --reshape-reward and --normalize-reward."""
     text: bool = False
     """Dict observations with a mission (MiniGrid): encode its words with a GRU (torch-ac's
     --text); off, the mission is left out."""
@@ -121,6 +126,11 @@ class OnPolicyConfig:
                 self.recurrence,
                 f"a divisor of --trace-len {self.trace_len}",
             )
+        if self.prev_action_reward:
+            check(
+                self.lstm_size > 0, "prev_action_reward", True,
+                "off without --lstm-size (a recurrent policy)",
+            )  # fmt: skip
         check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
         check(self.scaled_reward_clip > 0, "scaled_reward_clip", self.scaled_reward_clip, "> 0")
         check(self.microbatch_traces >= 0, "microbatch_traces", self.microbatch_traces, ">= 0")
@@ -231,7 +241,10 @@ PRESETS: dict[str, dict] = {
     },
     # torch-ac / rl-starter-files defaults (scripts/train.py): 16 procs x 128 frames, lr 1e-3,
     # 4 epochs, batch 256 (8 minibatches), clip 0.2 (ratio and value), entropy 0.01, γ 0.99,
-    # λ 0.95, value 0.5, grad norm 0.5, Adam ε 1e-8, no lr annealing. Network: torch-ac's
+    # λ 0.95, value 0.5, grad norm 0.5, Adam ε 1e-8, no lr annealing, and no advantage
+    # normalisation (torch-ac has none; with it, DoorKey-5x5 never left 0 in 166k frames:
+    # while every reward is 0 it scales value noise up to unit-variance advantages, and the
+    # policy drifts off the rare successes; docs/results "MiniGrid"). Network: torch-ac's
     # MiniGrid conv on the image (networks.torsos.GridCNN) with the direction embedded, one
     # 64-wide layer, tanh-free heads; --text adds the mission GRU.
     "ppo-minigrid": {
@@ -250,6 +263,7 @@ PRESETS: dict[str, dict] = {
         "value_weight": 0.5,
         "max_grad_norm": 0.5,
         "gae_lambda": 0.95,
+        "normalize_advantages": False,
         "hidden": (64,),
         "shared_torso": True,
         "checkpoint_every": 50_000,

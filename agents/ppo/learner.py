@@ -15,7 +15,10 @@ minibatch and no ratio clipping):
    shuffled single steps; recurrent ones are whole env streams cut into chunks of
    `recurrence` steps, each chunk starting from the LSTM state stored at acting time (or,
    with `refresh_memories`, recomputed with the current parameters before each epoch after
-   the first). Each minibatch is one `agents.learning.gradient_step` (microbatches, pmean
+   the first). With `prev_action_reward` every step also gets the action and the env reward
+   of the step before it (`networks.cores.previous_inputs`: at a chunk's first step from the
+   rollout, at the rollout's first step from the stored state), zeroed at episode starts by
+   the network. Each minibatch is one `agents.learning.gradient_step` (microbatches, pmean
    over devices, global-norm clipping);
 4. the running observation statistics take in the rollout's observations (after the
    update: the learner normalised the rollout with the statistics the actor used, so the
@@ -43,6 +46,7 @@ from agents.actors import entropy, log_prob
 from agents.hooks import HookError, call_hook, resolve_hook
 from agents.learning import ActorCriticLearner, gradient_step
 from agents.normalization import RunningStats, normalize
+from networks.cores import previous_inputs
 
 Array = jax.Array
 
@@ -78,6 +82,7 @@ class MiniBatch(NamedTuple):
     adv: Array
     ret: Array
     mask: Array
+    prev: Any  # (previous action, previous env reward) of every step, or () (prev_action_reward)
     core_state: Any
 
 
@@ -121,6 +126,7 @@ class OnPolicyLearner(ActorCriticLearner):
         self.config, self.network, self.discrete = config, network, discrete
         self.num_devices = num_devices
         self.recurrent = bool(config.lstm_size)
+        self.prev_action_reward = bool(config.prev_action_reward)
         self.reshape_reward = resolve_hook(config.reshape_reward, "reshape_reward")
         self.preprocess_obs = resolve_hook(config.preprocess_obs, "preprocess_obs")
 
@@ -179,10 +185,11 @@ class OnPolicyLearner(ActorCriticLearner):
             return ()
         return jnp.zeros((num_envs,), jnp.float32)
 
-    def forward(self, params, obs, first, core):
-        """(dist, value) over time-major `[L, b, ...]` inputs (already prepared)."""
+    def forward(self, params, obs, first, core, prev=()):
+        """(dist, value) over time-major `[L, b, ...]` inputs (already prepared); `prev`: the
+        (previous action, previous reward) of every step, or ()."""
         if self.recurrent:
-            (dist, value), _ = self.network.apply(params, obs, first, core)
+            (dist, value), _ = self.network.apply(params, obs, first, core, *prev)
             return dist, value
         return self.network.apply(params, obs)
 
@@ -213,12 +220,13 @@ class OnPolicyLearner(ActorCriticLearner):
         return state._replace(return_stats=stats), returns, scaled
 
     # ------------------------------------------------------------------ advantages
-    def _bootstrap_value(self, params, obs, first, core_t):
+    def _bootstrap_value(self, params, obs, first, core_t, prev=()):
         """V(x_T) `[B]`. Recurrent: the last step again from its stored state, then x_T."""
         if not self.recurrent:
             return self.network.apply(params, _tmap(lambda o: o[-1], obs))[1]
         core = jax.tree.map(lambda x: x[-1], core_t)
-        (_, value), _ = self.network.apply(params, _tmap(lambda o: o[-2:], obs), first[-2:], core)
+        last = lambda t: _tmap(lambda x: x[-2:], t)  # noqa: E731
+        (_, value), _ = self.network.apply(params, last(obs), first[-2:], core, *last(prev))
         return value[-1]
 
     def _advantages(self, reward, discount, value, bootstrap, mask):
@@ -229,24 +237,28 @@ class OnPolicyLearner(ActorCriticLearner):
         adv = losses.gae(reward, discount, value, bootstrap, cfg.gae_lambda, mask_t=mask)
         return adv, adv + value
 
-    def _chunk_states(self, params, obs, first, core0):
+    def _chunk_states(self, params, obs, first, core0, prev=()):
         """The LSTM state before every chunk's first step, `[T / L, B, ...]`, recomputed
-        with `params` from the rollout's initial state (forward only)."""
+        with `params` from the rollout's initial state (forward only). With
+        `prev_action_reward` only their LSTM part depends on `params`; their previous action
+        and reward are those of the chunk's first step in `prev` (as stored when acting)."""
         L = self.config.bptt
 
         def body(core, xs):
-            o, f = xs
-            _, core_next = self.network.apply(params, o, f, core)
+            o, f, p = xs
+            _, core_next = self.network.apply(params, o, f, core, *p)
             return core_next, core
 
         split = lambda t: _tmap(lambda x: x.reshape((x.shape[0] // L, L, *x.shape[1:])), t)  # noqa: E731
-        _, starts = jax.lax.scan(body, core0, (split(obs), split(first)))
+        _, starts = jax.lax.scan(body, core0, (split(obs), split(first), split(prev)))
+        if prev:
+            starts = starts._replace(prev_action=prev[0][::L], prev_reward=prev[1][::L])
         return starts
 
     # ------------------------------------------------------------------ the loss
     def loss(self, params, mb: MiniBatch, normaliser, clip_eps):
         cfg = self.config
-        dist, value = self.forward(params, mb.obs, mb.first, mb.core_state)
+        dist, value = self.forward(params, mb.obs, mb.first, mb.core_state, mb.prev)
         logp = log_prob(dist, mb.action, self.discrete)
         mask = mb.mask
         if cfg.clip_eps is None:  # A2C: the plain policy gradient −Â·log π
@@ -288,6 +300,9 @@ class OnPolicyLearner(ActorCriticLearner):
         first = jnp.concatenate([steps["first"], traj.last_first[None]], axis=0)
         action, reward = steps["action"], steps["reward"]
         discount, mask = steps["discount"], steps["mask"]
+        # The previous action and env reward of x_0..x_T, as the actor fed them back (before
+        # the reward hooks and scaling below).
+        prev = previous_inputs(traj.core_state, action, reward) if self.prev_action_reward else ()
         if self.reshape_reward is not None:
             done = discount == 0.0
             reward = call_hook("reshape_reward", self.reshape_reward, obs[1:], action, reward, done)
@@ -304,7 +319,7 @@ class OnPolicyLearner(ActorCriticLearner):
         raw_obs = self.preprocessed(obs)
         x = self.prepare_obs(obs, state.obs_stats)  # the statistics the actor used
         value, old_logp, core_t = mu["value"], mu["logp"], mu["core"]
-        bootstrap = self._bootstrap_value(state.params, x, first, core_t)
+        bootstrap = self._bootstrap_value(state.params, x, first, core_t, prev)
         adv, ret = self._advantages(reward, discount, value, bootstrap, mask)
 
         frac = self.progress(state.step)
@@ -318,7 +333,16 @@ class OnPolicyLearner(ActorCriticLearner):
             obs_stats = obs_stats.update(raw_obs[:-1], 2, axis_name)
         buffer = RolloutBuffer(
             data=MiniBatch(
-                _tmap(lambda o: o[:T], x), first[:T], action, old_logp, value, adv, ret, mask, ()
+                obs=_tmap(lambda o: o[:T], x),
+                first=first[:T],
+                action=action,
+                logp=old_logp,
+                value=value,
+                adv=adv,
+                ret=ret,
+                mask=mask,
+                prev=_tmap(lambda p: p[:T], prev),
+                core_state=(),
             ),
             starts=jax.tree.map(lambda c: c[:: cfg.bptt], core_t) if self.recurrent else (),
             core0=traj.core_state,
@@ -339,7 +363,7 @@ class OnPolicyLearner(ActorCriticLearner):
             return buffer
         d = buffer.data
         return buffer._replace(
-            starts=self._chunk_states(state.params, d.obs, d.first, buffer.core0)
+            starts=self._chunk_states(state.params, d.obs, d.first, buffer.core0, d.prev)
         )
 
     def minibatch(self, buffer: RolloutBuffer, epoch, index, axis_name=None) -> MiniBatch:

@@ -19,6 +19,7 @@ from agents.dqn.agent import DQNAgent
 from agents.r2d1.config import R2D1Config
 from agents.r2d1.learner import R2D1Learner
 from networks import RecurrentQNetwork
+from networks.cores import feed_back
 
 
 class R2D1Agent(DQNAgent):
@@ -48,12 +49,8 @@ class R2D1Agent(DQNAgent):
     def initial_core(self, num_envs):
         return self.network.initial_state(num_envs)
 
-    @staticmethod
-    def core_feedback(core, action, reward):
-        """The action taken and the reward received become the next step's inputs."""
-        return core._replace(
-            prev_action=jnp.asarray(action, jnp.int32), prev_reward=jnp.asarray(reward)
-        )
+    # The action taken and the reward received become the next step's inputs.
+    core_feedback = staticmethod(feed_back)
 
     def epsilon(self, env_steps):
         cfg = self.config

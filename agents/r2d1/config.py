@@ -57,6 +57,8 @@ class R2D1Config:
     """α: a sequence's priority is p^α (R2D2: 0.9)."""
     importance_exponent: float = 0.6
     """β of the importance weights (R2D2: 0.6)."""
+    importance_exponent_steps: int = 0
+    """Env steps over which β rises linearly to 1 (0: β is held, as in R2D2)."""
     priority_eta: float = 0.9
     """η: a sequence's p = η·max_t |δ_t| + (1 − η)·mean_t |δ_t| (R2D2: 0.9)."""
     target_update_period: int = 200
@@ -102,6 +104,15 @@ class R2D1Config:
         check(self.replay_ratio > 0, "replay_ratio", self.replay_ratio, "> 0")
         check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
         check(self.huber_delta >= 0, "huber_delta", self.huber_delta, ">= 0")
+        check(
+            self.importance_exponent_steps >= 0,
+            "importance_exponent_steps", self.importance_exponent_steps, ">= 0",
+        )  # fmt: skip
+        check(
+            self.prioritized or not self.importance_exponent_steps,
+            "importance_exponent_steps", self.importance_exponent_steps,
+            "0 without --prioritized (no importance weights to anneal)",
+        )  # fmt: skip
         for name in ("priority_exponent", "importance_exponent", "priority_eta"):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
         check(self.lr > 0, "lr", self.lr, "> 0")

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from agents.dqn.learner import DQNLearner, Unrolled
 from agents.learning import TraceBatch
+from networks.cores import previous_inputs
 
 sg = jax.lax.stop_gradient
 
@@ -34,8 +35,7 @@ class R2D1Learner(DQNLearner):
         back, L = cfg.lookback, cfg.learn_len
         state0 = batch.core_state
         # Inputs of window step i: the action and reward of step i − 1.
-        prev_action = jnp.concatenate([state0.prev_action[None], batch.action], axis=0)
-        prev_reward = jnp.concatenate([state0.prev_reward[None], batch.reward], axis=0)
+        prev_action, prev_reward = previous_inputs(state0, batch.action, batch.reward)
 
         def run(p, start, stop, state):
             sl = slice(start, stop)

@@ -38,10 +38,17 @@ def test_config_rejects_bad_values(change, match):
         dataclasses.replace(SMALL, **change)
 
 
-def test_continuous_env_is_refused():
-    env = make_env("Pendulum-v1", 2, 0)
-    with pytest.raises(ValueError, match="continuous"):
-        ACERAgent(SMALL.replace(num_envs=2), env)
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"sdn_samples": 5}, "--sdn-samples applies to continuous actions only; CartPole-v1"),
+        ({"log_std_init": 0.0}, "--log-std-init applies to continuous actions only"),
+    ],
+)
+def test_continuous_only_flags_are_refused_with_discrete_actions(change, match):
+    env = make_env("CartPole-v1", 2, 0)
+    with pytest.raises(ValueError, match=match):
+        ACERAgent(SMALL.replace(num_envs=2, **change), env)
 
 
 def _random_batch(key, T=5, B=4, A=3, D=4):

@@ -15,6 +15,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from agents.actors import apex_epsilons, epsilon_greedy_actor, linear_epsilon
@@ -194,6 +195,46 @@ def test_target_network_is_copied_every_period():
         else:
             expected = targets[i // 3 * 3 - 1][1] if i > 3 else np.asarray(w0)
             np.testing.assert_array_equal(target, expected)
+
+
+@pytest.mark.parametrize("env_steps", [0, 300, 1000, 5000])
+def test_importance_exponent_is_annealed_to_one_in_env_steps(env_steps):
+    """β = β0 + (1 − β0)·min(1, env_steps / steps) (Schaul et al. 2016, §3.4), applied to the
+    replay's normalised IS weights: an update at `env_steps` with weights w equals the loss
+    written out with weights w^β. The reference is a NumPy Huber-loss gradient."""
+    beta0, steps, lr = 0.4, 1000, 0.1
+    cfg = DQNConfig(num_envs=1, trace_len=1, n_step=1, batch_size=2, buffer_size=64,
+                    hidden=(4,), prioritized=True, importance_exponent=beta0,
+                    importance_exponent_steps=steps, double=False, dueling=False,
+                    max_grad_norm=1e6, huber_delta=0.0, target_update_period=1000)  # fmt: skip
+    learner = DQNLearner(cfg, LinearQ())
+    learner.optimizer = optax.sgd(lr)  # so that the step is the gradient itself
+    state = learner.init(jax.random.PRNGKey(0), jnp.zeros((1, 3)))
+    rng = np.random.default_rng(3)
+    w0 = rng.normal(size=(3, 2)).astype(np.float32)
+    state = state._replace(
+        params=jnp.asarray(w0), target_params=jnp.asarray(w0),
+        opt_state=learner.optimizer.init(jnp.asarray(w0)),
+        env_steps=jnp.asarray(env_steps, jnp.int32),
+    )  # fmt: skip
+    obs = rng.normal(size=(2, 2, 3)).astype(np.float32)  # [T+1, B, 3], one learnt step
+    action = rng.integers(0, 2, size=(1, 2)).astype(np.int32)
+    reward = rng.normal(size=(1, 2)).astype(np.float32)
+    is_weight = np.array([1.0, 0.25], np.float32)
+    batch = TraceBatch(
+        obs=jnp.asarray(obs), first=jnp.zeros((2, 2), bool), action=jnp.asarray(action),
+        mu=(), reward=jnp.asarray(reward), discount=jnp.full((1, 2), 0.9),
+        mask=jnp.ones((1, 2)), core_state=(), is_weight=jnp.asarray(is_weight),
+    )  # fmt: skip
+    state, _, _ = jax.jit(learner.update)(state, batch)
+    beta = beta0 + (1 - beta0) * min(1.0, env_steps / steps)
+    # Reference: ½·squared TD error (Huber off), weights w^β, mean over the B samples.
+    grad = np.zeros_like(w0)
+    for b in range(2):
+        target = reward[0, b] + 0.9 * np.max(obs[1, b] @ w0)
+        q = obs[0, b] @ w0[:, action[0, b]]
+        grad[:, action[0, b]] += is_weight[b] ** beta * (q - target) * obs[0, b] / 2
+    np.testing.assert_allclose(np.asarray(state.params), w0 - lr * grad, rtol=1e-5, atol=1e-6)
 
 
 def test_train_resume_evaluate_subprocess(tmp_path):

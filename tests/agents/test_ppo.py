@@ -14,12 +14,14 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
+from agents.config import ConfigError
 from agents.hooks import HookError
 from agents.parallel import make_mesh, place_rollout, to_global
 from agents.ppo.agent import PPOAgent
 from agents.ppo.config import PPOConfig
 from agents.rollout import make_xla_rollout
 from envs import make_env
+from experiments.common import make_agent
 from tests.agents import ppo_hooks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,8 +38,9 @@ def _agent(cfg=CFG, mesh=None, limit=LIMIT):
 
 def _rollout(agent, state):
     rollout = make_xla_rollout(
-        agent.env, agent.select_action, agent.config.trace_len, agent.config.discount
-    )
+        agent.env, agent.select_action, agent.config.trace_len, agent.config.discount,
+        feedback=agent.core_feedback,
+    )  # fmt: skip
     return jax.jit(rollout)(agent.policy_params(state.learner), state.actor)
 
 
@@ -72,12 +75,16 @@ def test_truncation_bootstraps_from_the_final_observation():
     assert np.all(np.abs(last_real - (r[LIMIT - 1] - v[LIMIT - 1])) > 1e-4)
 
 
-def test_recurrent_minibatches_start_from_stored_states():
+@pytest.mark.parametrize("prev_action_reward", [False, True])
+def test_recurrent_minibatches_start_from_stored_states(prev_action_reward):
     """Chunks of `recurrence` steps over whole env streams: each chunk's initial state is the
     state stored when acting, a forward pass from it reproduces the recorded values (resets
-    at episode starts included), the two minibatches split the envs, and the states
-    recomputed with the acting params equal the stored ones."""
-    cfg = CFG.replace(lstm_size=8, recurrence=3, num_minibatches=2)
+    at episode starts included; with the previous action and reward as inputs, those the
+    learner builds from the rollout are the ones the actor saw), the two minibatches split
+    the envs, and the states recomputed with the acting params equal the stored ones."""
+    cfg = CFG.replace(
+        lstm_size=8, recurrence=3, num_minibatches=2, prev_action_reward=prev_action_reward
+    )
     agent = _agent(cfg)
     state = agent.init(jax.random.PRNGKey(1))
     _, traj = _rollout(agent, state)
@@ -85,7 +92,7 @@ def test_recurrent_minibatches_start_from_stored_states():
     learner, buffer, _ = jax.jit(agent.learner.prepare)(state.learner, traj)
     L, T = 3, cfg.trace_len
     stored = jax.tree.map(np.asarray, traj.steps["mu"]["core"])
-    np.testing.assert_array_equal(buffer.starts[0], stored[0][::L])
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a, b[::L]), buffer.starts, stored)
     seen = []
     for i in range(2):
         mb = agent.learner.minibatch(buffer, 0, i)
@@ -99,14 +106,79 @@ def test_recurrent_minibatches_start_from_stored_states():
             ]
             assert len(env) == 1
             seen.append(env[0])
-            for s, ref in zip(mb.core_state, stored, strict=True):
+            for s, ref in zip(jax.tree.leaves(mb.core_state), jax.tree.leaves(stored), strict=True):
                 np.testing.assert_array_equal(s[j], ref[k * L, env[0]])
-        _, value = agent.learner.forward(learner.params, mb.obs, mb.first, mb.core_state)
+        _, value = agent.learner.forward(learner.params, mb.obs, mb.first, mb.core_state, mb.prev)
         np.testing.assert_allclose(value, mb.value, rtol=1e-5, atol=1e-5)
     assert sorted(set(seen)) == list(range(cfg.num_envs))
     refreshed = agent.learner.refresh(learner, buffer)
-    for a, b in zip(refreshed.starts, buffer.starts, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # noqa: E731
+    jax.tree.map(close, refreshed.starts, buffer.starts)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_prev_action_reward_at_chunk_starts(env_id):
+    """--prev-action-reward: the LSTM's extra inputs at every step of every chunk, read from
+    the network itself (its sown `inputs`), equal a NumPy construction from two consecutive
+    rollouts: the action (one-hot, or the unclipped Gaussian sample) and the env reward of
+    the step before, zero where an episode starts, and at the rollout's first step those of
+    the previous rollout's last step. Episodes of 4 steps + the fake auto-reset step (a period
+    of 5) put episode starts at some chunk starts (t = 3 of the second rollout) and not at
+    others (t = 0: the previous action comes from the stored state)."""
+    discrete = env_id == "CartPole-v1"
+    cfg = CFG.replace(lstm_size=8, recurrence=3, num_minibatches=2, prev_action_reward=True)
+    env = make_env(env_id, cfg.num_envs, 3, max_episode_steps=4)
+    agent = PPOAgent(cfg, env)
+    state = agent.init(jax.random.PRNGKey(4))
+    rollout = jax.jit(make_xla_rollout(
+        env, agent.select_action, cfg.trace_len, cfg.discount, feedback=agent.core_feedback
+    ))  # fmt: skip
+    params = agent.policy_params(state.learner)
+    actor, traj1 = rollout(params, state.actor)
+    _, traj2 = rollout(params, actor)
+    learner, buffer, _ = jax.jit(agent.learner.prepare)(state.learner, traj2)
+
+    # The NumPy construction over both rollouts, [2T, B, ...].
+    T, B, L = cfg.trace_len, cfg.num_envs, cfg.recurrence
+    action = np.concatenate([traj1.steps["action"], traj2.steps["action"]])
+    reward = np.concatenate([traj1.steps["reward"], traj2.steps["reward"]])
+    first = np.concatenate([traj1.steps["first"], traj2.steps["first"]])
+    onehot = np.eye(env.spec.num_actions)[action] if discrete else action
+    want = np.zeros((T, B, onehot.shape[-1] + 1), np.float32)  # inputs of traj2's steps
+    for t in range(T):
+        g, start = T + t, first[T + t]
+        want[t, ~start, :-1] = onehot[g - 1][~start]
+        want[t, ~start, -1] = reward[g - 1][~start]
+        if discrete:  # where an episode starts: the index 0, one-hot (R2D1's encoding)
+            want[t, start, 0] = 1.0
+    assert first[T + 3].all() and not first[T].any()  # both kinds of chunk start
+    assert np.any(reward[T - 1] != 0) and np.any(onehot[T - 1] != 0)
+
+    net = agent.network
+    for i in range(cfg.num_minibatches):
+        mb = agent.learner.minibatch(buffer, 0, i)
+        _, inter = net.apply(
+            learner.params, mb.obs, mb.first, mb.core_state, *mb.prev, mutable=["intermediates"]
+        )
+        inputs = np.asarray(inter["intermediates"]["core"]["inputs"][0])[..., -want.shape[-1] :]
+        for j in range(mb.first.shape[1]):
+            k = j // (B // cfg.num_minibatches)  # chunk index (chunk-major, then env)
+            env_of = [
+                e
+                for e in range(B)
+                if np.array_equal(buffer.data.obs[k * L : (k + 1) * L, e], mb.obs[:, j])
+            ]
+            assert len(env_of) == 1
+            e = env_of[0]
+            np.testing.assert_allclose(inputs[:, j], want[k * L : (k + 1) * L, e], atol=1e-6)
+            # The chunk's stored state holds the previous action and reward of its first step.
+            np.testing.assert_allclose(mb.core_state.prev_action[j], action[T + k * L - 1, e])
+            np.testing.assert_allclose(mb.core_state.prev_reward[j], reward[T + k * L - 1, e])
+
+
+def test_prev_action_reward_needs_a_recurrent_policy():
+    with pytest.raises(ConfigError, match="--prev-action-reward must be off without --lstm-size"):
+        PPOConfig(prev_action_reward=True)
 
 
 def test_hooks_are_applied_and_a_failing_hook_is_named():
@@ -132,11 +204,11 @@ def test_hooks_are_applied_and_a_failing_hook_is_named():
         _agent(CFG.replace(preprocess_obs=ppo_hooks.broken))
 
 
-def _sharded_update(num_devices):
+def _sharded_update(num_devices, **changes):
     # adam_eps = 1: see tests/agents/test_parallel.py (an update proportional to the gradient)
     cfg = CFG.replace(
         num_envs=8, epochs=2, num_minibatches=1, adam_eps=1.0, normalize_obs=True,
-        normalize_reward=True,
+        normalize_reward=True, **changes,
     )  # fmt: skip
     ref = _agent(cfg)
     state = ref.init(jax.random.PRNGKey(0))
@@ -151,10 +223,16 @@ def _sharded_update(num_devices):
     return jax.device_get((new.params, new.obs_stats, new.return_stats, metrics))
 
 
-def test_two_devices_equal_one():
+RECURRENT_PREV = dict(lstm_size=8, recurrence=3, prev_action_reward=True)
+
+
+@pytest.mark.parametrize("changes", [{}, RECURRENT_PREV], ids=["ff", "lstm-prev"])
+def test_two_devices_equal_one(changes):
     """A3C's role: synchronous data parallelism; the sharded update (pmean'd gradients,
-    advantages normalised and statistics merged over devices) equals the single-device one."""
-    one, two = _sharded_update(1), _sharded_update(2)
+    advantages normalised and statistics merged over devices) equals the single-device one.
+    Recurrent: the chunks' states (refreshed in the second epoch) and the previous actions
+    and rewards are sharded over envs with the rest."""
+    one, two = _sharded_update(1, **changes), _sharded_update(2, **changes)
     close = lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6)  # noqa: E731
     jax.tree.map(close, one[:3], two[:3])
     for m1, m2 in zip(one[3], two[3], strict=True):
@@ -231,3 +309,12 @@ def test_dict_observations_end_to_end():
     np.testing.assert_array_equal(image[2:4, env_of[0]], mb.obs["image"][:, 1])
     state, out = agent.train_iteration(state._replace(actor=actor), 1, 8)
     assert np.isfinite(jax.device_get(out.metrics[-1]["loss"]))
+
+
+@pytest.mark.parametrize(("env_id", "expected"), [("Pong-v5", "dispatch"), ("CartPole-v1", "scan")])
+def test_auto_update_loop_dispatches_convolutions_on_cpu(env_id, expected):
+    """`--update-loop auto` must not put a conv weight gradient inside a rolled loop on
+    XLA:CPU (13-100x slower, PERF-NOTES): image observations get one program per minibatch.
+    (The check once looked at the batched sample's rank and scanned Pong, 45 env steps/s.)"""
+    agent = make_agent("ppo", env_id, num_envs=2, trace_len=8, num_minibatches=2)
+    assert agent.config.update_loop == "auto" and agent.update_loop == expected

@@ -286,6 +286,34 @@ def test_leftover_staging_is_ignored_and_cleaned(tmp_path):
     assert sorted(p.name for p in directory.iterdir()) == ["100", "200"]
 
 
+def test_rotation_moves_the_old_checkpoint_out_before_removing_it(tmp_path, monkeypatch):
+    """A kill inside the rotation's removal (simulated: the removal fails half way) leaves
+    the old checkpoint outside the listing, never a half-deleted `<step>/` in it."""
+    import experiments.checkpoint as checkpoint_module
+
+    directory = _filled(tmp_path, steps=(100, 200))
+    ckpt = Checkpointer(directory, keep=2)
+    real_rmtree = checkpoint_module.shutil.rmtree
+    removed = []
+
+    def half_rmtree(path, ignore_errors=False):
+        path = Path(path)
+        if (path / "rotated").exists():  # remove one file of the rotated step, then "die"
+            victim = next(p for p in (path / "rotated").rglob("*") if p.is_file())
+            victim.unlink()
+            removed.append(victim)
+            return
+        real_rmtree(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(checkpoint_module.shutil, "rmtree", half_rmtree)
+    ckpt.save(300, _tree(300), {})
+    assert removed and ckpt.steps() == [200, 300]
+    assert all(ckpt.verify(s) is None for s in ckpt.steps())
+    monkeypatch.setattr(checkpoint_module.shutil, "rmtree", real_rmtree)
+    ckpt.save(400, _tree(400), {})  # the next save clears the leftovers
+    assert sorted(p.name for p in directory.iterdir()) == ["300", "400"]
+
+
 _WRITER = """
 import sys
 import numpy as np

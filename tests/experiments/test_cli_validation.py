@@ -103,9 +103,15 @@ ZERO_OK = {
     RunArgs: {"seed", "num_threads", "process_id", "eval_episodes"},
     get_agent("acer").config_cls: {"start_train_at", "lstm_size", "microbatch_traces"},
     get_agent("reactor").config_cls: {"start_train_at", "priority_neighbours", "microbatch_traces"},
-    get_agent("dqn").config_cls: {"start_train_at", "microbatch_traces", "eps_decay_steps"},
+    get_agent("dqn").config_cls: {
+        "start_train_at",
+        "microbatch_traces",
+        "eps_decay_steps",
+        "importance_exponent_steps",
+    },
     get_agent("r2d1").config_cls: {
         "start_train_at",
+        "importance_exponent_steps",
         "microbatch_traces",
         "eps_decay_steps",
         "burn_in",
@@ -190,6 +196,7 @@ EXPLICIT_TRAIN = [
     (["--agent", "dqn", "--distributional", "--value-rescale"], "--value-rescale"),
     (["--agent", "dqn", "--num-atoms", "1"], "--num-atoms"),
     (["--agent", "dqn", "--buffer-size", "64"], "--buffer-size"),
+    (["--agent", "dqn", "--importance-exponent-steps", "1000"], "--importance-exponent-steps"),
     (["--agent", "r2d1", "--seq-len", "15"], "--seq-len"),
     (["--agent", "r2d1", "--burn-in", "5"], "--burn-in"),
     (["--agent", "r2d1", "--buffer-size", "100"], "--buffer-size"),
@@ -217,13 +224,20 @@ EXPLICIT_TRAIN = [
     (["--agent", "ppo", "--recurrence", "4"], "--recurrence"),  # needs --lstm-size
     (["--agent", "ppo", "--lstm-size", "8", "--recurrence", "5"], "--recurrence"),
     (["--agent", "ppo", "--microbatch-traces", "7"], "--microbatch-traces"),
+    (["--agent", "ppo", "--prev-action-reward"], "--prev-action-reward"),  # needs --lstm-size
+    (["--agent", "a2c", "--prev-action-reward"], "--prev-action-reward"),
     (["--agent", "ppo", "--reshape-reward", "nosuchmodule_xyz:f"], "--reshape-reward"),
     (["--agent", "ppo", "--preprocess-obs", "os.path:nosuchfn"], "--preprocess-obs"),
     (["--agent", "a2c", "--preprocess-obs", "nocolon"], "--preprocess-obs"),
     (["--agent", "a2c", "--clip-eps", "0.2"], "--clip-eps"),  # a PPO flag
     (["--agent", "ppo", "--num-devices", "4", "--num-envs", "6"], "--num-envs"),
     (["--env", "Pongg-v5"], "--env"),
-    (["--env", "HalfCheetah-v5"], "HalfCheetah-v5"),  # ACER needs discrete actions
+    # Continuous ACER's flags with discrete actions, and discrete ACER's with continuous ones.
+    (["--sdn-samples", "5"], "--sdn-samples"),
+    (["--log-std-init", "-1"], "--log-std-init"),
+    (["--preset", "acer-mujoco", "--env", "CartPole-v1"], "--sdn-samples"),
+    (["--env", "Pendulum-v1", "--lstm-size", "8"], "--lstm-size"),
+    (["--env", "Pendulum-v1", "--sdn-samples", "0"], "--sdn-samples"),
     (["--agent", "td3", "--env", "CartPole-v1"], "CartPole-v1"),  # TD3 needs continuous ones
     (["--agent", "sac", "--env", "Pong-v5"], "Pong-v5"),  # vector observations only
     (["--agent", "sac", "--num-critics", "2", "--critic-subset", "3"], "--critic-subset"),
@@ -317,7 +331,9 @@ def test_a_good_command_line_reaches_training(tmp_path, no_training):
         train.main([*TINY, "--run-dir", str(tmp_path / "run"), "--eval-episodes", "0"])
     with pytest.raises(Reached):
         train.main(["--agent", "reactor", "--run-dir", str(tmp_path / "r"), "--hidden"])
-    assert no_training == [tmp_path / "run", tmp_path / "r"]
+    with pytest.raises(Reached):  # ACER takes continuous actions too (continuous ACER)
+        train.main(["--env", "HalfCheetah-v5", "--run-dir", str(tmp_path / "c")])
+    assert no_training == [tmp_path / "run", tmp_path / "r", tmp_path / "c"]
 
 
 # --------------------------------------------------------------------------- a real run
