@@ -3,8 +3,8 @@
 
 `ActorOutput.mu` decides what a trace stores for the learner (agents/rollout.py): the
 categorical actor records the probability vector μ(·|x); the Gaussian actor records the
-distribution's statistics `{"mean", "log_std"}`; the ε-greedy actor of the value-based agents
-records nothing (`()`); the on-policy actor (`logp_value_actor`, A2C
+distribution's statistics `{"mean", "log_std"}`; the ε-greedy and NoisyNet actors of the
+value-based agents record nothing (`()`); the on-policy actor (`logp_value_actor`, A2C
 and PPO, either action space) records the log-probability of the action taken, the value
 estimate and the recurrent state.
 """
@@ -136,6 +136,39 @@ def epsilon_greedy_actor(q_values, eval_epsilon: float = 0.001):
             if greedy:
                 return jnp.argmax(q, axis=-1).astype(jnp.int32), core
             return choose(q, eval_epsilon, key), core
+
+        return jax.jit(act_fn)
+
+    return select_action, act
+
+
+def noisy_q_actor(q_values):
+    """The actor of a value-based agent with NoisyNet layers (Fortunato et al. 2018,
+    arXiv:1706.10295): argmax Q under a noise draw, no ε.
+
+    `q_values(params, obs, noise_key) -> q [B, A]` is the network with its noise drawn from
+    `noise_key` (None: the noise-free means). The actor's params are `(network params, ε)` as
+    the ε-greedy actor's (ε unused). Every step draws new noise, independently for each env
+    (each env explores with its own perturbed network, as the paper's parallel actors do);
+    it records nothing (`mu = ()`). `act(greedy)`: argmax of the noise-free network when
+    greedy, else of a noise draw."""
+
+    def noisy_q(params, obs, key):
+        b = jax.tree.leaves(obs)[0].shape[0]
+
+        def one(o, k):  # one env: its own noise draw
+            return q_values(params, jax.tree.map(lambda x: x[None], o), k)[0]
+
+        return jax.vmap(one)(obs, jax.random.split(key, b))
+
+    def select_action(params, obs, first, core, key) -> ActorOutput:
+        q = noisy_q(params[0], obs, key)
+        return ActorOutput(jnp.argmax(q, axis=-1).astype(jnp.int32), (), core)
+
+    def act(greedy: bool):
+        def act_fn(params, obs, first, core, key):
+            q = q_values(params[0], obs, None) if greedy else noisy_q(params[0], obs, key)
+            return jnp.argmax(q, axis=-1).astype(jnp.int32), core
 
         return jax.jit(act_fn)
 

@@ -32,6 +32,18 @@ def check(ok: bool, name: str, value: Any, allowed: str) -> None:
         raise ConfigError(f"{flag(name)} must be {allowed}, got {value!r}")
 
 
+def check_applies(config, active: bool, switch: str, *names: str) -> None:
+    """A flag that has no effect is an error: unless `active`, each named field must keep its
+    default (`switch` says what turns them on, e.g. "--rnd-coef > 0")."""
+    if active:
+        return
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    for name in names:
+        value = getattr(config, name)
+        if value != defaults[name]:
+            raise ConfigError(f"{flag(name)} applies only with {switch}, got {value!r}")
+
+
 def check_positive_int(config, *names: str) -> None:
     for name in names:
         value = getattr(config, name)

@@ -161,6 +161,25 @@ def gradient_step(
     )
 
 
+def grads_and_aux(loss_fn, params, axis_name):
+    """(aux, grads, grad norm) of `loss_fn(params) -> (loss, aux)`, gradients averaged over
+    the data-parallel axis (replicated params marked varying first, as in
+    `gradient_step`)."""
+    diff = params
+    if axis_name is not None:
+        diff = jax.tree.map(lambda x: jax.lax.pcast(x, (axis_name,), to="varying"), params)
+    grads, aux = jax.grad(loss_fn, has_aux=True)(diff)
+    if axis_name is not None:
+        grads = jax.lax.pmean(grads, axis_name)
+        aux = jax.lax.pmean(aux, axis_name)
+    return aux, grads, optax.tree.norm(grads)
+
+
+def apply(optimizer, grads, opt_state, params):
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
 def actor_critic_metrics(step: GradientStep, *, value_weight, entropy_weight) -> dict:
     """The metrics every actor-critic learner logs, with one meaning (README, "Metrics"),
     from sums over steps: `policy_loss` and `value_loss` (per step), `entropy` (over

@@ -25,6 +25,21 @@ Episode boundaries follow the trace conventions (agents/rollout.py): discount_t 
 terminated_{t+1}) (a time-limit truncation keeps γ and so bootstraps from the final
 observation) and mask_t = 0 on the fake auto-reset transition, which is never learnt and cuts
 n-step and V-trace windows.
+
+Observation normalisation (--normalize-obs). A running mean and variance of the observations
+(`agents.normalization.RunningStats`) is a field of the learner state, so it is checkpointed
+and survives a resume. `absorb` takes each rollout's observations into it (summed over the
+devices under data parallelism, so every replica holds the same statistics). The replay
+stores RAW observations; a sampled batch is normalised when it is learnt, with the current
+statistics, and the actor normalises with the same statistics (`ActingParams.obs_stats`):
+after an iteration's `absorb`, its updates and the next rollout see the same mean and
+variance. Normalised values are clipped to ±--obs-clip (5).
+
+Curiosity (--rnd-coef > 0): random network distillation (agents/rnd.py). RND's own state
+(predictor, fixed target, its input and error statistics) is the learner state's `rnd`
+field; each update adds --rnd-coef times the intrinsic rewards of the sampled windows to
+their extrinsic rewards before the learner computes its critic targets, so SAC, discrete
+SAC, TD3 and DDPG all get it from this seam. ICM is not implemented.
 """
 
 from __future__ import annotations
@@ -32,6 +47,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,8 +55,16 @@ import numpy as np
 import optax
 
 from agents.base import AgentBase
-from agents.config import check, check_floats_finite, check_positive_int
-from agents.learning import TraceBatch, per_importance_exponent, sample_key
+from agents.config import check, check_applies, check_floats_finite, check_positive_int
+from agents.learning import (  # noqa: F401 (apply, grads_and_aux: re-exported for the learners)
+    TraceBatch,
+    apply,
+    grads_and_aux,
+    per_importance_exponent,
+    sample_key,
+)
+from agents.normalization import RunningStats, normalize
+from agents.rnd import RND
 from replay import PrioritizedTraceReplay, TraceReplay
 
 
@@ -84,6 +108,21 @@ class OffPolicyConfig:
     """PER importance-sampling exponent β at the start, annealed linearly to 1."""
     per_beta_steps: int = 100_000
     """Env steps over which β reaches 1."""
+    normalize_obs: bool = False
+    """Normalise observations by a running mean and variance, clipped to ±--obs-clip, for
+    the actor and the critics. The statistics are learner state (checkpointed: they survive
+    --resume), updated from every rollout; the replay stores raw observations, normalised
+    when learnt with the statistics the actor acts with."""
+    obs_clip: float = 5.0
+    """With --normalize-obs: clip normalised observations to this magnitude."""
+    rnd_coef: float = 0.0
+    """Curiosity by random network distillation (Burda et al. 2018, arXiv:1810.12894): the
+    weight of RND's intrinsic reward added to the extrinsic reward in the critic targets (0:
+    off; agents/rnd.py). ICM (Pathak et al. 2017) is not implemented."""
+    rnd_lr: float = 1e-4
+    """With --rnd-coef: Adam learning rate of RND's predictor (the paper's 1e-4)."""
+    rnd_features: int = 64
+    """With --rnd-coef: size of RND's embedding (the output of its target and predictor)."""
 
     # AgentBase's microbatching of trace updates does not apply to transition batches.
     microbatch_traces = 0
@@ -91,7 +130,7 @@ class OffPolicyConfig:
     def __post_init__(self):
         check_positive_int(
             self, "num_envs", "trace_len", "batch_size", "buffer_size", "n_step", "policy_delay",
-            "per_beta_steps",
+            "per_beta_steps", "rnd_features",
         )  # fmt: skip
         check_floats_finite(self)
         check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
@@ -104,6 +143,11 @@ class OffPolicyConfig:
         check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
         check(self.per_alpha >= 0, "per_alpha", self.per_alpha, ">= 0")
         check(0.0 <= self.per_beta <= 1.0, "per_beta", self.per_beta, "in [0, 1]")
+        check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
+        check(self.rnd_coef >= 0, "rnd_coef", self.rnd_coef, ">= 0")
+        check(self.rnd_lr > 0, "rnd_lr", self.rnd_lr, "> 0")
+        check_applies(self, self.normalize_obs, "--normalize-obs", "obs_clip")
+        check_applies(self, self.rnd_coef > 0, "--rnd-coef > 0", "rnd_lr", "rnd_features")
         per_env = self.buffer_size // (self.num_envs * self.trace_len)
         need = 3 + (self.n_step - 1) // self.trace_len
         check(
@@ -174,25 +218,6 @@ def make_optimizer(lr: float, max_grad_norm: float) -> optax.GradientTransformat
     return optax.adam(lr)
 
 
-def grads_and_aux(loss_fn, params, axis_name):
-    """(aux, grads, grad norm) of `loss_fn(params) -> (loss, aux)`, gradients averaged over
-    the data-parallel axis (replicated params marked varying first, as in
-    agents.learning.gradient_step)."""
-    diff = params
-    if axis_name is not None:
-        diff = jax.tree.map(lambda x: jax.lax.pcast(x, (axis_name,), to="varying"), params)
-    grads, aux = jax.grad(loss_fn, has_aux=True)(diff)
-    if axis_name is not None:
-        grads = jax.lax.pmean(grads, axis_name)
-        aux = jax.lax.pmean(aux, axis_name)
-    return aux, grads, optax.tree.norm(grads)
-
-
-def apply(optimizer, grads, opt_state, params):
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
-
-
 def draw_members(key, num_critics: int, subset: int):
     """`subset` distinct critic indices drawn uniformly (REDQ's M of N), `[M]` int32."""
     if subset == num_critics:
@@ -205,17 +230,30 @@ def ensemble_min(q, members):
     return jnp.min(jnp.take(q, members, axis=0), axis=0)
 
 
+class ActingParams(NamedTuple):
+    """What the off-policy actors take (`OffPolicyAgent.policy_params`)."""
+
+    actor: Any  # the actor network's params
+    explore: Any  # bool: act uniformly at random (before start_train_at)
+    obs_stats: Any  # RunningStats of --normalize-obs, or ()
+
+
 class OffPolicyAgent(AgentBase):
     """`AgentBase` for SAC/TD3-style learners (module docstring). A subclass implements
-    `make_network`, `make_learner` and `make_actor`; its learner has
+    `make_network`, `make_learner` and `make_actor` (whose functions take `ActingParams` and
+    feed the actor `observation(obs, params.obs_stats)`); its learner has
     `init(key, sample_obs)` and `update(state, TraceBatch of n steps, axis_name) -> (state,
-    metrics, |TD| [B])`, and a state with `params` (a dict with "actor"), `key` and
-    `env_steps`."""
+    metrics, |TD| [B])`, and a state with `params` (a dict with "actor"), `key`,
+    `env_steps`, and `obs_stats` and `rnd` (both `()` from `init`; this agent fills them)."""
 
     discrete_only = False
 
     def __init__(self, config, env, *, seed=0, mesh=None, replay_memory_limit=None):
         self.updates_per_program = config.updates_per_iteration
+        self.rnd = None
+        if config.rnd_coef > 0:
+            self.rnd = RND(config.hidden, config.rnd_features, config.rnd_lr)
+            self.metric_names = (*type(self).metric_names, "rnd_loss", "intrinsic_reward")
         spec = env.spec
         if len(spec.obs_shape) != 1:
             raise ValueError(
@@ -236,17 +274,43 @@ class OffPolicyAgent(AgentBase):
             return windowed
         return PrioritizedTraceReplay(windowed, epsilon=0.0, new_at_max=True)
 
-    def policy_params(self, learner):
-        """The actor's params and whether to act uniformly at random (before start_train_at)."""
+    def init_learner(self, key):
+        """The learner's state with the observation statistics (--normalize-obs) and RND's
+        state (--rnd-coef), `()` when off."""
+        state = super().init_learner(key)
+        sample = self.sample_obs(self.env.spec.num_envs)
+        stats = RunningStats.zeros(sample.shape[1:]) if self.config.normalize_obs else ()
+        rnd = () if self.rnd is None else self.rnd.init(jax.random.fold_in(key, 1), sample)
+        return state._replace(obs_stats=stats, rnd=rnd)
+
+    def observation(self, obs, obs_stats):
+        """What the actor and the critics see: raw observations normalised with `obs_stats`
+        (--normalize-obs), or as they are."""
+        if not self.config.normalize_obs:
+            return obs
+        return normalize(obs, obs_stats, self.config.obs_clip)
+
+    def policy_params(self, learner) -> ActingParams:
+        """The actor's params, whether to act uniformly at random (before start_train_at) and
+        the observation statistics the learner uses."""
         steps = learner.env_steps
         if isinstance(steps, jax.ShapeDtypeStruct):  # AgentBase builds the step spec abstractly
-            return learner.params["actor"], jax.ShapeDtypeStruct((), jnp.bool_)
-        return learner.params["actor"], steps < self.config.start_train_at
+            explore = jax.ShapeDtypeStruct((), jnp.bool_)
+        else:
+            explore = steps < self.config.start_train_at
+        return ActingParams(learner.params["actor"], explore, learner.obs_stats)
 
     def absorb(self, learner, replay, traj, axis_name=None):
+        """Store the rollout (raw observations), count its env steps, and take its
+        observations into the running statistics (over all devices)."""
         learner, replay, _ = super().absorb(learner, replay, traj, axis_name)
         env_steps = learner.env_steps + self.steps_per_iteration
-        return learner._replace(env_steps=env_steps), replay, []
+        obs_stats, rnd = learner.obs_stats, learner.rnd
+        if self.config.normalize_obs:
+            obs_stats = obs_stats.update(traj.obs, 2, axis_name)
+        if self.rnd is not None:
+            rnd = self.rnd.observe(rnd, traj.obs, axis_name)
+        return learner._replace(env_steps=env_steps, obs_stats=obs_stats, rnd=rnd), replay, []
 
     def updates_due(self, iteration: int, env_steps: int) -> int:
         """update_to_data updates per env step from start_train_at on, once a slot and its
@@ -278,12 +342,33 @@ class OffPolicyAgent(AgentBase):
     def replay_update(self, learner, replay, axis_name=None):
         key, sub = sample_key(learner.key, axis_name)
         batch, info, offset = self.sample_batch(learner, replay, sub)
+        extra = {}
+        if self.rnd is not None:
+            learner, batch, extra = self.add_intrinsic_reward(learner, batch, axis_name)
+        batch = batch._replace(obs=self.observation(batch.obs, learner.obs_stats))
         learner, metrics, td = self.learner.update(learner._replace(key=key), batch, axis_name)
+        metrics = {**metrics, **extra}
         if self.config.prioritized:
             priorities = jnp.power(td + 1e-6, self.config.per_alpha)
             replay = self.replay.set_priorities(replay, info.env_index, info.slot, priorities)
         replay = self.after_update(learner, replay, batch, info, offset)
         return learner, replay, metrics
+
+    def add_intrinsic_reward(self, learner, batch: TraceBatch, axis_name=None):
+        """RND (agents/rnd.py): --rnd-coef times the intrinsic reward of every step of the
+        windows, e(x_{t+1}) / σ_e under the current predictor, added to its extrinsic reward;
+        then one predictor step on the sampled transitions' next observations. Returns
+        (learner, batch, RND's metrics)."""
+        n = batch.reward.shape[0]
+        next_obs = batch.obs[1 : n + 1]  # raw: RND normalises its own input
+        r_int = self.rnd.rewards(learner.rnd, next_obs)  # [n, B]
+        rnd, loss = self.rnd.update(learner.rnd, next_obs[:1], batch.mask[:1], axis_name)
+        mask0 = batch.mask[0]
+        mean = jnp.sum(mask0 * r_int[0]) / jnp.maximum(jnp.sum(mask0), 1.0)
+        if axis_name is not None:
+            mean = jax.lax.pmean(mean, axis_name)
+        batch = batch._replace(reward=batch.reward + self.config.rnd_coef * r_int)
+        return learner._replace(rnd=rnd), batch, {"rnd_loss": loss, "intrinsic_reward": mean}
 
     def after_update(self, learner, replay, batch, info, offset):
         """Hook after each update (e.g. rewrite stored behaviour statistics); the replay."""

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from networks.cores import ActionRewardLSTM, ActionRewardState, ResetLSTM
+from networks.noisy import NoisyDense
 from networks.torsos import check_obs, make_torso
 
 
@@ -84,23 +85,31 @@ class QHead(nn.Module):
     atoms (C51, arXiv:1707.06887; dueling C51 as in Rainbow, arXiv:1710.02298 §3: the
     streams are combined on the logits). The dueling streams split after the torso's last
     hidden layer (for Atari the Nature CNN's 512 units); Wang et al. give each stream its own
-    512-unit layer, which doubles the cost of that layer."""
+    512-unit layer, which doubles the cost of that layer.
+
+    `noisy`: the output layers are `networks.noisy.NoisyDense` (NoisyNet), noise drawn from
+    `noise_key` (None: their means)."""
 
     num_actions: int
     dueling: bool = False
     num_atoms: int = 0  # 0: scalar Q values
     atoms: tuple[float, ...] = ()
+    noisy: bool = False
 
     @nn.compact
-    def __call__(self, features) -> QOutput:
+    def __call__(self, features, noise_key=None) -> QOutput:
         k = max(self.num_atoms, 1)
-        dense = lambda n, name: nn.Dense(  # noqa: E731
-            n, kernel_init=nn.initializers.orthogonal(1.0), name=name
-        )
-        adv = dense(self.num_actions * k, "advantage" if self.dueling else "q")(features)
+        keys = (None, None) if noise_key is None else tuple(jax.random.split(noise_key))
+
+        def dense(n, name, i):  # layer i draws its noise from keys[i]
+            if self.noisy:
+                return lambda x: NoisyDense(n, name=name)(x, keys[i])
+            return nn.Dense(n, kernel_init=nn.initializers.orthogonal(1.0), name=name)
+
+        adv = dense(self.num_actions * k, "advantage" if self.dueling else "q", 0)(features)
         adv = adv.reshape((*features.shape[:-1], self.num_actions, k))
         if self.dueling:
-            value = dense(k, "value")(features)[..., None, :]
+            value = dense(k, "value", 1)(features)[..., None, :]
             out = value + adv - jnp.mean(adv, axis=-2, keepdims=True)
         else:
             out = adv
@@ -113,7 +122,8 @@ class QHead(nn.Module):
 class QNetwork(nn.Module):
     """The feed-forward value network of DQN and its variants: torso (Nature CNN for frames,
     MLP for vectors, one encoder per key for dict observations: `make_torso`) → `QHead`.
-    `apply(params, obs)` with obs leaves `[..., *leaf_shape]`."""
+    `apply(params, obs, noise_key=None)` with obs leaves `[..., *leaf_shape]`; `noise_key`
+    draws the noise of a `noisy` head (one draw for the whole batch)."""
 
     obs_spec: Any  # the env's EnvSpec.obs_spec (or an observation shape tuple)
     num_actions: int
@@ -121,11 +131,13 @@ class QNetwork(nn.Module):
     dueling: bool = False
     num_atoms: int = 0
     atoms: tuple[float, ...] = ()
+    noisy: bool = False
 
     @nn.compact
-    def __call__(self, obs) -> QOutput:
+    def __call__(self, obs, noise_key=None) -> QOutput:
         features = make_torso(self.obs_spec, self.hidden)(obs)
-        return QHead(self.num_actions, self.dueling, self.num_atoms, self.atoms)(features)
+        head = QHead(self.num_actions, self.dueling, self.num_atoms, self.atoms, self.noisy)
+        return head(features, noise_key)
 
 
 class RecurrentQNetwork(nn.Module):

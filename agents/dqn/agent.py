@@ -1,5 +1,5 @@
-"""The DQN agent on the shared seam (AgentBase): ε-greedy actor, trace replay with a
-look-ahead of n − 1 steps (uniform or prioritized), value learner.
+"""The DQN agent on the shared seam (AgentBase): ε-greedy actor (or NoisyNet's, --noisy), trace
+replay with a look-ahead of n − 1 steps (uniform or prioritized), value learner.
 
 One iteration: collect `trace_len` steps of every env with ε-greedy on the online network,
 store them (`absorb`, which also counts the env steps that drive ε), then run the updates
@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.actors import epsilon_greedy_actor, linear_epsilon
+from agents.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
 from agents.base import AgentBase
 from agents.dqn.config import DQNConfig
 from agents.dqn.learner import METRICS, DQNLearner, network_costs_per_step
@@ -54,20 +54,34 @@ class DQNAgent(AgentBase):
             dueling=cfg.dueling,
             num_atoms=cfg.num_atoms if cfg.distributional else 0,
             atoms=atoms,
+            noisy=cfg.noisy,
         )
 
     def make_learner(self, network):
         return DQNLearner(self.config, network)
 
+    @property
+    def noisy(self) -> bool:
+        """--noisy (DQN's flag; R2D1, built on this agent, has no NoisyNet)."""
+        return getattr(self.config, "noisy", False)
+
     def make_actor(self):
+        if self.noisy:
+            return noisy_q_actor(self.noisy_q_values)
         return epsilon_greedy_actor(self.q_values, self.config.eval_epsilon)
 
     def q_values(self, params, obs, first, core):
         return self.network.apply(params, obs).q_values, core
 
+    def noisy_q_values(self, params, obs, noise_key):
+        return self.network.apply(params, obs, noise_key=noise_key).q_values
+
     def epsilon(self, env_steps):
-        """ε of the training actor after `env_steps` env steps (scalar, or `[num_envs]`)."""
+        """ε of the training actor after `env_steps` env steps (scalar, or `[num_envs]`); 0
+        with --noisy."""
         cfg = self.config
+        if self.noisy:
+            return jnp.zeros_like(jnp.asarray(env_steps, jnp.float32))
         return linear_epsilon(env_steps, cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps)
 
     def policy_params(self, learner):

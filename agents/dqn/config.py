@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from agents.config import check, check_floats_finite, check_positive_int
+from agents.config import check, check_applies, check_floats_finite, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -13,8 +13,9 @@ class DQNConfig:
     """DQN (Mnih et al. 2015, Nature 518) with the switches of its successors: double Q
     (van Hasselt et al. 2016, arXiv:1509.06461), dueling heads (Wang et al. 2016,
     arXiv:1511.06581), prioritized replay (Schaul et al. 2016, arXiv:1511.05952), n-step
-    returns, and with --distributional categorical DQN (C51, Bellemare et al. 2017,
-    arXiv:1707.06887). The defaults are the dqn-classic preset (CartPole-v1).
+    returns, with --distributional categorical DQN (C51, Bellemare et al. 2017,
+    arXiv:1707.06887) and with --noisy NoisyNet exploration (Fortunato et al. 2018,
+    arXiv:1706.10295). The defaults are the dqn-classic preset (CartPole-v1).
 
     Replay layout: every env writes traces of `trace_len` steps (frames stored once); a
     sampled trace comes with the `n_step - 1` steps after it, so every one of its
@@ -85,6 +86,13 @@ class DQNConfig:
     """Env steps over which ε decays linearly (Nature DQN: 1M frames = 250k agent steps)."""
     eval_epsilon: float = 0.001
     """ε of the sampled evaluation (the greedy one uses 0); the Atari protocol's 0.001."""
+    noisy: bool = False
+    """NoisyNet exploration (Fortunato et al. 2018, arXiv:1706.10295) instead of ε-greedy:
+    the Q head's linear layers get learnt factorised Gaussian noise (σ0 = 0.5), drawn anew
+    every acting step (independently per env) and every update (online and target networks
+    independently). ε is 0: the --eps-* schedule is not used (presets that set it still
+    combine with --noisy). Greedy evaluation uses the noise-free means, sampled evaluation
+    a noise draw."""
     hidden: tuple[int, ...] = (128, 128)
     """MLP torso widths for vector observations (Atari uses the Nature CNN)."""
     microbatch_traces: int = 0
@@ -124,6 +132,9 @@ class DQNConfig:
         for name in ("eps_start", "eps_end", "eval_epsilon"):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
         check(self.eps_decay_steps >= 0, "eps_decay_steps", self.eps_decay_steps, ">= 0")
+        check_applies(
+            self, not self.noisy, "ε-greedy exploration (without --noisy)", "eval_epsilon"
+        )
         check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
         check(self.microbatch_traces >= 0, "microbatch_traces", self.microbatch_traces, ">= 0")
         if self.microbatch_traces:

@@ -15,6 +15,9 @@ burn-in of `lookback` steps, `L = learn_len` learnt transitions, `n − 1` look-
   each sequence weighted by its prioritized-replay importance weight^β;
 - new priorities (η·max + (1 − η)·mean of |δ| over a sequence's valid steps)^α;
 - the target network copied every `target_update_period` updates (`optax.periodic_update`).
+
+With --noisy (NoisyNet, arXiv:1706.10295 §3.1) each update draws fresh noise from the state's
+key: one draw for the online network's passes, an independent one for the target network's.
 """
 
 from __future__ import annotations
@@ -98,13 +101,25 @@ class DQNLearner:
         )
 
     # ------------------------------------------------------------------ the loss
-    def unroll(self, params, target_params, batch: TraceBatch) -> Unrolled:
+    def unroll(self, params, target_params, batch: TraceBatch, noise=(None, None)) -> Unrolled:
         """Feed-forward: the online network on x_0..x_{L−1} (gradient) and x_L..x_{L+n−1},
-        the target network on x_1..x_{L+n−1}. Only what the targets read is computed."""
+        the target network on x_1..x_{L+n−1}. Only what the targets read is computed.
+        `noise`: (online, target) keys of --noisy's noise draws (the online passes share
+        one draw), or Nones."""
         L = self.config.learn_len
-        apply = self.network.apply
-        ahead = jax.tree.map(sg, apply(params, batch.obs[L:]))
-        return Unrolled(apply(params, batch.obs[:L]), ahead, apply(target_params, batch.obs[1:]))
+        k_online, k_target = noise
+
+        def apply(p, obs, key):
+            if key is None:
+                return self.network.apply(p, obs)
+            return self.network.apply(p, obs, noise_key=key)
+
+        ahead = jax.tree.map(sg, apply(params, batch.obs[L:], k_online))
+        return Unrolled(
+            apply(params, batch.obs[:L], k_online),
+            ahead,
+            apply(target_params, batch.obs[1:], k_target),
+        )
 
     def targets(self, out: Unrolled, batch: TraceBatch):
         """The n-step targets of the L learnt steps: `[L, B]` (in h-space with value
@@ -145,12 +160,12 @@ class DQNLearner:
             )
         return target[:L]
 
-    def loss(self, params, batch: TraceBatch, normaliser, target_params):
+    def loss(self, params, batch: TraceBatch, normaliser, target_params, noise=(None, None)):
         """The loss summed over the learnt steps ÷ `normaliser` (rescaled to a mean over the
         learnt steps), its summed statistics, and the new priorities `[B]`."""
         cfg = self.config
         L, back = cfg.learn_len, cfg.lookback
-        out = self.unroll(params, target_params, batch)
+        out = self.unroll(params, target_params, batch, noise)
         target = self.targets(out, batch)
         a_learn = batch.action[back : back + L]
         mask_learn = batch.mask[back : back + L]
@@ -192,9 +207,13 @@ class DQNLearner:
             cfg.importance_exponent, cfg.importance_exponent_steps, state.env_steps
         )
         batch = batch._replace(is_weight=batch.is_weight**beta)
+        noise = (None, None)
+        if getattr(self.config, "noisy", False):  # NoisyNet: fresh draws every update
+            key, k_online, k_target = jax.random.split(state.key, 3)
+            state, noise = state._replace(key=key), (k_online, k_target)
 
         def loss_fn(params, chunk, normaliser):
-            return self.loss(params, chunk, normaliser, state.target_params)
+            return self.loss(params, chunk, normaliser, state.target_params, noise)
 
         step: GradientStep = gradient_step(
             loss_fn, self.optimizer, state.params, state.opt_state, batch,

@@ -74,10 +74,11 @@ Families: off-policy actor-critics (`retrace`, `policy`, `distributional`), stat
 targets (`returns`), PPO (`onpolicy`: `ppo_clip_loss`, `clipped_value_loss`,
 `normalize_advantages`), DQN/Rainbow/R2D2 (`value`: n-step double Q-learning targets, value
 rescaling, C51 targets, Huber), continuous control (`sac`: tanh-Gaussian log-densities, SAC
-and discrete SAC, TD3's targets, the deterministic policy gradient) and continuous ACER
+and discrete SAC, TD3's targets, the deterministic policy gradient), continuous ACER
 (`acer_continuous`: Gaussian log-densities, entropy and KL, the stochastic dueling network,
 Q_ret/Q_opc with the 1/d-th-root truncation, the SDN critic loss, the policy gradient with a
-sampled bias correction and the trust region on the Gaussian's statistics).
+sampled bias correction and the trust region on the Gaussian's statistics) and curiosity
+(`curiosity`: RND's prediction error and intrinsic reward).
 
 Example::
 
@@ -108,6 +109,7 @@ from agents.losses.acer_continuous import (
     sdn_value_loss,
     sdn_value_targets,
 )
+from agents.losses.curiosity import rnd_intrinsic_reward, rnd_prediction_error
 from agents.losses.debug import checked
 from agents.losses.distributional import (
     categorical_cross_entropy,
@@ -201,6 +203,8 @@ __all__ = [
     "q_learning_loss",
     "q_learning_targets",
     "retrace_targets",
+    "rnd_intrinsic_reward",
+    "rnd_prediction_error",
     "sac_actor_loss",
     "sac_temperature_loss",
     "scale_action",

@@ -45,6 +45,7 @@ from agents import losses
 from agents.actors import entropy, log_prob
 from agents.hooks import HookError, call_hook, resolve_hook
 from agents.learning import ActorCriticLearner, gradient_step
+from agents.normalization import RunningStats, normalize
 from networks.cores import previous_inputs
 
 Array = jax.Array
@@ -55,43 +56,9 @@ METRICS = (
 )  # fmt: skip
 
 
-class RunningStats(NamedTuple):
-    """Running mean and (population) variance of a stream of samples, merged batch by
-    batch (Chan et al.'s parallel algorithm, as gymnasium's RunningMeanStd)."""
-
-    mean: Array
-    var: Array
-    count: Array  # float32; starts at 1e-4 as gymnasium's, so the first batch dominates
-
-    @classmethod
-    def zeros(cls, shape=()) -> RunningStats:
-        return cls(jnp.zeros(shape, jnp.float32), jnp.ones(shape, jnp.float32), jnp.float32(1e-4))
-
-    def update(self, x, num_axes: int, axis_name=None) -> RunningStats:
-        """Take in `x` whose first `num_axes` axes are samples (summed over `axis_name`)."""
-        axes = tuple(range(num_axes))
-        x = x.astype(jnp.float32)
-
-        def total(v):
-            return v if axis_name is None else jax.lax.psum(v, axis_name)
-
-        n = total(jnp.float32(jnp.prod(jnp.asarray(x.shape[:num_axes]))))
-        mean = total(jnp.sum(x, axes)) / n
-        var = total(jnp.sum(jnp.square(x - _lead(mean, x.ndim)), axes)) / n
-        delta, count = mean - self.mean, self.count + n
-        new_mean = self.mean + delta * n / count
-        m2 = self.var * self.count + var * n + jnp.square(delta) * self.count * n / count
-        return RunningStats(new_mean, m2 / count, count)
-
-
 def _tmap(fn, *trees):
     """`jax.tree.map` over observations (an array or a pytree of arrays)."""
     return jax.tree.map(fn, *trees)
-
-
-def _lead(x, ndim: int):
-    """`x` with leading axes of size 1 up to rank `ndim` (explicit broadcasting)."""
-    return x.reshape((1,) * (ndim - x.ndim) + x.shape)
 
 
 class LearnerState(NamedTuple):
@@ -177,10 +144,8 @@ class OnPolicyLearner(ActorCriticLearner):
             obs = call_hook("preprocess_obs", self.preprocess_obs, obs)
         if obs_stats == ():
             return obs
-        c, n = self.config.obs_clip, obs.ndim  # an array: --normalize-obs refuses pytrees
-        scale = jax.lax.rsqrt(obs_stats.var + 1e-8)
-        z = (obs.astype(jnp.float32) - _lead(obs_stats.mean, n)) * _lead(scale, n)
-        return jnp.clip(z, -c, c)
+        # an array: --normalize-obs refuses pytrees
+        return normalize(obs, obs_stats, self.config.obs_clip)
 
     def preprocessed(self, obs):
         if self.preprocess_obs is None:

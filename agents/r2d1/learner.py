@@ -29,7 +29,8 @@ class R2D1Learner(DQNLearner):
         first = jnp.ones((1, b), bool)
         return self.network.init(key, sample_obs[None], first, self.network.initial_state(b))
 
-    def unroll(self, params, target_params, batch: TraceBatch) -> Unrolled:
+    def unroll(self, params, target_params, batch: TraceBatch, noise=(None, None)) -> Unrolled:
+        del noise  # no NoisyNet layers in R2D1's network
         cfg = self.config
         back, L = cfg.lookback, cfg.learn_len
         state0 = batch.core_state

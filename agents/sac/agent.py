@@ -47,15 +47,15 @@ class SACAgent(OffPolicyAgent):
         return SACLearner(self.config, actor, critic, self.env.spec)
 
     def make_actor(self):
-        spec, learner = self.env.spec, self.learner
+        spec, learner, observe = self.env.spec, self.learner, self.observation
         if spec.discrete:
             return self._discrete_actor()
         low, high = learner.low, learner.high
 
         def select_action(params, obs, first, core, key):
-            actor_params, explore = params
+            explore = params.explore
             k_pi, k_uniform = jax.random.split(key)
-            mean, log_std = learner.actor.apply(actor_params, obs)
+            mean, log_std = learner.actor.apply(params.actor, observe(obs, params.obs_stats))
             u = mean + jnp.exp(log_std) * jax.random.normal(k_pi, mean.shape, mean.dtype)
             logp = losses.tanh_gaussian_log_prob(u, mean, log_std, low=low, high=high)
             # Before start_train_at: uniform actions on the box (density 1/Π(high − low)).
@@ -70,7 +70,7 @@ class SACAgent(OffPolicyAgent):
 
         def act(greedy: bool):
             def act_fn(params, obs, first, core, key):
-                mean, log_std = learner.actor.apply(params[0], obs)
+                mean, log_std = learner.actor.apply(params.actor, observe(obs, params.obs_stats))
                 if not greedy:
                     mean = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape)
                 return losses.scale_action(jnp.tanh(mean), low, high), core
@@ -80,18 +80,17 @@ class SACAgent(OffPolicyAgent):
         return select_action, act
 
     def _discrete_actor(self):
-        learner = self.learner
+        learner, observe = self.learner, self.observation
 
         def select_action(params, obs, first, core, key):
-            actor_params, explore = params
-            logits = learner.actor.apply(actor_params, obs)
-            logits = jnp.where(explore, jnp.zeros_like(logits), logits)  # uniform at first
+            logits = learner.actor.apply(params.actor, observe(obs, params.obs_stats))
+            logits = jnp.where(params.explore, jnp.zeros_like(logits), logits)  # uniform at first
             action = jax.random.categorical(key, logits).astype(jnp.int32)
             return ActorOutput(action, jax.nn.softmax(logits), core)
 
         def act(greedy: bool):
             def act_fn(params, obs, first, core, key):
-                logits = learner.actor.apply(params[0], obs)
+                logits = learner.actor.apply(params.actor, observe(obs, params.obs_stats))
                 a = jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
                 return a.astype(jnp.int32), core
 

@@ -13,8 +13,10 @@ class SACConfig(OffPolicyConfig):
     """Soft actor-critic (Haarnoja et al. 2018, arXiv:1812.05905) for continuous actions, and
     discrete SAC (Christodoulou 2019, arXiv:1910.07207) when the env's actions are discrete;
     with a critic ensemble and REDQ's random subset (Chen et al. 2021, arXiv:2101.05982),
-    n-step or V-trace targets and prioritized replay. The defaults are the sac-classic
-    preset (Pendulum-v1)."""
+    n-step or V-trace targets and prioritized replay; optionally running observation
+    normalisation (--normalize-obs) and curiosity by random network distillation
+    (--rnd-coef; ICM is not implemented). The defaults are the sac-classic preset
+    (Pendulum-v1)."""
 
     alpha_lr: float = 1e-3
     """Adam learning rate of log α (automatic temperature)."""

@@ -15,6 +15,9 @@ The critic ensemble is one module with stacked parameters (networks.sac.QEnsembl
 with vmap. The critics see actions in [−1, 1] (the tanh output); the env gets them scaled to
 its bounds, and log-probabilities are those of the scaled action (tanh_gaussian_log_prob
 with the bounds), as CleanRL computes them, so the target entropy −|A| means the same.
+The batch comes from the agent (agents/offpolicy.py) as the networks should see it: its
+observations normalised with --normalize-obs, its rewards with RND's intrinsic reward added
+with --rnd-coef; the state's `obs_stats` and `rnd` fields belong to the agent.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class SACState(NamedTuple):
     step: Array  # int32 updates
     key: Array
     env_steps: Array  # int32 env steps absorbed (random actions before start_train_at)
+    obs_stats: Any = ()  # RunningStats of --normalize-obs (filled by the agent), or ()
+    rnd: Any = ()  # agents.rnd.RNDState with --rnd-coef (filled by the agent), or ()
 
 
 class SACLearner:
@@ -277,14 +282,13 @@ class SACLearner:
         }
         if axis_name is not None:
             metrics = jax.lax.pmean(metrics, axis_name)
-        new = SACState(
+        new = state._replace(
             params={"actor": actor, "critic": critic},
             target_critic=target,
             log_alpha=log_alpha,
             opt_state={"actor": actor_opt, "critic": critic_opt, "alpha": alpha_opt},
             step=state.step + 1,
             key=key,
-            env_steps=state.env_steps,
         )
         return new, metrics, td * mask0
 

@@ -37,14 +37,14 @@ class TD3Agent(OffPolicyAgent):
         return TD3Learner(self.config, actor, critic, int(np.prod(self.env.spec.action_shape)))
 
     def make_actor(self):
-        spec, learner, cfg = self.env.spec, self.learner, self.config
+        spec, learner, cfg, observe = self.env.spec, self.learner, self.config, self.observation
         low = np.asarray(spec.action_low, np.float32)
         high = np.asarray(spec.action_high, np.float32)
 
         def select_action(params, obs, first, core, key):
-            actor_params, explore = params
+            explore = params.explore
             k_noise, k_uniform = jax.random.split(key)
-            greedy = learner.actor.apply(actor_params, obs)
+            greedy = learner.actor.apply(params.actor, observe(obs, params.obs_stats))
             noise = cfg.exploration_noise * jax.random.normal(k_noise, greedy.shape)
             action = jnp.clip(greedy + noise, -1.0, 1.0)
             uniform = jax.random.uniform(k_uniform, greedy.shape, greedy.dtype, -1.0, 1.0)
@@ -55,7 +55,7 @@ class TD3Agent(OffPolicyAgent):
 
         def act(greedy: bool):
             def act_fn(params, obs, first, core, key):
-                a = learner.actor.apply(params[0], obs)
+                a = learner.actor.apply(params.actor, observe(obs, params.obs_stats))
                 if not greedy:
                     a = jnp.clip(a + cfg.exploration_noise * jax.random.normal(key, a.shape), -1, 1)
                 return losses.scale_action(a, low, high), core

@@ -11,6 +11,9 @@ One update on B transitions with their n-step windows (agents/offpolicy.py):
    actor and critics.
 
 Actions are in [−1, 1] for the networks (tanh output); the env gets them scaled to its bounds.
+The batch comes from the agent (agents/offpolicy.py) as the networks should see it: its
+observations normalised with --normalize-obs, its rewards with RND's intrinsic reward added
+with --rnd-coef; the state's `obs_stats` and `rnd` fields belong to the agent.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class TD3State(NamedTuple):
     step: Array
     key: Array
     env_steps: Array
+    obs_stats: Any = ()  # RunningStats of --normalize-obs (filled by the agent), or ()
+    rnd: Any = ()  # agents.rnd.RNDState with --rnd-coef (filled by the agent), or ()
 
 
 class TD3Learner:
@@ -155,12 +160,11 @@ class TD3Learner:
         }
         if axis_name is not None:
             metrics = jax.lax.pmean(metrics, axis_name)
-        new = TD3State(
+        new = state._replace(
             params={"actor": actor, "critic": critic},
             target_params=target,
             opt_state={"actor": actor_opt, "critic": critic_opt},
             step=state.step + 1,
             key=key,
-            env_steps=state.env_steps,
         )
         return new, metrics, td * mask0

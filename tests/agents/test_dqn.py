@@ -254,3 +254,50 @@ def test_train_resume_evaluate_subprocess(tmp_path):
         cwd=ROOT, check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert "return" in ev.stdout.lower()
+
+
+def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
+    """--noisy: ε is 0; each env's action is the argmax of Q under its own noise draw
+    (resampled every step); greedy evaluation uses the means; updates draw fresh noise and
+    move σ."""
+    from agents.dqn.agent import DQNAgent
+    from envs import make_env
+
+    cfg = DQNConfig(num_envs=4, trace_len=2, batch_size=4, buffer_size=400, start_train_at=8,
+                    hidden=(16,), noisy=True, eps_start=1.0)  # fmt: skip
+    agent = DQNAgent(cfg, make_env("CartPole-v1", 4, 0))
+    state = agent.init(jax.random.PRNGKey(0))
+    net_params, epsilon = agent.policy_params(state.learner)
+    assert float(epsilon) == 0.0
+    # The observation nearest the greedy decision boundary, given to 64 envs.
+    cands = jnp.asarray(np.random.default_rng(0).normal(size=(512, 4)), jnp.float32)
+    gap = jnp.abs(jnp.diff(agent.network.apply(net_params, cands).q_values, axis=-1))[:, 0]
+    obs = jnp.tile(cands[jnp.argmin(gap)][None], (64, 1))
+    key = jax.random.PRNGKey(5)
+    out = jax.jit(agent.select_action)((net_params, epsilon), obs, None, (), key)
+    keys = jax.random.split(key, 64)
+    want = [
+        int(jnp.argmax(agent.network.apply(net_params, obs[i : i + 1], noise_key=keys[i])[0][0]))
+        for i in range(64)
+    ]
+    np.testing.assert_array_equal(np.asarray(out.action), want)
+    assert len(set(want)) == 2 and out.mu == ()  # the same observation, different draws
+    greedy, _ = agent.act(True)((net_params, epsilon), obs[:2], None, (), key)
+    means = agent.network.apply(net_params, obs[:2]).q_values
+    np.testing.assert_array_equal(np.asarray(greedy), np.asarray(jnp.argmax(means, -1)))
+
+    for it in range(4):
+        before = jax.device_get(state.learner)  # the state is donated
+        state, out = agent.train_iteration(state, it, it * 8)
+    assert out.metrics and float(out.metrics[-1]["epsilon"]) == 0.0
+    sigma = lambda p: p["params"]["QHead_0"]["advantage"]["sigma_kernel"]  # noqa: E731
+    assert not np.allclose(
+        np.asarray(sigma(state.learner.params)), np.asarray(sigma(before.params))
+    )
+    assert not np.array_equal(np.asarray(state.learner.key), np.asarray(before.key))
+
+
+def test_noisy_flags():
+    with pytest.raises(ValueError, match=r"--eval-epsilon applies only with ε-greedy"):
+        DQNConfig(noisy=True, eval_epsilon=0.05)
+    assert DQNConfig(noisy=True, eps_end=0.01).noisy  # presets' ε schedules combine

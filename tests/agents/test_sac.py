@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.offpolicy import draw_members, ensemble_min
+from agents.offpolicy import ActingParams, draw_members, ensemble_min
 from agents.sac.agent import SACAgent
 from agents.sac.config import SACConfig
 from agents.td3.agent import TD3Agent
@@ -255,7 +255,7 @@ def test_actions_are_scaled_to_the_env_bounds(pendulum):
     actor = state.learner.params["actor"]
     for explore in (False, True):
         out = agent.select_action(
-            (actor, jnp.asarray(explore)), obs, None, (), jax.random.PRNGKey(1)
+            ActingParams(actor, jnp.asarray(explore), ()), obs, None, (), jax.random.PRNGKey(1)
         )
         a, env_a = np.asarray(out.action), np.asarray(out.env_action)
         assert np.all(np.abs(a) <= 1.0)
@@ -271,13 +271,15 @@ def test_actions_are_scaled_to_the_env_bounds(pendulum):
             np.testing.assert_allclose(np.asarray(out.mu["logp"]), np.asarray(logp), rtol=1e-5)
         else:  # uniform on the box
             np.testing.assert_allclose(np.asarray(out.mu["logp"]), -np.log(4.0), rtol=1e-6)
-    greedy = agent.act(True)((actor, jnp.asarray(False)), obs, None, (), jax.random.PRNGKey(2))[0]
+    params = ActingParams(actor, jnp.asarray(False), ())
+    greedy = agent.act(True)(params, obs, None, (), jax.random.PRNGKey(2))[0]
     assert np.all(np.abs(np.asarray(greedy)) <= 2.0)
     td3 = TD3Agent(TD3Config(**TINY), pendulum)
     ts = td3.init(jax.random.PRNGKey(0))
     out = td3.select_action(
-        (ts.learner.params["actor"], jnp.asarray(False)), obs, None, (), jax.random.PRNGKey(1)
-    )
+        ActingParams(ts.learner.params["actor"], jnp.asarray(False), ()), obs, None, (),
+        jax.random.PRNGKey(1),
+    )  # fmt: skip
     a = np.asarray(out.action)
     np.testing.assert_allclose(np.asarray(out.env_action), 2.0 * a, rtol=1e-6, atol=1e-6)
 
@@ -335,6 +337,9 @@ def test_config_errors_name_the_flag():
 
 @pytest.mark.parametrize("agent", ["sac", "td3"])
 def test_train_resume_evaluate(tmp_path, agent):
+    """The CLI end to end with --normalize-obs (and RND for SAC): the running statistics are
+    learner state, so after the resume they count the observations of both parts."""
+    from experiments.common import build_agent, load_run, restore_learner
     from tests.experiments.test_train_smoke import run
 
     run_dir = tmp_path / agent
@@ -342,15 +347,28 @@ def test_train_resume_evaluate(tmp_path, agent):
         "--agent", agent, "--env", "Pendulum-v1", "--num-envs", "2", "--trace-len", "4",
         "--batch-size", "8", "--buffer-size", "400", "--hidden", "8", "--start-train-at",
         "16", "--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "2",
+        "--normalize-obs",
     ]  # fmt: skip
     if agent == "td3":  # one update per iteration: no scanned program to compile
         common += ["--update-to-data", "0.125"]
+    else:
+        common += ["--rnd-coef", "0.1"]
     run("experiments.train", *common, "--total-steps", "48", "--checkpoint-every", "24")
     run("experiments.train", "--resume", str(run_dir), "--total-steps", "64", "--no-progress")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env_steps"] == 64
+    learner, _, step = restore_learner(build_agent(load_run(run_dir), pendulum_env()), run_dir)
+    assert step == 64
+    assert float(learner.obs_stats.count) == pytest.approx(64, abs=1e-3)
+    if agent == "sac":
+        assert float(learner.rnd.obs_stats.count) == pytest.approx(64, abs=1e-3)
+        assert float(learner.rnd.error_stats.count) == pytest.approx(64, abs=1e-3)
     run("experiments.evaluate", str(run_dir), "--episodes", "1", "--out", str(tmp_path / "e.json"))
     assert json.loads((tmp_path / "e.json").read_text())["episodes"] == 1
+
+
+def pendulum_env():
+    return make_env("Pendulum-v1", 2, 0)
 
 
 def test_overwrite_mu_rewrites_only_the_sampled_windows(pendulum):
@@ -376,12 +394,16 @@ def test_overwrite_mu_rewrites_only_the_sampled_windows(pendulum):
     np.testing.assert_array_equal(after[~touched], before[~touched])
 
 
-def test_sharded_sac_trains_with_scanned_updates_and_identical_replicas():
+@pytest.mark.parametrize("options", [{}, {"normalize_obs": True, "rnd_coef": 0.1}])
+def test_sharded_sac_trains_with_scanned_updates_and_identical_replicas(options):
+    """Two devices; with --normalize-obs and RND the statistics (psum'd over devices in
+    absorb) and RND's predictor (pmean'd gradients) stay identical on both."""
     from jax.sharding import PartitionSpec as P
 
     from agents.parallel import make_mesh
 
-    cfg = SACConfig(**{**TINY, "num_envs": 4, "batch_size": 8}, start_train_at=16, n_step=2)
+    cfg = SACConfig(**{**TINY, "num_envs": 4, "batch_size": 8}, start_train_at=16, n_step=2,
+                    **options)  # fmt: skip
     agent = SACAgent(cfg, make_env("Pendulum-v1", 4, 0), mesh=make_mesh(2))
     state = agent.init(jax.random.PRNGKey(0))
     agent.compile(state)
@@ -389,8 +411,12 @@ def test_sharded_sac_trains_with_scanned_updates_and_identical_replicas():
         state, out = agent.train_iteration(state, it, it * 16)
     assert int(state.learner.step) == 32 and len(out.metrics) == 1  # scans of 16 updates
     assert all(np.isfinite(np.asarray(v)).all() for v in jax.device_get(out.metrics[0]).values())
-    for leaf in jax.tree.leaves((state.learner.params, state.learner.target_critic)):
+    assert set(out.metrics[0]) == set(agent.metric_names)
+    for leaf in jax.tree.leaves(state.learner):
         shards = [np.asarray(s.data) for s in leaf.addressable_shards]
         for s in shards[1:]:
             np.testing.assert_array_equal(shards[0], s)
+    if options:
+        assert float(state.learner.obs_stats.count) == pytest.approx(48, abs=1e-3)
+        assert float(state.learner.rnd.error_stats.count) == pytest.approx(48, abs=1e-3)
     assert state.replay.frames.sharding.spec == P("data")

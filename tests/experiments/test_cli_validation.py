@@ -245,6 +245,18 @@ EXPLICIT_TRAIN = [
     (["--agent", "sac", "--actor-q", "max"], "--actor-q"),
     (["--agent", "sac", "--overwrite-mu"], "--overwrite-mu"),
     (["--agent", "sac", "--log-std-min", "3"], "--log-std-min"),
+    # Flags of issue 13 where they do not apply: NoisyNet is DQN's (discrete actions), the
+    # off-policy --normalize-obs / RND knobs need their switch, RND is not PPO's.
+    (["--agent", "sac", "--noisy"], "--noisy"),
+    (["--agent", "td3", "--noisy"], "--noisy"),
+    (["--agent", "r2d1", "--noisy"], "--noisy"),
+    (["--agent", "dqn", "--noisy", "--env", "Pendulum-v1"], "Pendulum-v1"),
+    (["--agent", "dqn", "--noisy", "--eval-epsilon", "0.05"], "--eval-epsilon"),
+    (["--agent", "sac", "--obs-clip", "3"], "--obs-clip"),
+    (["--agent", "td3", "--rnd-lr", "0.001"], "--rnd-lr"),
+    (["--agent", "sac", "--rnd-features", "32"], "--rnd-features"),
+    (["--agent", "ppo", "--rnd-coef", "0.1"], "--rnd-coef"),
+    (["--agent", "dqn", "--normalize-obs"], "--normalize-obs"),
     (["--num-devices", "64"], "--num-devices"),
     (["--num-devices", "4", "--num-envs", "6"], "--num-envs"),
     (
