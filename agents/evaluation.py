@@ -15,6 +15,22 @@ def episode_quotas(num_episodes: int, num_envs: int) -> np.ndarray:
     return np.array([base + (i < extra) for i in range(num_envs)], np.int64)
 
 
+def eval_feedback(agent) -> Callable | None:
+    """The agent's `core_feedback` for evaluation envs (or None without one). Evaluation
+    envs do not clip rewards (returns are game scores), but a core fed the previous reward
+    (R2D1, PPO --prev-action-reward) was trained on the training env's rewards: where that
+    env clips them to [−1, 1] (Atari), the reward fed back is clipped the same way."""
+    feedback = getattr(agent, "core_feedback", None)
+    env = getattr(agent, "env", None)
+    if feedback is None or env is None or not env.spec.reward_clip:
+        return feedback
+
+    def clipped(core, action, reward):
+        return feedback(core, action, jnp.clip(reward, -1.0, 1.0))
+
+    return clipped
+
+
 def evaluate(
     act: Callable,
     params,
@@ -32,7 +48,8 @@ def evaluate(
       act: `act(params, obs, first, core, key) -> (action, core)`, jitted.
       env: a `VecEnv` built with `train=False`.
       on_step: optional `on_step(ts)` callback (e.g. to record video frames).
-      feedback: the agent's `core_feedback(core, action, reward) -> core`, or None.
+      feedback: `eval_feedback(agent)`: `core_feedback(core, action, reward) -> core`,
+        or None.
     """
     if num_episodes < 1:
         raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")

@@ -18,7 +18,7 @@ import numpy as np
 import tyro
 
 from agents.config import flag
-from agents.evaluation import evaluate
+from agents.evaluation import eval_feedback, evaluate
 from envs import make_env
 from experiments.args import TrainArgs, cli
 from experiments.checkpoint import CheckpointError
@@ -105,7 +105,7 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
             1,
             jax.random.PRNGKey(args.seed),
             agent.initial_core(1),
-            feedback=getattr(agent, "core_feedback", None),
+            feedback=eval_feedback(agent),
             on_step=lambda ts: frames.append(np.repeat(np.repeat(ts.obs[0, -1], 2, 0), 2, 1)),
         )
     else:
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
     params = agent.acting_params(learner)
     returns, lengths = evaluate(
         act, params, env, args.episodes, jax.random.PRNGKey(args.seed), agent.initial_core(n),
-        feedback=getattr(agent, "core_feedback", None),
+        feedback=eval_feedback(agent),
     )  # fmt: skip
     result = {
         "run": str(run_dir),

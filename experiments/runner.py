@@ -23,7 +23,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from agents.evaluation import evaluate
+from agents.evaluation import eval_feedback, evaluate
 from agents.parallel import check_divisible, local_replica, make_mesh
 from agents.programs import enable_data_checks
 from envs import make_env, obs_spec_json
@@ -378,7 +378,7 @@ class Runner:
                 run.eval_episodes,
                 jax.random.PRNGKey(run.seed + 1),
                 agent.initial_core(eval_env.spec.num_envs),
-                feedback=getattr(agent, "core_feedback", None),
+                feedback=eval_feedback(agent),
             )
             eval_s = time.perf_counter() - t0
         evaluated = len(returns) > 0
