@@ -210,7 +210,7 @@ def test_kill9_of_a_run_and_of_the_sweep_then_restart(tmp_path):
         f"name: k\nroot: {tmp_path}\nagents: [ppo, a2c]\nenvs: [CartPole-v1]\nseeds: 2\n"
         "slots: 2\nset: {total_steps: 6000}\n"
     )
-    env = {**os.environ, "SWEEP_TRAIN_CMD": f"{sys.executable} {FAKE}", "FAKE_STEP_S": "0.1",
+    env = {**os.environ, "SWEEP_TRAIN_CMD": f"{sys.executable} {FAKE}", "FAKE_STEP_S": "0.2",
            "PYTHONPATH": str(REPO)}  # fmt: skip
     cmd = [sys.executable, "-m", "experiments.sweep", str(tmp_path / "k.yaml"), "--no-live"]
     folder = tmp_path / "k"
@@ -219,10 +219,16 @@ def test_kill9_of_a_run_and_of_the_sweep_then_restart(tmp_path):
     while len([r for r in invocations(folder) if r["event"] == "start"]) < 2:
         assert time.time() < deadline and proc.poll() is None
         time.sleep(0.1)
-    time.sleep(1.0)
     victim = next(r for r in invocations(folder) if r["event"] == "start")
+    # Kill it once it has a checkpoint and before it ends (12 iterations of 0.2 s): waiting a
+    # fixed time raced with its end on a loaded machine.
+    checkpoints = folder / victim["run"] / "checkpoints"
+    while not (checkpoints.exists() and any(checkpoints.iterdir())):
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.02)
+    assert not (folder / victim["run"] / "summary.json").exists()
     os.kill(victim["pid"], signal.SIGKILL)  # one run
-    time.sleep(1.0)
+    time.sleep(0.3)
     os.kill(proc.pid, signal.SIGKILL)  # the sweep; its runs get SIGTERM and stop cleanly
     proc.wait()
     result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
