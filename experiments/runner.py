@@ -23,10 +23,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from agents.config import ConfigError
 from agents.evaluation import evaluate
 from agents.parallel import POP, check_divisible, local_replica, make_mesh
 from agents.population import Population
 from agents.programs import enable_data_checks
+from agents.registry import get_agent
 from envs import make_env, obs_spec_json
 from experiments.args import TrainArgs
 from experiments.checkpoint import Checkpointer
@@ -298,6 +300,8 @@ class Runner:
         n = run.num_seeds
         mesh = make_mesh(run.num_devices, axis=POP)
         check_divisible("--num-seeds", n, mesh.size)  # one line, before anything is built
+        if not getattr(get_agent(run.agent).agent_cls, "supports_population", False):
+            raise ConfigError(f"--num-seeds > 1 is not supported by --agent {run.agent}")
         envs, members = [], []
         try:
             for i in range(n):
