@@ -83,6 +83,11 @@ class RolloutAgent:
     # `core_feedback(core, action, reward) -> core`: what a recurrent core learns of the step
     # just taken (agents/protocol.py); None: nothing.
     core_feedback = None
+    # Whether `--num-seeds P` may vmap P members of this agent (agents/population.py): True
+    # only for an agent whose iteration is the base one (collect, absorb, updates_due x
+    # replay_update) and whose pure functions do not read `self.seed`, once a test shows its
+    # members equal single runs.
+    supports_population: ClassVar[bool] = False
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None):
         """`mesh`: a 1-D mesh from `agents.parallel.make_mesh` for data parallelism; None or

@@ -16,10 +16,11 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from agents.rollout import Rollout
 
 DATA = "data"
+POP = "pop"  # the mesh axis a population of learners is split over (agents/population.py)
 P = PartitionSpec
 
 
-def make_mesh(local_devices: int | None = None) -> Mesh:
+def make_mesh(local_devices: int | None = None, axis: str = DATA) -> Mesh:
     """A 1-D mesh over `local_devices` devices of every process (default: all of them).
 
     In a single process that is simply the first `local_devices` devices. With
@@ -37,7 +38,7 @@ def make_mesh(local_devices: int | None = None) -> Mesh:
             f"visible; on CPU, fake more with "
             f"XLA_FLAGS=--xla_force_host_platform_device_count={max(n, 2)}"
         )
-    return Mesh(np.array([d for devs in by_process for d in devs[:n]]), (DATA,))
+    return Mesh(np.array([d for devs in by_process for d in devs[:n]]), (axis,))
 
 
 def check_divisible(what: str, value: int, shards: int, unit: str = "devices"):

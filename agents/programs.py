@@ -13,6 +13,12 @@ With data checks on (`enable_data_checks()`, what `--debug` does), every loss of
 probabilities valid; see `agents.losses.checked`): the program is `checkify`-ed and each call
 raises on the first failed check. It costs reductions and a host read per call.
 
+`Program(fn, population=True, mesh=...)` is the population form (agents/population.py):
+`fn` written for one learner is `vmap`ped over the leading population axis of every argument
+and output, with `axis_name=None` (members never average gradients with each other); over a
+mesh the members are split between devices by `jax.shard_map` along the mesh axis `POP`, each
+device vmapping its own share.
+
 `RolloutProgram` does the same for acting: envpool's XLA step inside one jitted `lax.scan`
 when the env has it, else a host loop (gymnasium), and under data parallelism it acts on
 this process's first device and then splits the traces over the mesh by env.
@@ -27,7 +33,7 @@ import jax.numpy as jnp
 from jax.experimental import checkify
 
 from agents.losses._checks import debug_scope
-from agents.parallel import DATA, ROLLOUT_SPECS, abstract_rollout, local_replica, place_rollout
+from agents.parallel import DATA, POP, ROLLOUT_SPECS, abstract_rollout, local_replica, place_rollout
 from agents.rollout import make_host_rollout, make_xla_rollout, rollout_shape
 
 _DATA_CHECKS = [False]
@@ -50,11 +56,20 @@ class Program:
         out_specs: Any = None,
         donate_argnums: tuple[int, ...] = (),
         name: str | None = None,
+        population: bool = False,
     ):
         self.name = name or getattr(fn, "__name__", "program")
         self.traces = 0
         self.checks = _DATA_CHECKS[0]
-        axis_name = DATA if mesh is not None else None
+        axis_name = DATA if mesh is not None and not population else None
+        if population:
+            member_fn = fn
+
+            def fn(*args, axis_name=None):  # one learner per member: no axis
+                return jax.vmap(lambda *a: member_fn(*a, axis_name=None))(*args)
+
+            if mesh is not None:  # every argument and output split by member
+                in_specs = out_specs = jax.sharding.PartitionSpec(POP)
 
         def counted(*args):
             self.traces += 1  # runs once per trace, not per call

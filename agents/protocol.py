@@ -22,6 +22,10 @@ Checkpoints hold `state.learner` (a NamedTuple of arrays with a `params` field: 
 takes). A resumed run rebuilds the agent, restores the learner into the structure of
 `agent.init_learner(key)`, and starts new episodes with `agent.reset_actor`; replays are
 refilled.
+
+`--num-seeds P` wraps P members of an agent in `agents.population.Population`, which
+implements this protocol over states with a leading population axis; an agent opts in with
+`supports_population = True` (see that module for what it must satisfy).
 """
 
 from __future__ import annotations

@@ -56,6 +56,12 @@ class RunArgs:
     are used; only --total-steps, --max-minutes, --progress, the evaluation flags and where
     it runs (devices, processes, threads) may change."""
 
+    num_seeds: int = 1
+    """Train this many independent learners in one program: member i is the run with seed
+    --seed + i (its own envs, RNG streams and replay), vmapped over a population axis and
+    split over --num-devices (which must divide it). Logs go to <run>/member-<i>/. Agents
+    that support it: those with `supports_population` (ACER)."""
+
     # Data parallelism (replaces Hogwild threads).
     num_devices: int | None = None
     """Devices per process for data parallelism (default: all local devices). Envs, replay
@@ -97,6 +103,11 @@ class RunArgs:
         # Room for the offsets the runner adds (eval envs: seed + 10,000) within envpool's int32.
         need(0 <= self.seed < 2**30, "seed", "in [0, 2**30)")
         need(self.num_threads >= 0, "num_threads", ">= 0")
+        need(self.num_seeds >= 1, "num_seeds", ">= 1")
+        need(
+            self.num_seeds == 1 or self.num_processes == 1, "num_seeds",
+            "1 with --num-processes > 1 (a population runs in one process)",
+        )  # fmt: skip
         need(self.num_devices is None or self.num_devices >= 1, "num_devices", ">= 1")
         need(self.num_processes >= 1, "num_processes", ">= 1")
         address = self.coordinator_address

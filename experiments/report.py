@@ -120,12 +120,13 @@ def normalizer(env_id: str):
 
 
 def find_runs(paths: list[str]) -> list[Path]:
-    """Run folders (with config.json and metrics.csv) at or under `paths`."""
+    """Run folders (with config.json and metrics.csv) at or under `paths`. A population
+    (`--num-seeds P`) is found as its P member folders, `<run>/member-<i>/`: P seeds."""
     found = []
     for p in map(Path, paths):
         if not p.exists():
             raise ValueError(f"{p} does not exist")
-        if (p / "config.json").is_file():
+        if (p / "config.json").is_file() and (p / "metrics.csv").is_file():
             found.append(p)
         else:
             found += sorted(

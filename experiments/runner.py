@@ -23,9 +23,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from agents.config import ConfigError
 from agents.evaluation import eval_feedback, evaluate
-from agents.parallel import check_divisible, local_replica, make_mesh
+from agents.parallel import POP, check_divisible, local_replica, make_mesh
+from agents.population import Population
 from agents.programs import enable_data_checks
+from agents.registry import get_agent
 from envs import make_env, obs_spec_json
 from experiments.args import TrainArgs
 from experiments.checkpoint import Checkpointer
@@ -38,6 +41,11 @@ RUN_COLUMNS = (
     "env_steps", "frames", "iteration", "updates", "iteration_updates", "episodes",
     "return_mean", "length_mean", "sps", "wall_s",
 )  # fmt: skip
+
+
+def member_dir(run_dir: Path, i: int) -> Path:
+    """Where member i of a population logs (metrics.csv, config.json, summary.json)."""
+    return Path(run_dir) / f"member-{i}"
 
 
 class NonFiniteError(RuntimeError):
@@ -97,7 +105,11 @@ class TrainLoop:
         t0 = time.perf_counter()
         self.state, out = agent.train_iteration(self.state, c.iteration, c.env_steps)
         host = jax.device_get(out)  # the one host sync of the iteration
-        dt = time.perf_counter() - t0
+        return self.record(host, time.perf_counter() - t0, last_checkpoint)
+
+    def record(self, host, dt: float, last_checkpoint: str = "none") -> dict:
+        """Count one iteration's host output (taking `dt` seconds); returns its row."""
+        c, agent = self.counters, self.agent
         host = host._replace(metrics=unstack_metrics(host.metrics))
         self._check_metrics(host.metrics, last_checkpoint)
         steps = agent.steps_per_iteration
@@ -155,6 +167,33 @@ class TrainLoop:
                     )
 
 
+class PopulationLoop:
+    """`TrainLoop` for a `Population` (agents/population.py): one program iteration for all
+    members, then each member's output counted by its own `TrainLoop` (its counters, return
+    window and metrics), as its single run would count it. `step` returns P rows."""
+
+    def __init__(self, pop, state, counters: list[Counters], return_window: int = 20):
+        self.agent, self.state = pop, state
+        self.loops = [
+            TrainLoop(m, None, c, return_window) for m, c in zip(pop.members, counters, strict=True)
+        ]
+
+    @property
+    def counters(self) -> Counters:
+        """Member 0's counters (env steps and iterations are the same for every member)."""
+        return self.loops[0].counters
+
+    def step(self, last_checkpoint: str = "none") -> list[dict]:
+        c = self.counters
+        t0 = time.perf_counter()
+        self.state, out = self.agent.train_iteration(self.state, c.iteration, c.env_steps)
+        host = jax.device_get(out)  # the one host sync of the iteration
+        dt = time.perf_counter() - t0
+        members = self.agent.split_output(host)
+        pairs = zip(self.loops, members, strict=True)
+        return [loop.record(h, dt, last_checkpoint) for loop, h in pairs]
+
+
 class StopRequest:
     """Ends training early but cleanly: after `max_minutes`, or on SIGTERM / SIGINT, the
     loop finishes its iteration, checkpoints, evaluates and writes summary.json. A second
@@ -202,7 +241,9 @@ def resolve_run_dir(args: TrainArgs) -> Path:
     run = args.run
     if run.run_dir:
         return Path(run.run_dir)
-    return Path("runs") / (run.exp_name or f"{run.agent}-{run.env}-seed{run.seed}")
+    last = run.seed + run.num_seeds - 1
+    seeds = f"seed{run.seed}" if run.num_seeds == 1 else f"seeds{run.seed}-{last}"
+    return Path("runs") / (run.exp_name or f"{run.agent}-{run.env}-{seeds}")
 
 
 def init_distributed(args: TrainArgs):
@@ -239,6 +280,8 @@ class Runner:
         run = self.args.run
         procs = jax.process_count()
         check_divisible("--num-envs", self.args.config.num_envs, procs, "processes")
+        if run.num_seeds > 1:
+            return self._build_population()
         mesh = make_mesh(run.num_devices)
         env = make_env(
             run.env,
@@ -249,6 +292,31 @@ class Runner:
             num_threads=run.num_threads,
         )
         return env, build_agent(self.args, env, mesh)
+
+    def _build_population(self):
+        """P members, member i built exactly as the single run with seed `seed + i` builds
+        its env and agent; the population split over the devices by member."""
+        run = self.args.run
+        n = run.num_seeds
+        mesh = make_mesh(run.num_devices, axis=POP)
+        check_divisible("--num-seeds", n, mesh.size)  # one line, before anything is built
+        if not getattr(get_agent(run.agent).agent_cls, "supports_population", False):
+            raise ConfigError(f"--num-seeds > 1 is not supported by --agent {run.agent}")
+        envs, members = [], []
+        try:
+            for i in range(n):
+                envs.append(
+                    make_env(
+                        run.env, self.args.config.num_envs, run.seed + i, train=True,
+                        reward_clip=run.reward_clip, num_threads=run.num_threads,
+                    )
+                )  # fmt: skip
+                members.append(build_agent(self.args, envs[-1], None, seed=run.seed + i))
+            return envs[0], Population(members, mesh)
+        except Exception:
+            for env in envs:
+                env.close()
+            raise
 
     def run(self) -> dict | None:
         """Bad input fails here with a one-line ValueError before anything is compiled or
@@ -274,19 +342,35 @@ class Runner:
             enable_data_checks(False)  # process-wide switches: as they were before the run
             jax.config.update("jax_debug_nans", debug_nans)
 
+    def _keys(self, agent, fn):
+        """`fn(seed)` for the run's seed, or stacked `[P, ...]` for member seeds seed + i."""
+        seed = self.args.run.seed
+        if not isinstance(agent, Population):
+            return fn(seed)
+        return jax.numpy.stack([fn(seed + i) for i in range(agent.size)])
+
     def _run(self, env, agent) -> dict | None:
         run, run_dir = self.args.run, self.run_dir
-        state = agent.init(jax.random.PRNGKey(run.seed))
+        population = isinstance(agent, Population)
+        state = agent.init(self._keys(agent, jax.random.PRNGKey))
         ckpt_dir = run_dir / "checkpoints"
         checkpointer = Checkpointer(ckpt_dir, keep=run.keep_checkpoints)
         counters, last_ckpt = Counters(), "none"
+        members = [Counters() for _ in range(agent.size)] if population else None
         if self.resuming and checkpointer.steps():  # damaged ones: set aside, or one error
             learner, meta, step = restore_checkpoint(checkpointer, state.learner)
-            counters = Counters(**meta["counters"])
+            if population:
+                members = [Counters(**c) for c in meta["counters"]]
+                counters = members[0]
+            else:
+                counters = Counters(**meta["counters"])
+
             # New episodes, with a key that depends only on (seed, iteration, process).
-            actor_key = jax.random.fold_in(jax.random.PRNGKey(run.seed + 7), counters.iteration)
-            actor_key = jax.random.fold_in(actor_key, jax.process_index())
-            state = agent.reset_actor(state._replace(learner=learner), actor_key)
+            def actor_key(seed):
+                key = jax.random.fold_in(jax.random.PRNGKey(seed + 7), counters.iteration)
+                return jax.random.fold_in(key, jax.process_index())
+
+            state = agent.reset_actor(state._replace(learner=learner), self._keys(agent, actor_key))
             last_ckpt = str(ckpt_dir / str(step))
             print(f"resumed {run_dir} from checkpoint at env step {step}", file=sys.stderr)
         elif self.resuming:
@@ -294,30 +378,52 @@ class Runner:
         if self.lead:
             self._write_config(agent, env)
         compile_s = agent.compile(state)
-        logger = RunLogger(
-            run_dir,
-            [*RUN_COLUMNS, *agent.metric_names],
-            run.total_steps,
-            start_step=counters.env_steps,
-            tensorboard=not run.debug,
-            progress=run.progress and self.lead,
-            write=self.lead,
-        )
-        loop = TrainLoop(agent, state, counters, run.return_window)
+        folders = [member_dir(run_dir, i) for i in range(agent.size)] if population else [run_dir]
+        for i, folder in enumerate(folders if population else []):
+            folder.mkdir(exist_ok=True)
+            member_args = TrainArgs(dataclasses.replace(run, seed=run.seed + i), self.args.config)
+            write_json_atomic(
+                folder / "config.json",
+                {**config_json(member_args), "population": {"member": i, "of": agent.size}},
+            )
+        loggers = [
+            RunLogger(
+                folder,
+                [*RUN_COLUMNS, *agent.metric_names],
+                run.total_steps,
+                start_step=counters.env_steps,
+                tensorboard=not run.debug,
+                progress=run.progress and self.lead and i == 0,
+                write=self.lead,
+            )
+            for i, folder in enumerate(folders)
+        ]
+        if population:
+            loop = PopulationLoop(agent, state, members, run.return_window)
+            counters = loop.counters
+        else:
+            loop = TrainLoop(agent, state, counters, run.return_window)
+        advance = getattr(agent, "member_steps_per_iteration", agent.steps_per_iteration)
         every = run.checkpoint_every
         next_ckpt = (counters.env_steps // every + 1) * every
         stop = StopRequest(run.max_minutes)
         try:
             with stop:
                 while counters.env_steps < run.total_steps:
-                    row = loop.step(last_ckpt)
-                    logger.log(row, agent.steps_per_iteration)
+                    rows = loop.step(last_ckpt)
+                    for logger, row in zip(loggers, rows if population else [rows], strict=True):
+                        logger.log(row, advance)
                     stopping = stop.requested()
                     if stopping or counters.env_steps >= min(next_ckpt, run.total_steps):
+                        saved = (
+                            [dataclasses.asdict(m.counters) for m in loop.loops]
+                            if population
+                            else dataclasses.asdict(counters)
+                        )
                         path = checkpointer.save(
                             counters.env_steps,
                             checkpoint_tree(loop.state.learner),
-                            {"counters": dataclasses.asdict(counters)},
+                            {"counters": saved},
                         )
                         last_ckpt = str(path)
                         next_ckpt = (counters.env_steps // every + 1) * every
@@ -326,7 +432,8 @@ class Runner:
         except NonFiniteError as err:
             raise ValueError(str(err)) from None
         finally:
-            logger.close()
+            for logger in loggers:
+                logger.close()
             checkpointer.close()
             agent.close()  # before the evaluation: stop actor threads
         state = loop.state
@@ -338,7 +445,40 @@ class Runner:
             print(f"process {jax.process_index()}: params checksum {checksum:.12e}", flush=True)
         if not self.lead:
             return None
-        return self._finish(agent, state, loop, compile_s, last_ckpt, stop.reason)
+        if not population:
+            return self._finish(
+                agent, state.learner, loop, compile_s, last_ckpt, stop.reason, run_dir, run.seed
+            )
+        summaries = [
+            self._finish(
+                member, agent.member_learner(state.learner, i), loop.loops[i], compile_s,
+                last_ckpt, stop.reason, folders[i], run.seed + i,
+            )
+            for i, member in enumerate(agent.members)
+        ]  # fmt: skip
+        c = loop.counters
+        summary = {
+            "agent": run.agent,
+            "env": run.env,
+            "num_seeds": agent.size,
+            "seeds": [s["seed"] for s in summaries],
+            "env_steps_per_member": c.env_steps,
+            "env_steps": c.env_steps * agent.size,
+            "wall_s": c.wall_s,
+            "sps": agent.size * loop.loops[0].sps,  # over all members, steady state
+            "compile_s": compile_s,
+            "devices": agent.num_devices,
+            "eval_return_mean": [s["eval_return_mean"] for s in summaries],
+            "members": [str(f.relative_to(run_dir)) for f in folders],
+            "last_checkpoint": last_ckpt,
+            "stopped_by": stop.reason or "total_steps",
+        }
+        write_json_atomic(run_dir / "summary.json", summary)
+        print(
+            f"population of {agent.size}: {summary['env_steps']} env steps in {c.wall_s:.1f} s "
+            f"({summary['sps']:.0f} steps/s over all members) -> {run_dir}/summary.json"
+        )
+        return summary
 
     def _write_config(self, agent, env):
         spec = env.spec
@@ -365,18 +505,21 @@ class Runner:
             },
         )
 
-    def _finish(self, agent, state, loop, compile_s, last_ckpt, stopped_by) -> dict:
+    def _finish(
+        self, agent, learner, loop, compile_s, last_ckpt, stopped_by, run_dir, seed
+    ) -> dict:
+        """Evaluate `learner` and write `run_dir`/summary.json (a run, or one member)."""
         run, c = self.args.run, loop.counters
         returns, eval_s = np.zeros(0), 0.0
         if run.eval_episodes:
-            eval_env = make_env(run.env, min(run.eval_episodes, 16), run.seed + 10_000, train=False)
+            eval_env = make_env(run.env, min(run.eval_episodes, 16), seed + 10_000, train=False)
             t0 = time.perf_counter()
             returns, _ = evaluate(
                 agent.act(run.eval_greedy),
-                agent.acting_params(state.learner),
+                agent.acting_params(learner),
                 eval_env,
                 run.eval_episodes,
-                jax.random.PRNGKey(run.seed + 1),
+                jax.random.PRNGKey(seed + 1),
                 agent.initial_core(eval_env.spec.num_envs),
                 feedback=eval_feedback(agent),
             )
@@ -386,7 +529,7 @@ class Runner:
             "agent": run.agent,
             "env": run.env,
             "preset": run.preset,
-            "seed": run.seed,
+            "seed": seed,
             "env_steps": c.env_steps,
             "frames": c.env_steps * frames_per_step(agent.env),
             "episodes": c.episodes,
@@ -406,7 +549,7 @@ class Runner:
             "last_checkpoint": last_ckpt,
             "stopped_by": stopped_by or "total_steps",
         }
-        write_json_atomic(self.run_dir / "summary.json", summary)
+        write_json_atomic(run_dir / "summary.json", summary)
         early = f" (stopped early: {stopped_by})" if stopped_by else ""
         result = (
             f"eval return {summary['eval_return_mean']:.1f} ± {summary['eval_return_std']:.1f} "
@@ -417,6 +560,6 @@ class Runner:
         print(
             f"{run.agent} on {run.env}: {c.env_steps} env steps{early} in {c.wall_s:.1f} s "
             f"({summary['sps']:.0f} steps/s, compile {compile_s:.1f} s); {result} -> "
-            f"{self.run_dir}/summary.json"
+            f"{run_dir}/summary.json"
         )
         return summary

@@ -42,6 +42,7 @@ class ACERAgent(AgentBase):
     name = "acer"
     metric_names = METRICS
     discrete_only = False
+    supports_population = True  # tests/agents/test_population.py
 
     def __init__(self, config: ACERConfig, env, *, seed=0, mesh=None, replay_memory_limit=None):
         check_action_space(config, env.spec)

@@ -1,0 +1,112 @@
+"""Population throughput: `python -m experiments.bench_population [--num-seeds 8] [...]`.
+
+Trains P seeds of an agent two ways in this process, each from scratch with compilation
+included: as one population (`--num-seeds P`, agents/population.py) and as P single-seed
+runs one after another. Both run the runner's loops (one host sync per iteration) for the
+same env steps per member. Prints env steps/s over all members of each and their ratio
+(population ÷ sequential): the acceptance figure of issue 16 (goal ≥ 4 for ACER on
+CartPole-v1 with P = 8 on the 2-core CPU).
+
+The sequential runs share this process, so they skip P − 1 interpreter starts and imports a
+real sweep would pay; the ratio is, if anything, an underestimate.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+
+from agents.config import check
+from agents.population import Population
+from experiments.args import check_env, check_output_file, cli, lookup
+from experiments.common import make_agent, save_results
+from experiments.runner import Counters, PopulationLoop, TrainLoop
+
+
+@dataclass(frozen=True)
+class PopulationBenchArgs:
+    """Compare a population of P seeds with P sequential single-seed runs."""
+
+    agent: str = "acer"
+    """Agent to measure (one that supports --num-seeds)."""
+    env: str = "CartPole-v1"
+    """Environment id."""
+    preset: str | None = None
+    """Preset (default: the agent's default preset)."""
+    num_seeds: int = 8
+    """Population size P (seeds seed .. seed + P - 1)."""
+    seed: int = 0
+    """First seed."""
+    steps_per_member: int = 10_000
+    """Env steps each member (and each single run) trains for, rounded up to iterations."""
+    json_out: str | None = None
+    """Optional JSON file for the numbers."""
+
+    def __post_init__(self):
+        check(self.num_seeds >= 1, "num_seeds", self.num_seeds, ">= 1")
+        check(self.steps_per_member >= 1, "steps_per_member", self.steps_per_member, ">= 1")
+        lookup(self.agent, self.preset)
+        check_env(self.env)
+        check_output_file("json_out", self.json_out)
+
+
+def _iterations(agent, steps: int) -> int:
+    per = getattr(agent, "member_steps_per_iteration", agent.steps_per_iteration)
+    return -(-steps // per)
+
+
+def run_population(args: PopulationBenchArgs) -> dict:
+    t0 = time.perf_counter()
+    seeds = range(args.seed, args.seed + args.num_seeds)
+    members = [make_agent(args.agent, args.env, preset=args.preset, seed=s) for s in seeds]
+    pop = Population(members)
+    state = pop.init(jnp.stack([jax.random.PRNGKey(s) for s in seeds]))
+    compile_s = pop.compile(state)
+    loop = PopulationLoop(pop, state, [Counters() for _ in seeds])
+    for _ in range(_iterations(pop, args.steps_per_member)):
+        loop.step()
+    jax.block_until_ready(loop.state)
+    wall = time.perf_counter() - t0
+    steps = loop.counters.env_steps * pop.size
+    pop.close()
+    return {"env_steps": steps, "wall_s": wall, "compile_s": compile_s, "sps": steps / wall}
+
+
+def run_sequential(args: PopulationBenchArgs) -> dict:
+    t0, steps, compile_s = time.perf_counter(), 0, 0.0
+    for s in range(args.seed, args.seed + args.num_seeds):
+        agent = make_agent(args.agent, args.env, preset=args.preset, seed=s)
+        state = agent.init(jax.random.PRNGKey(s))
+        compile_s += agent.compile(state)
+        loop = TrainLoop(agent, state)
+        for _ in range(_iterations(agent, args.steps_per_member)):
+            loop.step()
+        jax.block_until_ready(loop.state)
+        steps += loop.counters.env_steps
+        agent.close()
+    wall = time.perf_counter() - t0
+    return {"env_steps": steps, "wall_s": wall, "compile_s": compile_s, "sps": steps / wall}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = cli(PopulationBenchArgs, argv, description=__doc__.split("\n\n")[0])
+    pop = run_population(args)
+    seq = run_sequential(args)
+    ratio = pop["sps"] / seq["sps"]
+    print(f"{args.agent} on {args.env}, P = {args.num_seeds}, {args.steps_per_member} steps each")
+    for name, r in (("population", pop), ("sequential", seq)):
+        print(
+            f"  {name:>10}: {r['env_steps']} env steps in {r['wall_s']:.1f} s "
+            f"(compile {r['compile_s']:.1f} s): {r['sps']:.0f} env steps/s over all members"
+        )
+    print(f"  ratio population / sequential: {ratio:.2f}")
+    results = {"args": vars(args), "population": pop, "sequential": seq, "ratio": ratio}
+    save_results(args.json_out, results)
+    return results
+
+
+if __name__ == "__main__":
+    main()
