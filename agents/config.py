@@ -140,3 +140,15 @@ def from_dict(cls, data: Any, where: str, *, ignore_unknown: bool = False):
         return cls(**kwargs)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
+
+
+def check_importance_annealing(config) -> None:
+    """`importance_exponent_steps` (prioritized replay's β annealing, DQN and R2D1): >= 0,
+    and 0 unless the config is `prioritized` (there are no importance weights to anneal)."""
+    steps = config.importance_exponent_steps
+    check(steps >= 0, "importance_exponent_steps", steps, ">= 0")
+    check(
+        config.prioritized or not steps,
+        "importance_exponent_steps", steps,
+        "0 without --prioritized (no importance weights to anneal)",
+    )  # fmt: skip

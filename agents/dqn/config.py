@@ -5,7 +5,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from agents.config import check, check_applies, check_floats_finite, check_positive_int
+from agents.config import (
+    check,
+    check_applies,
+    check_floats_finite,
+    check_importance_annealing,
+    check_positive_int,
+)
 
 
 @dataclass(frozen=True)
@@ -115,15 +121,7 @@ class DQNConfig:
             "value_rescale", self.value_rescale, "off with --distributional (scalar Q only)",
         )  # fmt: skip
         check(self.huber_delta >= 0, "huber_delta", self.huber_delta, ">= 0")
-        check(
-            self.importance_exponent_steps >= 0,
-            "importance_exponent_steps", self.importance_exponent_steps, ">= 0",
-        )  # fmt: skip
-        check(
-            self.prioritized or not self.importance_exponent_steps,
-            "importance_exponent_steps", self.importance_exponent_steps,
-            "0 without --prioritized (no importance weights to anneal)",
-        )  # fmt: skip
+        check_importance_annealing(self)
         for name in ("priority_exponent", "importance_exponent", "priority_eta"):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
         check(self.lr > 0, "lr", self.lr, "> 0")

@@ -5,7 +5,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from agents.config import check, check_floats_finite, check_positive_int
+from agents.config import (
+    check,
+    check_floats_finite,
+    check_importance_annealing,
+    check_positive_int,
+)
 
 
 @dataclass(frozen=True)
@@ -104,15 +109,7 @@ class R2D1Config:
         check(self.replay_ratio > 0, "replay_ratio", self.replay_ratio, "> 0")
         check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
         check(self.huber_delta >= 0, "huber_delta", self.huber_delta, ">= 0")
-        check(
-            self.importance_exponent_steps >= 0,
-            "importance_exponent_steps", self.importance_exponent_steps, ">= 0",
-        )  # fmt: skip
-        check(
-            self.prioritized or not self.importance_exponent_steps,
-            "importance_exponent_steps", self.importance_exponent_steps,
-            "0 without --prioritized (no importance weights to anneal)",
-        )  # fmt: skip
+        check_importance_annealing(self)
         for name in ("priority_exponent", "importance_exponent", "priority_eta"):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
         check(self.lr > 0, "lr", self.lr, "> 0")
