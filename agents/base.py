@@ -71,6 +71,15 @@ def make_trace_replay(
     )
 
 
+# What a population may vary in the actor-critic agents' configs (ACER, Reactor): fields
+# read only as numbers in their learners, and the discount the rollout writes.
+ACTOR_CRITIC_TUNABLE: dict[str, tuple[float, float]] = {
+    "lr": (1e-7, 1.0),
+    "entropy_weight": (0.0, 1.0),
+    "discount": (0.5, 1.0),
+}
+
+
 class RolloutAgent:
     """See the module docstring. Subclasses set `name` and `metric_names` and implement
     `make_network`, `make_learner`, `absorb` and either `policy_logits` (categorical
@@ -88,6 +97,15 @@ class RolloutAgent:
     # replay_update) and whose pure functions do not read `self.seed`, once a test shows its
     # members equal single runs.
     supports_population: ClassVar[bool] = False
+    # The scalar config fields a population may vary per member (`--vary`, `--evolve`), with
+    # the range each must stay in (agents/evolution.py). Only fields the learner and
+    # `absorb` read as numbers inside their traced functions (never in Python control flow
+    # or shapes), and `discount`, which the population's rollout writes into the traces.
+    tunable: ClassVar[dict[str, tuple[float, float]]] = {}
+
+    def population_conflict(self) -> str | None:
+        """Why this configured agent cannot be a population member (None: it can)."""
+        return None
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None):
         """`mesh`: a 1-D mesh from `agents.parallel.make_mesh` for data parallelism; None or

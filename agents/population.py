@@ -32,19 +32,23 @@ per iteration.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding
 
+from agents import evolution
 from agents.config import ConfigError
 from agents.parallel import POP, P, check_divisible
 from agents.programs import Program
 from agents.protocol import IterationOutput, TrainState
-from agents.rollout import _assemble, _env_action, _record, initial_actor_state
+from agents.rollout import ActorState, _assemble, _env_action, _record
+from envs import PoolSlice, XlaEnvState
 
 
 def _stack(trees):
@@ -55,11 +59,33 @@ def _member(tree, i):
     return jax.tree.map(lambda x: x[i], tree)
 
 
+class PopulationLearner(NamedTuple):
+    """The population's learner state: the members' learner states stacked `[P, ...]`, and
+    the hyper-parameters that vary over the population (`field -> [P]`; empty when none
+    do). Both are checkpointed."""
+
+    member: Any
+    hparams: dict
+
+
+def traced_config(config, values: dict):
+    """A copy of the frozen config `config` with `values` (traced scalars inside a vmapped
+    program) in place of some fields, bypassing `__post_init__` (the concrete values were
+    validated on the host, `Population._check_hparams`)."""
+    out = copy.copy(config)
+    for name, value in values.items():
+        object.__setattr__(out, name, value)
+    return out
+
+
 def check_population_support(agent) -> None:
     """A one-line ConfigError unless `agent` (a member built for one seed) can be vmapped."""
     name = getattr(agent, "name", type(agent).__name__)
     if not getattr(agent, "supports_population", False):
         raise ConfigError(f"--num-seeds > 1 is not supported by --agent {name}")
+    reason = agent.population_conflict() if hasattr(agent, "population_conflict") else None
+    if reason:
+        raise ConfigError(f"--num-seeds > 1 with --agent {name}: {reason}")
     if agent.mesh is not None:
         raise ConfigError(
             "--num-seeds > 1 shards the population over devices, not a member's data: "
@@ -72,12 +98,18 @@ def check_population_support(agent) -> None:
         )
 
 
+def member_envs(pool, size: int) -> list[PoolSlice]:
+    """The P member views of `pool` (P·N envs seeded `envs.run_env_seed(seed, N)`): member i
+    is built on view i exactly as the single run with seed `seed + i` is built on its env."""
+    return [PoolSlice(pool, i, size) for i in range(size)]
+
+
 class Population:
     """P members of one agent in one program (module docstring). Implements the agent
     protocol (agents/protocol.py) with every state stacked `[P, ...]`; `init` and
     `reset_actor` take one key per member `[P, 2]`."""
 
-    def __init__(self, members: list, mesh=None):
+    def __init__(self, members: list, mesh=None, hparams: dict | None = None):
         if not members:
             raise ValueError("a population needs at least one member")
         for m in members:
@@ -87,7 +119,20 @@ class Population:
         self.mesh = mesh if mesh is not None and mesh.size > 1 else None
         self.num_devices = self.mesh.size if self.mesh is not None else 1
         check_divisible("--num-seeds", self.size, self.num_devices)
+        pool = getattr(first.env, "pool", None)
+        for i, m in enumerate(members):
+            env = m.env
+            if not (isinstance(env, PoolSlice) and env.pool is pool and env.index == i):
+                raise ValueError(
+                    "member agents must be built on agents.population.member_envs(pool, P)"
+                    f"[i] in order; member {i} has {env!r}"
+                )
+            if env.size != self.size:
+                raise ValueError(f"members are slices of {env.size}, but there are {self.size}")
+        self.pool, self.member_env_count = pool, first.env.spec.num_envs
         self.name = first.name
+        self.tunable = dict(getattr(first, "tunable", {}))
+        self.hparams = self._check_hparams(first.config, dict(hparams or {}))
         self.config, self.env = first.config, first.env
         self.metric_names = first.metric_names
         self.member_steps_per_iteration = first.steps_per_iteration
@@ -99,37 +144,89 @@ class Population:
         self._device = jax.devices()[0]
 
         self._rollout = jax.jit(self._rollout_fn)
+        self._evolve = None
         prog = dict(mesh=self.mesh, population=True, donate_argnums=(0, 1))
-        self._absorb = Program(first.absorb, name="absorb", **prog)
+        self._absorb = Program(self._member_absorb, name="absorb", **prog)
         self._updates = (
             Program(self._masked_updates, name="replay_updates", **prog)
             if hasattr(first, "replay_update")
             else None
         )
 
-    # ------------------------------------------------------------------ programs
-    def _rollout_fn(self, params, actor):
-        """T steps of every member's envs: the policy vmapped over members, each member's
-        pool stepped with its own actions, the bookkeeping vmapped (agents.rollout)."""
-        first, envs = self.members[0], [m.env for m in self.members]
-        discount, feedback = first.config.discount, first.core_feedback
+    # ------------------------------------------------------------------ hyper-parameters
+    def _check_hparams(self, config, hparams: dict) -> dict:
+        """`field -> [P] float32`, each field tunable by the agent and each member's config
+        valid (a one-line ConfigError naming the field otherwise)."""
+        out = {}
+        for name, values in hparams.items():
+            if name not in self.tunable:
+                allowed = ", ".join(sorted(self.tunable)) or "none"
+                raise ConfigError(
+                    f"--vary {name}: --agent {self.name} cannot vary {name!r} (it can: {allowed})"
+                )
+            values = np.asarray(values, np.float32)
+            if values.shape != (self.size,):
+                raise ValueError(f"{name}: {values.shape} values for a population of {self.size}")
+            for v in values:
+                dataclasses.replace(config, **{name: float(v)})  # the config's own checks
+            out[name] = values
+        return out
 
-        def record(actor, out, ts):
+    def _with(self, hparams: dict):
+        """Member 0's agent with the traced hyper-parameters `hparams` in its config and a
+        learner rebuilt from it (inside a vmapped program: one member's values)."""
+        first = self.members[0]
+        if not hparams:
+            return first
+        member = copy.copy(first)
+        member.config = traced_config(first.config, hparams)
+        member.learner = member.make_learner(member.network)
+        return member
+
+    def _member_absorb(self, learner: PopulationLearner, replay, traj, axis_name=None):
+        inner, replay, metrics = self._with(learner.hparams).absorb(learner.member, replay, traj)
+        return learner._replace(member=inner), replay, metrics
+
+    # ------------------------------------------------------------------ programs
+    def _merge(self, tree):
+        """`[P, N, ...]` leaves -> `[P·N, ...]` (the pool's env order)."""
+        return jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), tree)
+
+    def _split(self, tree):
+        """`[P·N, ...]` leaves -> `[P, N, ...]` (member i: envs i·N .. i·N + N − 1)."""
+        return jax.tree.map(lambda x: x.reshape((self.size, -1, *x.shape[1:])), tree)
+
+    def _split_env_state(self, state: XlaEnvState) -> XlaEnvState:
+        """The pool's XLA carry as P member carries (the opaque handle repeated)."""
+        handle = jnp.broadcast_to(state.handle, (self.size, *state.handle.shape))
+        return XlaEnvState(handle, *self._split((state.prev_done, state.prev_game_over)))
+
+    def _join_env_state(self, state: XlaEnvState) -> XlaEnvState:
+        return XlaEnvState(state.handle[0], *self._merge((state.prev_done, state.prev_game_over)))
+
+    def _rollout_fn(self, params, actor):
+        """T steps of every member's envs: the policy vmapped over members, the pool stepped
+        once per step with every member's actions, the bookkeeping vmapped
+        (agents.rollout)."""
+        first, feedback = self.members[0], self.members[0].core_feedback
+        discount = params.hparams.get("discount")
+        if discount is None:
+            discount = jnp.full((self.size,), first.config.discount, jnp.float32)
+
+        def record(actor, out, ts, discount):
             return _record(discount, actor, out, ts, feedback)
 
         def body(actor, _):
             keys = jax.vmap(jax.random.split)(actor.key)
             key, sub = keys[:, 0], keys[:, 1]
             out = jax.vmap(first.select_action)(
-                params, actor.obs, actor.first, actor.core_state, sub
+                params.member, actor.obs, actor.first, actor.core_state, sub
             )
-            action = _env_action(out)
-            stepped = [
-                env.xla_step(_member(actor.env_state, i), action[i]) for i, env in enumerate(envs)
-            ]
-            env_state, ts = _stack([s for s, _ in stepped]), _stack([t for _, t in stepped])
-            actor = actor._replace(env_state=env_state, key=key)
-            return jax.vmap(record)(actor, out, ts)
+            pool_state, ts = self.pool.xla_step(
+                self._join_env_state(actor.env_state), self._merge(_env_action(out))
+            )
+            actor = actor._replace(env_state=self._split_env_state(pool_state), key=key)
+            return jax.vmap(record)(actor, out, self._split(ts), discount)
 
         end, recorded = jax.lax.scan(body, actor, None, length=first.config.trace_len)
         recorded = jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), recorded)  # [P, T, ...]
@@ -140,10 +237,11 @@ class Population:
         k < `todo` (else the learner and replay stay as they were). Unrolled on purpose (a
         conv weight gradient in a rolled scan is slow on XLA:CPU, PERF-NOTES). Returns
         (learner, replay, (metrics, active)) with `[K]` leaves when K > 1."""
-        first, metrics, active = self.members[0], [], []
+        member, hparams, learner = self._with(learner.hparams), learner.hparams, learner.member
+        metrics, active = [], []
         for k in range(self.updates_per_program):
             on = k < todo
-            new_learner, new_replay, m = first.replay_update(learner, replay, None)
+            new_learner, new_replay, m = member.replay_update(learner, replay, None)
 
             def keep(new, old, on=on):
                 return old if new is old else jnp.where(on, new, old)  # untouched: no copy
@@ -152,9 +250,66 @@ class Population:
             replay = jax.tree.map(keep, new_replay, replay)
             metrics.append(m)
             active.append(on)
+        learner = PopulationLearner(learner, hparams)
         if self.updates_per_program == 1:
             return learner, replay, (metrics[0], active[0])
         return learner, replay, (_stack(metrics), jnp.stack(active))
+
+    # ------------------------------------------------------------------ evolution
+    def _evolve_fn(self, learner: PopulationLearner, parent, resampled, elites, hparams, key,
+                   std_max):  # fmt: skip
+        """The device side of one generation (agents/evolution.py): every member takes its
+        parent's whole learner state (weights, optimiser state, step count); members marked
+        `resampled` then draw new weights from the elites' Gaussian, with a fresh optimiser
+        state and every params-shaped copy (Polyak average, target network) set to the new
+        weights. A member that changed gets a new RNG stream (its parent's key folded with
+        its index), so two copies of one parent do not sample alike."""
+        old, size = learner.member, self.size
+        member = evolution.exploit(old, parent)
+        index = jnp.arange(size)
+        changed = (parent != index) | resampled
+        folded = jax.vmap(jax.random.fold_in)(member.key, index)
+        member = member._replace(key=jnp.where(changed[:, None], folded, member.key))
+        if elites.shape[0]:
+            noise = evolution.normal_like(key, old.params)
+            params = evolution.cem_resample(old.params, elites, resampled, noise, std_max)
+            member = self._reset_resampled(member, params, resampled)
+        return PopulationLearner(member, hparams)
+
+    def _reset_resampled(self, member, params, resampled):
+        first = self.members[0]
+        fresh = jax.vmap(first.learner.optimizer.init)(params)
+        structure = jax.tree.structure(member.params)
+
+        def pick(new, old):
+            mask = resampled.reshape((-1,) + (1,) * (old.ndim - 1))
+            return jnp.where(mask, new, old)
+
+        fields = {"params": params, "opt_state": jax.tree.map(pick, fresh, member.opt_state)}
+        for name, value in member._asdict().items():
+            if name not in fields and jax.tree.structure(value) == structure:
+                fields[name] = jax.tree.map(pick, params, value)
+        return member._replace(**fields)
+
+    def evolve(self, state: TrainState, plan, hparams: dict, key, std_max: float = 1.0):
+        """Apply a generation's `plan` (agents.evolution.Plan) and the members' new
+        hyper-parameters to `state`; replays and actors stay each member's own."""
+        if self._evolve is None:
+            self._evolve = jax.jit(self._evolve_fn, donate_argnums=(0,), static_argnums=(6,))
+        missing = set(self.hparams) ^ set(hparams)
+        if missing:
+            raise ValueError(f"evolve: hyper-parameters {sorted(missing)} do not match")
+        self.hparams = self._check_hparams(self.members[0].config, hparams)
+        learner = self._evolve(
+            state.learner,
+            jnp.asarray(plan.parent, jnp.int32),
+            jnp.asarray(plan.resampled, bool),
+            jnp.asarray(plan.elites, jnp.int32),
+            {k: jnp.asarray(v) for k, v in self.hparams.items()},
+            key,
+            float(std_max),
+        )
+        return state._replace(learner=self._place(learner))
 
     # ------------------------------------------------------------------ placement
     def _place(self, tree):
@@ -165,15 +320,25 @@ class Population:
         return tree if self.mesh is None else jax.device_put(tree, self._device)
 
     # ------------------------------------------------------------------ protocol
-    def init_learner(self, keys):
-        return self._place(jax.vmap(self.members[0].init_learner)(keys))
+    def init_learner(self, keys) -> PopulationLearner:
+        member = jax.vmap(self.members[0].init_learner)(keys)
+        hparams = {k: jnp.asarray(v) for k, v in self.hparams.items()}
+        return self._place(PopulationLearner(member, hparams))
 
     def _init_actor(self, keys):
-        actors = [
-            initial_actor_state(m.env, m.initial_core(m.env.spec.num_envs), k)
-            for m, k in zip(self.members, keys, strict=True)
-        ]
-        return _stack(actors)
+        """Reset the pool once; member i gets its envs' first observations and its key."""
+        pool_state, ts = self.pool.xla_reset()
+        n = self.member_env_count
+        return ActorState(
+            env_state=self._split_env_state(pool_state),
+            obs=self._split(jax.tree.map(jnp.asarray, ts.obs)),
+            first=self._split(jnp.asarray(ts.first)),
+            frame_reset=self._split(jnp.asarray(ts.frame_reset)),
+            core_state=_stack([m.initial_core(n) for m in self.members]),
+            episode_return=jnp.zeros((self.size, n), jnp.float32),
+            episode_length=jnp.zeros((self.size, n), jnp.int32),
+            key=jnp.asarray(keys),
+        )
 
     def _init_replay(self):
         first = self.members[0]
@@ -195,8 +360,11 @@ class Population:
         self.close()
         return state._replace(actor=self._init_actor(keys))
 
-    def _policy_params(self, learner):
-        return jax.vmap(self.members[0].policy_params)(learner)
+    def _policy_params(self, learner: PopulationLearner) -> PopulationLearner:
+        """The members' acting params, with the hyper-parameters the rollout reads."""
+        return PopulationLearner(
+            jax.vmap(self.members[0].policy_params)(learner.member), learner.hparams
+        )
 
     def compile(self, state: TrainState) -> float:
         t0 = time.perf_counter()
@@ -255,9 +423,13 @@ class Population:
             )
         return outs
 
-    def member_learner(self, learner, i: int):
+    def member_learner(self, learner: PopulationLearner, i: int):
         """Member i's learner state (on the first device)."""
-        return self._on_first_device(_member(learner, i))
+        return self._on_first_device(_member(learner.member, i))
+
+    def member_hparams(self, learner: PopulationLearner) -> dict[str, np.ndarray]:
+        """The hyper-parameters that vary, `field -> [P]` (host arrays)."""
+        return {k: np.asarray(v) for k, v in jax.device_get(learner.hparams).items()}
 
     def act(self, greedy: bool):
         return self.members[0].act(greedy)

@@ -44,6 +44,7 @@ mission) becomes fixed-length int32 word ids with a fixed vocabulary (`envs.text
 from envs.core import (
     ArraySpec,
     EnvSpec,
+    PoolSlice,
     TimeStep,
     VecEnv,
     XlaEnvState,
@@ -52,17 +53,20 @@ from envs.core import (
     obs_spec_json,
     obs_zeros,
 )
-from envs.factory import make_env
+from envs.factory import eval_env_seed, make_env, run_env_seed
 
 __all__ = [
     "ArraySpec",
     "EnvSpec",
+    "PoolSlice",
     "TimeStep",
     "VecEnv",
     "XlaEnvState",
     "as_obs_spec",
+    "eval_env_seed",
     "make_env",
     "obs_leaves_with_paths",
     "obs_spec_json",
     "obs_zeros",
+    "run_env_seed",
 ]

@@ -8,6 +8,7 @@ bit-identical `TimeStep`s, and the two backends identical semantics.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -452,3 +453,26 @@ class VecEnv:
             f"{type(self).__name__}({s.env_id!r}, num_envs={s.num_envs}, backend={s.backend!r}, "
             f"reward_clip={s.reward_clip}, episodic_life={s.episodic_life})"
         )
+
+
+class PoolSlice(VecEnv):
+    """Envs `[index·N, (index + 1)·N)` of `pool`, a vector env of `size`·N envs: what member
+    `index` of a population sees (agents.population). It has the spec of an N-env vector
+    env (so a member agent is built exactly as its single run) but is never stepped itself:
+    the population steps the whole pool at once, one XLA call for every member."""
+
+    def __init__(self, pool: VecEnv, index: int, size: int):
+        total = pool.spec.num_envs
+        if size < 1 or total % size or not 0 <= index < size:
+            raise ValueError(f"cannot take slice {index} of {size} from a pool of {total} envs")
+        super().__init__(dataclasses.replace(pool.spec, num_envs=total // size))
+        self.pool, self.index, self.size = pool, index, size
+        self.has_xla = pool.has_xla
+
+    def _stepped_by_pool(self, *_: Any, **__: Any) -> Any:
+        raise RuntimeError(
+            f"{self.spec.env_id}: slice {self.index} of a pool of {self.pool.spec.num_envs} "
+            "envs is stepped through its pool (agents.population), not on its own"
+        )
+
+    reset = step = xla_reset = xla_step = _stepped_by_pool

@@ -67,6 +67,23 @@ def check_env_id(env_id: str, backend: str = "auto") -> str:
     return _resolve_backend(env_id, backend)
 
 
+def run_env_seed(seed: int, num_envs: int, process_index: int = 0, num_processes: int = 1) -> int:
+    """The base seed of the training envs of run seed `seed`: `(seed·num_processes +
+    process_index)·num_envs` (mod 2³⁰, to stay in envpool's int32). Both backends seed env
+    k of a vector env `base + k`, so runs, processes and envs never share an env seed while
+    that product is below 2³⁰ (with `seed + k`, seeds 0 and 1 of a 16-env run would share 15
+    of their 16 envs), and the P·N envs of one pool seeded `run_env_seed(seed, N)` are exactly
+    the envs of runs seed .. seed + P − 1, N each: what lets a population (`--num-seeds P`,
+    agents.population) step one pool."""
+    return (seed * num_processes + process_index) * num_envs % 2**30
+
+
+def eval_env_seed(seed: int, num_envs: int) -> int:
+    """The base seed of run seed `seed`'s evaluation envs: `2³⁰ + seed·num_envs` (mod 2³⁰),
+    apart from every training env seed and from other run seeds' evaluation envs."""
+    return 2**30 + seed * num_envs % 2**30
+
+
 def make_env(
     env_id: str,
     num_envs: int,

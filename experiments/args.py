@@ -62,6 +62,30 @@ class RunArgs:
     split over --num-devices (which must divide it). Logs go to <run>/member-<i>/. Agents
     that support it: those with `supports_population` (ACER)."""
 
+    vary: tuple[str, ...] = ()
+    """Population hyper-parameters (with --num-seeds > 1), FIELD=SPEC each: FIELD one the
+    agent can vary (ACER, Reactor: lr, entropy_weight, discount) and SPEC `v1,v2,...`
+    (member i: value i mod their number), `loguniform:LOW:HIGH`, `uniform:LOW:HIGH` or
+    `normal:MEAN:STD[:LOW:HIGH]` (truncated), drawn from --seed."""
+    sweep_lr: str | None = None
+    """Shorthand for --vary lr=VALUES (e.g. --sweep-lr 1e-4,3e-4,1e-3)."""
+    evolve: str = "none"
+    """Evolve the population every --evolve-every env steps (per member), ranked by each
+    member's mean training return over --return-window episodes: "pbt" (truncation
+    selection: the bottom --evolve-fraction copy weights, optimiser state and
+    hyper-parameters from the top, then perturb them by 0.8 or 1.2), "cem" (the elites'
+    per-weight Gaussian resamples --evolve-replace members), or "none"."""
+    evolve_every: int = 0
+    """Env steps per member between generations (required with --evolve)."""
+    evolve_fraction: float = 0.25
+    """PBT: the fraction copied / copied from (Jaderberg et al.: 0.2-0.25). CEM: the elite
+    fraction (the Advanced-SAC seed's evolver_cem_best: 0.3)."""
+    evolve_replace: int = 0
+    """CEM: resample only this many worst members (the seed's evolver_remove_worst; 0: all
+    members, the seed's default of resampling every learner)."""
+    cem_std_max: float = 1.0
+    """CEM: upper bound of each weight's standard deviation."""
+
     # Data parallelism (replaces Hogwild threads).
     num_devices: int | None = None
     """Devices per process for data parallelism (default: all local devices). Envs, replay
@@ -100,7 +124,7 @@ class RunArgs:
                 raise ValueError(f"{flag(name)} must be {allowed}, got {getattr(self, name)!r}")
 
         need(self.total_steps >= 1, "total_steps", ">= 1")
-        # Room for the offsets the runner adds (eval envs: seed + 10,000) within envpool's int32.
+        # Env seeds are derived from it within envpool's int32 (envs.run_env_seed).
         need(0 <= self.seed < 2**30, "seed", "in [0, 2**30)")
         need(self.num_threads >= 0, "num_threads", ">= 0")
         need(self.num_seeds >= 1, "num_seeds", ">= 1")
@@ -108,6 +132,30 @@ class RunArgs:
             self.num_seeds == 1 or self.num_processes == 1, "num_seeds",
             "1 with --num-processes > 1 (a population runs in one process)",
         )  # fmt: skip
+
+        # Population options: a flag that does not apply is an error, not a silent no-op.
+        def given(name: str) -> bool:
+            return getattr(self, name) != RunArgs.__dataclass_fields__[name].default
+
+        evolve_flags = ("evolve_every", "evolve_fraction", "evolve_replace", "cem_std_max")
+        for name in ("vary", "sweep_lr", "evolve", *evolve_flags):
+            if given(name) and self.num_seeds == 1:
+                raise ValueError(f"{flag(name)} needs a population: add --num-seeds P (P > 1)")
+        need(self.evolve in ("none", "pbt", "cem"), "evolve", '"none", "pbt" or "cem"')
+        for name in evolve_flags:
+            if given(name) and self.evolve == "none":
+                raise ValueError(f"{flag(name)} applies only with --evolve pbt or cem")
+        for name in ("evolve_replace", "cem_std_max"):
+            if given(name) and self.evolve != "cem":
+                raise ValueError(f"{flag(name)} applies only with --evolve cem")
+        need(self.evolve == "none" or self.evolve_every >= 1, "evolve_every", ">= 1")
+        need(0 < self.evolve_fraction < 1, "evolve_fraction", "in (0, 1)")
+        need(0 <= self.evolve_replace <= self.num_seeds, "evolve_replace", "in [0, --num-seeds]")
+        need(self.cem_std_max > 0, "cem_std_max", "> 0")
+        for entry in self.vary:
+            need(entry.partition("=")[0].strip() != "" and "=" in entry, "vary", "FIELD=SPEC")
+        if self.sweep_lr is not None and any(e.startswith("lr=") for e in self.vary):
+            raise ValueError("--sweep-lr and --vary lr=... give lr twice: use one")
         need(self.num_devices is None or self.num_devices >= 1, "num_devices", ">= 1")
         need(self.num_processes >= 1, "num_processes", ">= 1")
         address = self.coordinator_address
@@ -136,6 +184,20 @@ class RunArgs:
             "exp_name",
             "a folder name (no '/'; a path goes in --run-dir)",
         )
+
+
+def hparam_specs(run: RunArgs) -> dict[str, str]:
+    """`field -> spec` from --vary and --sweep-lr (agents.evolution.draw_hparams)."""
+    specs: dict[str, str] = {}
+    for entry in run.vary:
+        name, _, spec = entry.partition("=")
+        name = name.strip()
+        if name in specs:
+            raise ValueError(f"--vary: {name} is given twice")
+        specs[name] = spec.strip()
+    if run.sweep_lr is not None:
+        specs["lr"] = run.sweep_lr
+    return specs
 
 
 def check_env(env_id: str) -> None:

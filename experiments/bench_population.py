@@ -20,9 +20,8 @@ import jax
 import jax.numpy as jnp
 
 from agents.config import check
-from agents.population import Population
 from experiments.args import check_env, check_output_file, cli, lookup
-from experiments.common import make_agent, save_results
+from experiments.common import make_agent, make_population, save_results
 from experiments.runner import Counters, PopulationLoop, TrainLoop
 
 
@@ -61,8 +60,7 @@ def _iterations(agent, steps: int) -> int:
 def run_population(args: PopulationBenchArgs) -> dict:
     t0 = time.perf_counter()
     seeds = range(args.seed, args.seed + args.num_seeds)
-    members = [make_agent(args.agent, args.env, preset=args.preset, seed=s) for s in seeds]
-    pop = Population(members)
+    pop = make_population(args.agent, args.env, args.num_seeds, preset=args.preset, seed=args.seed)
     state = pop.init(jnp.stack([jax.random.PRNGKey(s) for s in seeds]))
     compile_s = pop.compile(state)
     loop = PopulationLoop(pop, state, [Counters() for _ in seeds])

@@ -11,8 +11,9 @@ import jax
 import jax.numpy as jnp
 
 from agents.config import from_dict
+from agents.population import Population, member_envs
 from agents.registry import get_agent
-from envs import make_env
+from envs import make_env, run_env_seed
 from experiments.args import RunArgs, TrainArgs
 from experiments.checkpoint import Checkpointer
 from experiments.runfolder import read_json, write_json_atomic
@@ -113,8 +114,36 @@ def make_agent(
     run_values, config_values = spec.split_preset(preset)
     config = spec.config_cls(**{**config_values, **overrides})
     run = RunArgs(agent=spec.name, preset=preset, **{**run_values, "env": env_id, "seed": seed})
-    env = make_env(env_id, config.num_envs, seed, num_threads=num_threads)
+    env = make_env(
+        env_id, config.num_envs, run_env_seed(seed, config.num_envs), num_threads=num_threads
+    )
     return build_agent(TrainArgs(run, config), env, mesh)
+
+
+def make_population(
+    agent: str,
+    env_id: str,
+    size: int,
+    *,
+    preset: str | None = None,
+    mesh=None,
+    num_threads: int = 0,
+    seed: int = 0,
+    **overrides,
+):
+    """`size` members of an agent (seeds seed .. seed + size − 1) on one fresh pool of envs,
+    as `--num-seeds size` builds them: the benchmarks' and tests' population."""
+    spec = get_agent(agent)
+    run_values, config_values = spec.split_preset(preset)
+    config = spec.config_cls(**{**config_values, **overrides})
+    n = config.num_envs
+    pool = make_env(env_id, size * n, run_env_seed(seed, n), num_threads=num_threads)
+    run = RunArgs(agent=spec.name, preset=preset, **{**run_values, "env": env_id, "seed": seed})
+    views = member_envs(pool, size)
+    members = [
+        build_agent(TrainArgs(run, config), v, None, seed=seed + i) for i, v in enumerate(views)
+    ]
+    return Population(members, mesh)
 
 
 def bench_preset(spec) -> str | None:

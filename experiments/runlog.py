@@ -101,6 +101,32 @@ class RunLogger:
             self._tb.close()
 
 
+class LineageLog:
+    """lineage.csv of an evolving population (agents.evolution.Evolver): one row per member
+    and generation (its parent, whether it was resampled or an elite, its score and its
+    hyper-parameters after the generation). Flushed per generation; on a resume, rows past
+    the checkpoint's env step are dropped first (as in metrics.csv)."""
+
+    def __init__(self, run_dir: Path, columns: list[str], start_step: int = 0):
+        self.path = run_dir / "lineage.csv"
+        self.columns = list(columns)
+        if self.path.exists():
+            self.columns = _repair_csv(self.path, self.columns, start_step)
+        new = not self.path.exists()
+        self._file = open(self.path, "a", newline="")
+        self._csv = csv.DictWriter(self._file, fieldnames=self.columns, restval="")
+        if new:
+            self._csv.writeheader()
+            self._file.flush()
+
+    def write(self, records: list[dict]) -> None:
+        self._csv.writerows(records)
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
 def _repair_csv(path: Path, columns: list[str], max_step: int) -> list[str]:
     """Make `path` safe to append rows of `columns` to; returns the columns to write.
 

@@ -25,18 +25,21 @@ import numpy as np
 
 from agents.config import ConfigError
 from agents.evaluation import eval_feedback, evaluate
+from agents.evolution import Evolver, draw_hparams
 from agents.parallel import POP, check_divisible, local_replica, make_mesh
-from agents.population import Population
+from agents.population import Population, member_envs
 from agents.programs import enable_data_checks
 from agents.registry import get_agent
-from envs import make_env, obs_spec_json
-from experiments.args import TrainArgs
+from envs import eval_env_seed, make_env, obs_spec_json, run_env_seed
+from experiments.args import TrainArgs, hparam_specs
 from experiments.checkpoint import Checkpointer
 from experiments.common import build_agent, checkpoint_tree, config_json, restore_checkpoint
 from experiments.runfolder import RunLock, check_run_dir_writable, write_json_atomic
-from experiments.runlog import RunLogger
+from experiments.runlog import LineageLog, RunLogger
 
 # Columns the runner writes before the agent's own metric_names.
+# lineage.csv (experiments.runlog.LineageLog), then the hp_<field> columns.
+LINEAGE_COLUMNS = ("env_steps", "generation", "member", "parent", "resampled", "elite", "score")
 RUN_COLUMNS = (
     "env_steps", "frames", "iteration", "updates", "iteration_updates", "episodes",
     "return_mean", "length_mean", "sps", "wall_s",
@@ -170,10 +173,18 @@ class TrainLoop:
 class PopulationLoop:
     """`TrainLoop` for a `Population` (agents/population.py): one program iteration for all
     members, then each member's output counted by its own `TrainLoop` (its counters, return
-    window and metrics), as its single run would count it. `step` returns P rows."""
+    window and metrics), as its single run would count it. With an `evolver`
+    (agents.evolution.Evolver) a generation runs when due, ranked by the members' return
+    windows; members that took another's weights start a new window. `step` returns P rows,
+    each with the member's hyper-parameters (`hp_<field>`) and, at a generation, its
+    `generation` and `parent`; `lineage` gets the generation's records."""
 
-    def __init__(self, pop, state, counters: list[Counters], return_window: int = 20):
+    def __init__(
+        self, pop, state, counters: list[Counters], return_window: int = 20, evolver=None,
+        lineage=None,
+    ):  # fmt: skip
         self.agent, self.state = pop, state
+        self.evolver, self.lineage = evolver, lineage
         self.loops = [
             TrainLoop(m, None, c, return_window) for m, c in zip(pop.members, counters, strict=True)
         ]
@@ -191,7 +202,21 @@ class PopulationLoop:
         dt = time.perf_counter() - t0
         members = self.agent.split_output(host)
         pairs = zip(self.loops, members, strict=True)
-        return [loop.record(h, dt, last_checkpoint) for loop, h in pairs]
+        rows = [loop.record(h, dt, last_checkpoint) for loop, h in pairs]
+        for i, row in enumerate(rows):
+            row.update({f"hp_{k}": float(f"{v[i]:.7g}") for k, v in self.agent.hparams.items()})
+        if self.evolver is not None and self.evolver.due(c.env_steps):
+            scores = [loop.return_mean for loop in self.loops]
+            self.state, records = self.evolver.step(self.agent, self.state, scores, c.env_steps)
+            if records is not None:
+                for loop, row, rec in zip(self.loops, rows, records, strict=True):
+                    row.update(generation=rec["generation"], parent=rec["parent"])
+                    if rec["parent"] != rec["member"] or rec["resampled"]:
+                        loop.returns.clear()  # its scores were another member's learner's
+                        loop.lengths.clear()
+                if self.lineage is not None:
+                    self.lineage.write(records)
+        return rows
 
 
 class StopRequest:
@@ -283,10 +308,11 @@ class Runner:
         if run.num_seeds > 1:
             return self._build_population()
         mesh = make_mesh(run.num_devices)
+        n = self.args.config.num_envs // procs
         env = make_env(
             run.env,
-            self.args.config.num_envs // procs,
-            run.seed + 1000 * jax.process_index(),
+            n,
+            run_env_seed(run.seed, n, jax.process_index(), procs),
             train=True,
             reward_clip=run.reward_clip,
             num_threads=run.num_threads,
@@ -302,20 +328,21 @@ class Runner:
         check_divisible("--num-seeds", n, mesh.size)  # one line, before anything is built
         if not getattr(get_agent(run.agent).agent_cls, "supports_population", False):
             raise ConfigError(f"--num-seeds > 1 is not supported by --agent {run.agent}")
-        envs, members = [], []
+        tunable = get_agent(run.agent).agent_cls.tunable
+        hparams = draw_hparams(hparam_specs(run), n, tunable, run.seed)
+        n_env = self.args.config.num_envs
+        pool = make_env(
+            run.env, n * n_env, run_env_seed(run.seed, n_env), train=True,
+            reward_clip=run.reward_clip, num_threads=run.num_threads,
+        )  # fmt: skip
         try:
-            for i in range(n):
-                envs.append(
-                    make_env(
-                        run.env, self.args.config.num_envs, run.seed + i, train=True,
-                        reward_clip=run.reward_clip, num_threads=run.num_threads,
-                    )
-                )  # fmt: skip
-                members.append(build_agent(self.args, envs[-1], None, seed=run.seed + i))
-            return envs[0], Population(members, mesh)
+            members = [
+                build_agent(self.args, view, None, seed=run.seed + i)
+                for i, view in enumerate(member_envs(pool, n))
+            ]
+            return pool, Population(members, mesh, hparams)
         except Exception:
-            for env in envs:
-                env.close()
+            pool.close()
             raise
 
     def run(self) -> dict | None:
@@ -357,11 +384,14 @@ class Runner:
         checkpointer = Checkpointer(ckpt_dir, keep=run.keep_checkpoints)
         counters, last_ckpt = Counters(), "none"
         members = [Counters() for _ in range(agent.size)] if population else None
+        generation = 0  # the last generation of an evolving population
         if self.resuming and checkpointer.steps():  # damaged ones: set aside, or one error
             learner, meta, step = restore_checkpoint(checkpointer, state.learner)
             if population:
                 members = [Counters(**c) for c in meta["counters"]]
                 counters = members[0]
+                generation = meta.get("generation", 0)
+                agent.hparams = agent.member_hparams(learner)
             else:
                 counters = Counters(**meta["counters"])
 
@@ -386,10 +416,14 @@ class Runner:
                 folder / "config.json",
                 {**config_json(member_args), "population": {"member": i, "of": agent.size}},
             )
+        extra = []
+        if population:
+            extra = [f"hp_{k}" for k in agent.hparams]
+            extra += ["generation", "parent"] if run.evolve != "none" else []
         loggers = [
             RunLogger(
                 folder,
-                [*RUN_COLUMNS, *agent.metric_names],
+                [*RUN_COLUMNS, *agent.metric_names, *extra],
                 run.total_steps,
                 start_step=counters.env_steps,
                 tensorboard=not run.debug,
@@ -398,8 +432,18 @@ class Runner:
             )
             for i, folder in enumerate(folders)
         ]
+        lineage = None
         if population:
-            loop = PopulationLoop(agent, state, members, run.return_window)
+            evolver = None
+            if run.evolve != "none":
+                evolver = Evolver(
+                    run.evolve, run.evolve_every, run.evolve_fraction, run.seed, agent.tunable,
+                    replace=run.evolve_replace, std_max=run.cem_std_max, generation=generation,
+                )  # fmt: skip
+                if self.lead:
+                    columns = [*LINEAGE_COLUMNS, *extra[: len(agent.hparams)]]
+                    lineage = LineageLog(run_dir, columns, start_step=counters.env_steps)
+            loop = PopulationLoop(agent, state, members, run.return_window, evolver, lineage)
             counters = loop.counters
         else:
             loop = TrainLoop(agent, state, counters, run.return_window)
@@ -415,15 +459,15 @@ class Runner:
                         logger.log(row, advance)
                     stopping = stop.requested()
                     if stopping or counters.env_steps >= min(next_ckpt, run.total_steps):
-                        saved = (
-                            [dataclasses.asdict(m.counters) for m in loop.loops]
-                            if population
-                            else dataclasses.asdict(counters)
-                        )
+                        meta = {"counters": dataclasses.asdict(counters)}
+                        if population:
+                            meta = {
+                                "counters": [dataclasses.asdict(m.counters) for m in loop.loops]
+                            }
+                            if loop.evolver is not None:
+                                meta["generation"] = loop.evolver.generation
                         path = checkpointer.save(
-                            counters.env_steps,
-                            checkpoint_tree(loop.state.learner),
-                            {"counters": saved},
+                            counters.env_steps, checkpoint_tree(loop.state.learner), meta
                         )
                         last_ckpt = str(path)
                         next_ckpt = (counters.env_steps // every + 1) * every
@@ -434,6 +478,8 @@ class Runner:
         finally:
             for logger in loggers:
                 logger.close()
+            if lineage is not None:
+                lineage.close()
             checkpointer.close()
             agent.close()  # before the evaluation: stop actor threads
         state = loop.state
@@ -512,7 +558,8 @@ class Runner:
         run, c = self.args.run, loop.counters
         returns, eval_s = np.zeros(0), 0.0
         if run.eval_episodes:
-            eval_env = make_env(run.env, min(run.eval_episodes, 16), seed + 10_000, train=False)
+            n_eval = min(run.eval_episodes, 16)
+            eval_env = make_env(run.env, n_eval, eval_env_seed(seed, n_eval), train=False)
             t0 = time.perf_counter()
             returns, _ = evaluate(
                 agent.act(run.eval_greedy),

@@ -29,7 +29,7 @@ from agents.acer.config import CONTINUOUS_ONLY, ACERConfig
 from agents.acer.continuous import ACERGaussianLearner
 from agents.acer.learner import METRICS, ACERLearner
 from agents.actors import gaussian_actor
-from agents.base import AgentBase
+from agents.base import ACTOR_CRITIC_TUNABLE, AgentBase
 from agents.config import ConfigError, flag
 from agents.learning import TraceBatch
 from agents.parallel import check_divisible
@@ -43,6 +43,7 @@ class ACERAgent(AgentBase):
     metric_names = METRICS
     discrete_only = False
     supports_population = True  # tests/agents/test_population.py
+    tunable = ACTOR_CRITIC_TUNABLE
 
     def __init__(self, config: ACERConfig, env, *, seed=0, mesh=None, replay_memory_limit=None):
         check_action_space(config, env.spec)

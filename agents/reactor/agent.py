@@ -25,7 +25,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from agents.base import AgentBase
+from agents.base import ACTOR_CRITIC_TUNABLE, AgentBase
 from agents.programs import copy_tree
 from agents.reactor.config import ReactorConfig
 from agents.reactor.learner import METRICS, ReactorLearner
@@ -38,6 +38,16 @@ class ReactorAgent(AgentBase):
     name = "reactor"
     metric_names = METRICS
     bench_compare = "decoupled=true,false"  # experiments.bench_throughput's default
+    supports_population = True  # lock-step only; tests/agents/test_population.py
+    tunable = ACTOR_CRITIC_TUNABLE
+
+    def population_conflict(self) -> str | None:
+        if self.config.decoupled:
+            return (
+                "a population acts and learns in lock-step (one program for every member); "
+                "add --no-decoupled"
+            )
+        return None
 
     def __init__(self, config: ReactorConfig, env, *, seed=0, mesh=None, replay_memory_limit=None):
         super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)

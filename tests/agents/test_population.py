@@ -4,6 +4,8 @@ Member i must equal the single run with seed `seed + i`: its own envs, RNG strea
 update counts and replay. Compared metric by metric over several iterations, and on a mesh
 of 2 fake CPU devices (conftest fakes 4)."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -12,8 +14,8 @@ from agents.acer.agent import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.config import ConfigError
 from agents.parallel import POP, make_mesh
-from agents.population import Population
-from envs import make_env
+from agents.population import Population, PopulationLearner, member_envs
+from envs import make_env, run_env_seed
 
 CFG = ACERConfig(
     num_envs=4, trace_len=5, batch_size=4, buffer_size=4 * 5 * 8, hidden=(16,), replay_ratio=2.0
@@ -25,7 +27,8 @@ RTOL, ATOL = 1e-5, 1e-6
 
 
 def _single(seed: int, iters: int = ITERS):
-    agent = ACERAgent(CFG, make_env("CartPole-v1", CFG.num_envs, seed), seed=seed)
+    env = make_env("CartPole-v1", CFG.num_envs, run_env_seed(seed, CFG.num_envs))
+    agent = ACERAgent(CFG, env, seed=seed)
     state = agent.init(jax.random.PRNGKey(seed))
     agent.compile(state)
     rows = []
@@ -37,11 +40,9 @@ def _single(seed: int, iters: int = ITERS):
 
 
 def _population(size: int, mesh=None, iters: int = ITERS):
-    members = [
-        ACERAgent(CFG, make_env("CartPole-v1", CFG.num_envs, SEED + i), seed=SEED + i)
-        for i in range(size)
-    ]
-    pop = Population(members, mesh=mesh)
+    pool = make_env("CartPole-v1", size * CFG.num_envs, run_env_seed(SEED, CFG.num_envs))
+    views = member_envs(pool, size)
+    pop = Population([ACERAgent(CFG, v, seed=SEED + i) for i, v in enumerate(views)], mesh=mesh)
     keys = jax.numpy.stack([jax.random.PRNGKey(SEED + i) for i in range(size)])
     state = pop.init(keys)
     pop.compile(state)
@@ -91,6 +92,8 @@ def test_bad_population_is_refused():
     dqn_cfg = get_agent("dqn").make_config(None, num_envs=CFG.num_envs)
     with pytest.raises(ConfigError, match="--num-seeds > 1 is not supported by --agent dqn"):
         Population([DQNAgent(dqn_cfg, env)])
+    with pytest.raises(ValueError, match=r"member agents must be built on .*member_envs"):
+        Population([ACERAgent(CFG, env, seed=i) for i in range(2)])
 
 
 TINY = [
@@ -139,12 +142,12 @@ def test_cli_population_logs_members_as_seeds_and_resumes(tmp_path):
     # The last checkpoint (100 steps) holds both members' learners and counters.
     agent = ACERAgent(CFG, make_env("CartPole-v1", CFG.num_envs, 0))
     keys = jax.numpy.stack([jax.random.PRNGKey(0)] * 2)
-    target = jax.eval_shape(jax.vmap(agent.init_learner), keys)
+    target = PopulationLearner(jax.eval_shape(jax.vmap(agent.init_learner), keys), {})
     ckpt = Checkpointer(pop_dir / "checkpoints")
     saved, meta, step = restore_checkpoint(ckpt, target)
     ckpt.close()
     assert step == 100 and len(meta["counters"]) == 2
-    first = jax.tree.leaves(saved.params)[0]
+    first = jax.tree.leaves(saved.member.params)[0]
     assert first.shape[0] == 2 and not np.allclose(first[0], first[1])  # two learners
     # Resume continues both members to 160 steps, from the restored population.
     main(["--resume", str(pop_dir), "--total-steps", "160", "--no-progress"])
@@ -163,3 +166,141 @@ def test_cli_num_seeds_errors(tmp_path):
               str(tmp_path / "d")])  # fmt: skip
     with pytest.raises(SystemExit, match="--num-seeds=3 is not divisible by the number of dev"):
         main([*TINY, "--num-seeds", "3", "--num-devices", "2", "--run-dir", str(tmp_path / "e")])
+
+
+# ------------------------------------------ Reactor, varied hyper-parameters
+def _run_rows(agent_or_pop, iters, split=False):
+    keys = agent_or_pop._test_keys
+    state = agent_or_pop.init(keys)
+    agent_or_pop.compile(state)
+    rows = []
+    for it in range(iters):
+        steps = getattr(
+            agent_or_pop, "member_steps_per_iteration", agent_or_pop.steps_per_iteration
+        )
+        state, out = agent_or_pop.train_iteration(state, it, it * steps)
+        host = jax.device_get(out)
+        rows.append(agent_or_pop.split_output(host) if split else host)
+    agent_or_pop.close()
+    return rows
+
+
+def _pair(make, cfgs, size=2, iters=4, hparams=None):
+    """Rows of a population of `size` members (config cfgs[0], hyper-parameters `hparams`)
+    and of the single runs with seeds SEED + i and configs cfgs[i]."""
+    n = cfgs[0].num_envs
+    pool = make_env("CartPole-v1", size * n, run_env_seed(SEED, n))
+    views = member_envs(pool, size)
+    pop = Population([make(cfgs[0], v, SEED + i) for i, v in enumerate(views)], hparams=hparams)
+    pop._test_keys = jax.numpy.stack([jax.random.PRNGKey(SEED + i) for i in range(size)])
+    pop_rows = _run_rows(pop, iters, split=True)
+    singles = []
+    for i in range(size):
+        agent = make(cfgs[i], make_env("CartPole-v1", n, run_env_seed(SEED + i, n)), SEED + i)
+        agent._test_keys = jax.random.PRNGKey(SEED + i)
+        singles.append(_run_rows(agent, iters))
+    return pop_rows, singles
+
+
+def test_reactor_members_equal_lock_step_single_runs():
+    from agents.reactor.agent import ReactorAgent
+    from agents.reactor.config import ReactorConfig
+
+    cfg = ReactorConfig(
+        num_envs=2, trace_len=4, batch_size=2, buffer_size=2 * 4 * 8, start_train_at=0,
+        num_atoms=11, hidden=(16,), torso_out=16, lstm_size=8, env_steps_per_update=4.0,
+        decoupled=False,
+    )  # fmt: skip
+    rows, singles = _pair(lambda c, e, s: ReactorAgent(c, e, seed=s), [cfg, cfg])
+    for i in range(2):
+        _assert_same(singles[i], [r[i] for r in rows])
+    assert sum(len(r[0].metrics) for r in rows) > 0  # learner updates were compared
+    decoupled = ReactorAgent(
+        dataclasses.replace(cfg, decoupled=True), make_env("CartPole-v1", 2, 0)
+    )
+    with pytest.raises(ConfigError, match=r"lock-step.*add --no-decoupled"):
+        Population([decoupled])
+
+
+def test_varied_hparams_members_equal_single_runs_with_those_values():
+    """The traced config: member i with lr_i, entropy_weight_i, discount_i computes what
+    the single run with those flags computes."""
+    cfg_a = dataclasses.replace(CFG, lr=3e-4, entropy_weight=0.01, discount=0.95)
+    cfg_b = dataclasses.replace(CFG, lr=2e-3, entropy_weight=0.05, discount=0.9)
+    hp = {
+        "lr": np.array([3e-4, 2e-3]),
+        "entropy_weight": np.array([0.01, 0.05]),
+        "discount": np.array([0.95, 0.9]),
+    }
+    rows, singles = _pair(lambda c, e, s: ACERAgent(c, e, seed=s), [cfg_a, cfg_b], hparams=hp)
+    for i in range(2):
+        _assert_same(singles[i], [r[i] for r in rows])
+    # and the values matter: member 1 differs from a run with member 0's values
+    other = [r[1] for r in rows]
+    base = _single(SEED + 1, iters=4)
+    assert not all(
+        np.allclose(a.metrics[0]["loss"], b.metrics[0]["loss"])
+        for a, b in zip(base, other, strict=True)
+        if a.metrics and b.metrics
+    )
+
+
+def test_cli_pbt_writes_lineage_and_resume_restores_hyper_parameters(tmp_path):
+    from experiments.train import main
+
+    run_dir = tmp_path / "pbt"
+    argv = [
+        *TINY, "--num-seeds", "4", "--sweep-lr", "1e-4,1e-2", "--evolve", "pbt",
+        "--evolve-every", "40", "--evolve-fraction", "0.25", "--run-dir", str(run_dir),
+        "--checkpoint-every", "100", "--return-window", "5",
+    ]  # fmt: skip
+    main([*argv, "--total-steps", "200"])
+    lineage = _csv(run_dir / "lineage.csv")
+    generations = sorted({int(r["generation"]) for r in lineage})
+    assert generations and all(
+        len([r for r in lineage if int(r["generation"]) == g]) == 4 for g in generations
+    )
+    for g in generations:
+        rows = {int(r["member"]): r for r in lineage if int(r["generation"]) == g}
+        scores = {m: float(r["score"]) for m, r in rows.items()}
+        copied = [m for m, r in rows.items() if int(r["parent"]) != m]
+        assert len(copied) == 1  # 0.25 of 4
+        child = copied[0]
+        parent = int(rows[child]["parent"])
+        assert scores[parent] == max(scores.values()) and scores[child] == min(scores.values())
+        # the child's lr is its parent's times 0.8 or 1.2
+        before = [r for r in lineage if int(r["generation"]) < g and int(r["member"]) == parent]
+        parent_lr = float(before[-1]["hp_lr"]) if before else (1e-4, 1e-2)[parent % 2]
+        ratio = float(rows[child]["hp_lr"]) / parent_lr
+        assert min(abs(ratio - 0.8), abs(ratio - 1.2)) < 1e-4
+    member = _csv(run_dir / "member-0" / "metrics.csv")
+    assert "hp_lr" in member[0] and "parent" in member[0]
+    assert float(member[0]["hp_lr"]) == pytest.approx(1e-4)
+    # Resume from the 200-step checkpoint: the evolved lrs come back from it.
+    last = {int(r["member"]): float(r["hp_lr"]) for r in lineage}
+    main(["--resume", str(run_dir), "--total-steps", "240", "--no-progress"])
+    for i in range(4):
+        rows = _csv(run_dir / f"member-{i}" / "metrics.csv")
+        resumed = [r for r in rows if int(r["env_steps"]) > 200]
+        assert float(resumed[0]["hp_lr"]) == pytest.approx(last[i], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--num-seeds", "1", "--evolve", "pbt"], "--evolve needs a population"),
+        (["--num-seeds", "2", "--evolve", "pbt"], "--evolve-every must be >= 1"),
+        (["--num-seeds", "2", "--evolve-every", "10"], "--evolve-every applies only with"),
+        (["--num-seeds", "2", "--evolve", "pbt", "--evolve-every", "9", "--evolve-replace", "1"],
+         "--evolve-replace applies only with --evolve cem"),
+        (["--num-seeds", "2", "--vary", "batch_size=2,4"], "cannot vary 'batch_size'"),
+        (["--num-seeds", "2", "--vary", "lr"], "--vary must be FIELD=SPEC"),
+        (["--num-seeds", "2", "--sweep-lr", "1e-3", "--vary", "lr=1e-4"], "give lr twice"),
+    ],
+)  # fmt: skip
+def test_cli_population_flag_errors(tmp_path, extra, match):
+    from experiments.train import main
+
+    argv = [a for a in TINY]
+    with pytest.raises(SystemExit, match=match):
+        main([*argv, *extra, "--run-dir", str(tmp_path / "x")])

@@ -1,0 +1,206 @@
+"""Evolving populations (agents/evolution.py): hyper-parameter draws, PBT and CEM selection
+and resampling on fixed toy populations against NumPy written here, and the device side on
+a real ACER population."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from agents.acer.agent import ACERAgent
+from agents.acer.config import ACERConfig
+from agents.config import ConfigError
+from agents.evolution import (
+    PERTURB_FACTORS,
+    Plan,
+    cem_plan,
+    cem_resample,
+    draw_hparams,
+    exploit,
+    pbt_plan,
+    perturb,
+)
+from agents.population import Population, member_envs
+from envs import make_env, run_env_seed
+
+BOUNDS = {"lr": (1e-6, 1.0), "entropy_weight": (0.0, 1.0), "discount": (0.5, 1.0)}
+
+
+# ------------------------------------------------------------------ hyper-parameter draws
+def test_draw_listed_values_cycle_over_members():
+    hp = draw_hparams({"lr": "1e-4,3e-4,1e-3"}, 5, BOUNDS, seed=0)
+    np.testing.assert_allclose(hp["lr"], [1e-4, 3e-4, 1e-3, 1e-4, 3e-4], rtol=1e-6)
+    assert hp["lr"].dtype == np.float32
+
+
+def test_random_draws_are_in_range_seeded_and_spread():
+    a = draw_hparams(
+        {"lr": "loguniform:1e-5:1e-2", "entropy_weight": "normal:0.01:0.01"}, 64, BOUNDS, 3
+    )
+    b = draw_hparams(
+        {"lr": "loguniform:1e-5:1e-2", "entropy_weight": "normal:0.01:0.01"}, 64, BOUNDS, 3
+    )
+    np.testing.assert_array_equal(a["lr"], b["lr"])  # the same seed draws the same values
+    assert (a["lr"] >= 1e-5).all() and (a["lr"] <= 1e-2).all()
+    # log-uniform: about half of the draws below the geometric mid-point 10^-3.5
+    assert 16 < int((np.log10(a["lr"]) < -3.5).sum()) < 48
+    # truncated to the field's range [0, 1]: no negative entropy weight
+    assert (a["entropy_weight"] >= 0).all() and a["entropy_weight"].std() > 0
+    c = draw_hparams({"entropy_weight": "normal:0.01:0.01:0.005:0.02"}, 64, BOUNDS, 3)
+    assert (c["entropy_weight"] >= 0.005).all() and (c["entropy_weight"] <= 0.02).all()
+
+
+@pytest.mark.parametrize(
+    "specs, match",
+    [
+        ({"batch_size": "8,16"}, "cannot vary 'batch_size'"),
+        ({"lr": "1e-4,2"}, "2 is outside lr's range"),
+        ({"lr": "fast"}, "'fast' is not a number"),
+        ({"lr": "loguniform:1e-3"}, "expected loguniform:LOW:HIGH"),
+        ({"lr": "loguniform:0:1e-3"}, "needs LOW > 0"),
+        ({"entropy_weight": "normal:0.1:-1"}, "needs STD > 0"),
+    ],
+)
+def test_bad_hparam_specs_name_the_field(specs, match):
+    with pytest.raises(ConfigError, match=match):
+        draw_hparams(specs, 4, BOUNDS, 0)
+
+
+# ------------------------------------------------------------------ selection (NumPy/by hand)
+SCORES = np.array([5.0, 1.0, 3.0, 9.0, 7.0, 2.0, 8.0, 4.0])
+# By hand: best to worst is members 3 (9), 6 (8), 4 (7), 0 (5), 7 (4), 2 (3), 5 (2), 1 (1).
+
+
+def test_pbt_bottom_quarter_copies_the_top_quarter():
+    for seed in range(20):
+        plan = pbt_plan(SCORES, 0.25, np.random.default_rng(seed))
+        # k = 2: members 1 and 5 copy one of 3 and 6; the other six keep their own weights
+        assert set(plan.parent[[1, 5]]) <= {3, 6}
+        keep = [0, 2, 3, 4, 6, 7]
+        np.testing.assert_array_equal(plan.parent[keep], keep)
+        assert not plan.resampled.any() and plan.elites.size == 0
+    parents = {
+        tuple(pbt_plan(SCORES, 0.25, np.random.default_rng(s)).parent[[1, 5]]) for s in range(20)
+    }
+    assert len(parents) > 1  # the donor is drawn, not fixed
+
+
+def test_pbt_ranks_nan_last():
+    scores = np.array([np.nan, 1.0, 2.0, 3.0])
+    plan = pbt_plan(scores, 0.25, np.random.default_rng(0))
+    np.testing.assert_array_equal(plan.parent, [3, 1, 2, 3])
+
+
+def test_cem_elites_and_replacement():
+    plan = cem_plan(SCORES, 0.3, 0, np.random.default_rng(0))
+    np.testing.assert_array_equal(plan.elites, [3, 6])  # round(0.3 * 8) = 2 elites
+    assert plan.resampled.all() and set(plan.parent) <= {3, 6}
+    worst = cem_plan(SCORES, 0.3, 3, np.random.default_rng(0))
+    np.testing.assert_array_equal(np.flatnonzero(worst.resampled), [1, 2, 5])
+    np.testing.assert_array_equal(worst.parent[[0, 3, 4, 6, 7]], [0, 3, 4, 6, 7])
+
+
+def test_perturb_multiplies_changed_members_only_and_clips():
+    plan = Plan(np.array([0, 0, 2, 2]), np.array([False, False, False, True]), np.zeros(0, int))
+    hp = {
+        "lr": np.array([0.1, 0.2, 0.3, 0.4], np.float32),
+        "discount": np.full(4, 0.99, np.float32),
+    }
+    new = perturb(hp, plan, BOUNDS, np.random.default_rng(1))
+    for i in (0, 2):  # kept: unchanged
+        assert new["lr"][i] == hp["lr"][i] and new["discount"][i] == hp["discount"][i]
+    lr_factors = {round(float(new["lr"][1] / 0.1), 6), round(float(new["lr"][3] / 0.3), 6)}
+    assert lr_factors <= {round(f, 6) for f in PERTURB_FACTORS}
+    for i in (1, 3):  # 0.99 * 1.2 is clipped to the range's top, 1.0
+        assert new["discount"][i] in (np.float32(0.99 * 0.8), np.float32(1.0))
+
+
+def test_exploit_gathers_rows_as_numpy_fancy_indexing():
+    tree = {"w": np.arange(24.0).reshape(4, 3, 2), "b": np.arange(4.0)}
+    parent = np.array([2, 1, 2, 0])
+    out = exploit(jax.tree.map(jnp.asarray, tree), jnp.asarray(parent))
+    np.testing.assert_array_equal(out["w"], tree["w"][parent])
+    np.testing.assert_array_equal(out["b"], tree["b"][parent])
+
+
+def test_cem_resample_against_numpy():
+    rng = np.random.default_rng(0)
+    w = rng.normal(0, 3.0, (5, 4, 3)).astype(np.float32)
+    noise = rng.normal(size=w.shape).astype(np.float32)
+    elites, resampled, std_max = np.array([0, 2, 3]), np.array([1, 0, 1, 1, 0], bool), 1.5
+    out = np.asarray(
+        cem_resample({"w": jnp.asarray(w)}, jnp.asarray(elites), jnp.asarray(resampled),
+                     {"w": jnp.asarray(noise)}, std_max)["w"]
+    )  # fmt: skip
+    expected = w.copy()
+    for j in range(4):
+        for k in range(3):
+            values = [w[e, j, k] for e in elites]
+            mean = sum(values) / len(values)
+            std = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+            for i in range(5):
+                if resampled[i]:
+                    expected[i, j, k] = mean + min(std, std_max) * noise[i, j, k]
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(out[[1, 4]], w[[1, 4]])  # not resampled: untouched
+
+
+# ------------------------------------------------------------------ on a real population
+CFG = ACERConfig(
+    num_envs=2, trace_len=4, batch_size=2, buffer_size=64, hidden=(8,), replay_ratio=1.0
+)
+
+
+def _population(hparams=None, size=4):
+    pool = make_env("CartPole-v1", size * CFG.num_envs, run_env_seed(0, CFG.num_envs))
+    members = [ACERAgent(CFG, v, seed=i) for i, v in enumerate(member_envs(pool, size))]
+    pop = Population(members, hparams=hparams)
+    state = pop.init(jnp.stack([jax.random.PRNGKey(i) for i in range(size)]))
+    for it in range(3):  # some updates, so that optimiser states differ from fresh ones
+        state, _ = pop.train_iteration(state, it, it * pop.member_steps_per_iteration)
+    return pop, state
+
+
+def test_population_pbt_copies_learner_rows_and_refreshes_keys():
+    pop, state = _population({"lr": np.array([1e-3, 2e-3, 3e-3, 4e-3])})
+    before = jax.device_get(state.learner)
+    plan = Plan(np.array([0, 3, 2, 3]), np.zeros(4, bool), np.zeros(0, int))
+    hp = {"lr": np.array([1e-3, 4.8e-3, 3e-3, 4e-3], np.float32)}
+    after = jax.device_get(pop.evolve(state, plan, hp, jax.random.PRNGKey(0)).learner)
+    m0, m1 = before.member, after.member
+    for a, b in zip(jax.tree.leaves(m1.params), jax.tree.leaves(m0.params), strict=True):
+        np.testing.assert_array_equal(a, b[[0, 3, 2, 3]])
+    for a, b in zip(jax.tree.leaves(m1.opt_state), jax.tree.leaves(m0.opt_state), strict=True):
+        np.testing.assert_array_equal(a, b[[0, 3, 2, 3]])
+    np.testing.assert_array_equal(m1.key[[0, 2, 3]], m0.key[[0, 2, 3]])  # kept members
+    assert not np.array_equal(m1.key[1], m0.key[3])  # the copy samples on its own stream
+    np.testing.assert_allclose(after.hparams["lr"], hp["lr"])
+    np.testing.assert_allclose(pop.hparams["lr"], hp["lr"])
+
+
+def test_population_cem_resamples_weights_and_resets_optimiser():
+    pop, state = _population()
+    before = jax.device_get(state.learner.member)
+    plan = Plan(np.array([0, 0, 2, 3]), np.array([False, True, False, False]), np.array([0, 2]))
+    after = jax.device_get(pop.evolve(state, plan, {}, jax.random.PRNGKey(1), 0.5).learner.member)
+    for new, old in zip(jax.tree.leaves(after.params), jax.tree.leaves(before.params), strict=True):
+        np.testing.assert_array_equal(new[[0, 2, 3]], old[[0, 2, 3]])
+        e = old[[0, 2]]  # the elites; member 1 lies within 6 clipped stds of their mean
+        assert np.all(np.abs(new[1] - e.mean(0)) <= np.minimum(e.std(0), 0.5) * 6 + 1e-6)
+        assert not np.array_equal(new[1], old[1])
+    for avg, p in zip(
+        jax.tree.leaves(after.avg_params), jax.tree.leaves(after.params), strict=True
+    ):
+        np.testing.assert_array_equal(avg[1], p[1])  # the Polyak average restarts there
+    fresh = jax.tree.leaves(after.opt_state)
+    kept = jax.tree.leaves(before.opt_state)
+    assert any(np.any(k[1] != 0) for k in kept if k.dtype == np.float32)
+    for f in fresh:  # Adam moments and counts of the resampled member are zero again
+        assert np.all(f[1] == 0)
+
+
+def test_population_refuses_fields_it_cannot_vary():
+    with pytest.raises(ConfigError, match="cannot vary 'batch_size'"):
+        _population({"batch_size": np.array([2, 4, 2, 4])})
+    with pytest.raises(ConfigError, match="--lr must be > 0"):
+        _population({"lr": np.array([1e-3, 0.0, 1e-3, 1e-3])})
