@@ -1,27 +1,40 @@
 """Many learners in one program: P members of an agent behind one agent protocol.
 
-`Population(members, mesh)` runs P independent learners, actors and replays as one set of
-device programs: every state is the single run's state with a leading population axis
-`[P, ...]`, and each member's pure functions (`select_action`, `absorb`, `replay_update`) are
-`vmap`ped over it (`Program(..., population=True)`). With a mesh of several devices the
-members are split over them (`jax.shard_map` along the mesh axis `POP`).
+`Population(members, mesh, hparams)` runs P independent learners, actors and replays as one
+set of device programs: every state is the single run's state with a leading population
+axis `[P, ...]`, and each member's pure functions (`select_action`, `absorb`,
+`replay_update`) are `vmap`ped over it (`Program(..., population=True)`). With a mesh of
+several devices the members are split over them (`jax.shard_map` along the mesh axis
+`POP`).
 
-Member i *is* the single run with seed `seed + i`: `members[i]` is the agent a single run
-with that seed builds, on its own env object made with that seed (envpool seeds env k of a
-pool `seed + k`, so one pool of P·N envs could not give member i the envs of seed `seed + i`
-when N > 1; P pools of N envs can). Member i starts from `PRNGKey(seed + i)` split as the
-single run splits it, and asks its own `updates_due` (ACER's Poisson draw depends on the
-seed). Members due fewer updates than the most in an iteration run the same program with
+Member i *is* the single run with seed `seed + i`. The members step ONE envpool pool of P·N
+envs seeded `envs.run_env_seed(seed, N)` = seed·N: both backends seed env k of a vector env
+`base + k`, and a single run with seed s seeds its N envs from s·N, so envs i·N .. i·N + N − 1
+of the pool are exactly member i's single-run envs. `members[i]` is built, as its single run
+builds its agent, on `envs.PoolSlice(pool, i, P)` (`member_envs`): an N-env view that
+carries the spec and is never stepped itself; the rollout steps the whole pool once per
+step (one XLA call for every member, not P). Member i starts from `PRNGKey(seed + i)` split
+as the single run splits it, and asks its own `updates_due` (ACER's Poisson draw depends on
+the seed). Members due fewer updates than the most in an iteration run the same program with
 their update masked out (learner and priorities kept, the learner's RNG key not advanced),
 so each member's learner sees exactly the sequence of updates its single run would.
 Metrics come back with an `active` mask and are split per member on the host
 (`split_output`).
 
+Hyper-parameters that vary over members (`hparams`: `field -> [P]`, drawn by
+`agents.evolution.draw_hparams`) live in the learner state (`PopulationLearner.hparams`, so
+they are checkpointed and evolve with it). Inside the vmapped programs each member's agent
+is member 0's with those config fields replaced by the member's traced values and its
+learner rebuilt from that config (`_with`, `traced_config`): the learner code is the single
+run's, reading `config.lr` etc. as it always does. Only fields the agent lists in `tunable`
+may vary (numbers the learner reads arithmetically; `discount` is written into the traces by
+this module's rollout). `evolve` applies a PBT or CEM generation (agents/evolution.py).
+
 What an agent needs to take part: it is a `RolloutAgent` whose iteration is the base one
 (collect, `absorb`, then `updates_due` × `replay_update`), and whose pure functions do not
 read its seed (randomness comes from the keys in its states). It says so with
-`supports_population = True`. The rollout needs envpool's XLA step: the P pools are
-stepped one after another inside one jitted `lax.scan` (the env step cannot be vmapped).
+`supports_population = True` (and `population_conflict()` names a configuration that
+cannot, e.g. Reactor's decoupled actor thread). The rollout needs envpool's XLA step.
 
 Costs of the masking: a member with fewer due updates still computes the others'; with
 ACER's Poisson(4) draws and P = 8 the population runs about E[max of 8] ≈ 7 updates per
