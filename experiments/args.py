@@ -60,7 +60,7 @@ class RunArgs:
     """Train this many independent learners in one program: member i is the run with seed
     --seed + i (its own envs, RNG streams and replay), vmapped over a population axis and
     split over --num-devices (which must divide it). Logs go to <run>/member-<i>/. Agents
-    that support it: those with `supports_population` (ACER)."""
+    that support it: ACER, and Reactor with --no-decoupled."""
 
     vary: tuple[str, ...] = ()
     """Population hyper-parameters (with --num-seeds > 1), FIELD=SPEC each: FIELD one the
