@@ -334,6 +334,8 @@ class Population:
 
     # ------------------------------------------------------------------ protocol
     def init_learner(self, keys) -> PopulationLearner:
+        # Op by op, not jitted: a jitted vmapped init hung (no CPU use) in 2 of 3 fresh
+        # processes with an envpool Atari pool open (jax 0.10.2, envpool 1.2.5).
         member = jax.vmap(self.members[0].init_learner)(keys)
         hparams = {k: jnp.asarray(v) for k, v in self.hparams.items()}
         return self._place(PopulationLearner(member, hparams))
@@ -357,8 +359,8 @@ class Population:
         first = self.members[0]
         if not hasattr(first, "replay_update"):
             return first._init_replay()
-        replay = first.replay.init()
-        return self._place(jax.tree.map(lambda x: jnp.stack([x] * self.size), replay))
+        replay = jax.jit(jax.vmap(lambda _: first.replay.init()))(jnp.arange(self.size))
+        return self._place(replay)
 
     def init(self, keys) -> TrainState:
         """`keys[i]`: member i's run key, `PRNGKey(seed + i)`, split as a single run splits
