@@ -76,16 +76,13 @@ class SACLearner:
             "alpha": optax.adam(config.alpha_lr),
         }
         self.action_dim = None if self.discrete else int(np.prod(spec.action_shape))
+        # What a recurrent core's previous-action input holds: A actions, or the vector's D.
+        self.core_action_dim = spec.num_actions if self.discrete else self.action_dim
 
     # ------------------------------------------------------------------ state
     def init(self, key, sample_obs) -> SACState:
         k_actor, k_critic, key = jax.random.split(key, 3)
-        actor = self.actor.init(k_actor, sample_obs)
-        if self.discrete:
-            critic = self.critic.init(k_critic, sample_obs)
-        else:
-            action = jnp.zeros((sample_obs.shape[0], self.action_dim), jnp.float32)
-            critic = self.critic.init(k_critic, sample_obs, action)
+        actor, critic = self.init_networks(k_actor, k_critic, sample_obs)
         params = {"actor": actor, "critic": critic}
         log_alpha = jnp.asarray(np.log(self.config.init_alpha), jnp.float32)
         return SACState(
@@ -101,6 +98,14 @@ class SACLearner:
             key=key,
             env_steps=jnp.zeros((), jnp.int32),
         )
+
+    def init_networks(self, k_actor, k_critic, sample_obs):
+        """(actor params, critic params) from observations `[B, ...]`."""
+        actor = self.actor.init(k_actor, sample_obs)
+        if self.discrete:
+            return actor, self.critic.init(k_critic, sample_obs)
+        action = jnp.zeros((sample_obs.shape[0], self.action_dim), jnp.float32)
+        return actor, self.critic.init(k_critic, sample_obs, action)
 
     # ------------------------------------------------------------------ policy
     def sample(self, actor_params, obs, key):
