@@ -98,10 +98,13 @@ class RecurrentSACLearner(SACLearner):
         out = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *outs)
         return out, state, states
 
-    def _refreshed(self, actor_states, critic_states, prev_action, prev_reward):
+    def _refreshed(self, actor_states, critic_states, batch: TraceBatch):
         """The states to write back, leaves `[M, B, ...]` (M = (b + L)/T), each with the
         previous action and reward of its position, as acting stored them."""
         T = self.config.trace_len
+        prev_action, prev_reward = previous_inputs(
+            batch.core_state.actor, batch.action, batch.reward
+        )
         positions = jnp.arange(1, len(actor_states) + 1) * T
 
         def stack(states):
@@ -134,19 +137,13 @@ class RecurrentSACLearner(SACLearner):
             )
 
     # ------------------------------------------------------------------ update
-    def update(self, state: SACState, batch: TraceBatch, axis_name=None):
-        """One update on B windows (module docstring). Pure; returns (state, metrics, the
-        mean |TD| over each sequence's valid learnt steps [B], the refreshed states (leaves
-        `[M, B, ...]`) or () without --refresh-stored-state)."""
-        self._check(batch)
-        cfg = self.config
-        b, L, n = cfg.burn_in, cfg.seq_len, cfg.n_step
-        W = b + L + n - 1
-        key, k_members, k_target, k_actor = jax.random.split(state.key, 4)
-        members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)
-        alpha = jnp.exp(state.log_alpha)
-        state0 = batch.core_state
-        prev_action, prev_reward = previous_inputs(state0.actor, batch.action, batch.reward)
+    def runners(self, batch: TraceBatch):
+        """`run(params, start, stop, state) -> (outputs, state)` of the actor and of the
+        critics' core over window positions start .. stop − 1 of `batch`, with each
+        position's previous action and reward (module docstring)."""
+        prev_action, prev_reward = previous_inputs(
+            batch.core_state.actor, batch.action, batch.reward
+        )
 
         def runner(module_apply):
             def run(p, start, stop, s):
@@ -157,66 +154,103 @@ class RecurrentSACLearner(SACLearner):
 
             return run
 
-        run_actor = runner(self.actor.apply)
-        run_critic = runner(lambda p, *args: self.critic.apply(p, *args, method="unroll"))
+        critic_core = lambda p, *args: self.critic.apply(p, *args, method="unroll")  # noqa: E731
+        return runner(self.actor.apply), runner(critic_core)
 
-        # The actor: one forward pass over burn-in and learnt steps, differentiated later.
-        def actor_forward(p):
-            out, end, states = self._segments(run_actor, p, state0.actor)
-            return out, (jax.tree.map(sg, end), states)
+    def actor_forward(self, actor_params, batch: TraceBatch):
+        """The actor over the burn-in (no gradient) and the learnt steps: (its outputs at the
+        L learnt steps, (the state after them, the refresh states), both stop_gradient'ed)."""
+        run_actor, _ = self.runners(batch)
+        out, end, states = self._segments(run_actor, actor_params, batch.core_state.actor)
+        return out, (jax.tree.map(sg, end), states)
 
-        actor_params = state.params["actor"]
-        diff = actor_params
-        if axis_name is not None:
-            diff = jax.tree.map(lambda x: jax.lax.pcast(x, (axis_name,), to="varying"), diff)
-        policy, pull_back, (actor_end, actor_states) = jax.vjp(actor_forward, diff, has_aux=True)
-        ahead, _ = run_actor(actor_params, b + L, W + 1, actor_end)  # x_{b+L} .. x_W
+    def critic_loss(self, critic_params, batch: TraceBatch, y):
+        """The critics' loss against targets `y` `[L, B]` (module docstring, 3.): (loss,
+        (loss, the members' mean Q `[L, B]`, the core's features of the learnt steps and
+        the refresh states, stop_gradient'ed))."""
+        cfg = self.config
+        b, L = cfg.burn_in, cfg.seq_len
+        _, run_critic = self.runners(batch)
+        feats, _, states = self._segments(run_critic, critic_params, batch.core_state.critic)
+        q = self._q_taken(critic_params, feats, batch.action[b : b + L])  # [N, L, B]
+        mask = batch.mask[b : b + L]
+        per = 0.5 * jnp.sum(jnp.square(q - sg(y)[None]), axis=0)  # [L, B]: Σ over members
+        loss = jnp.sum(batch.is_weight[None] * mask * per) / jnp.maximum(jnp.sum(mask), 1.0)
+        return loss, (loss, jnp.mean(q, 0), sg(feats), states)
+
+    def actor_loss(self, policy, critic_params, features, batch: TraceBatch, key, alpha):
+        """The actor's loss (module docstring, 4.) from its outputs `policy` at the learnt
+        steps and the critics' (`critic_params`, no gradient) on their core's `features` of
+        the same steps: (loss, (loss, log π or −entropy `[L, B]`, the temperature loss's
+        input))."""
+        cfg = self.config
+        mask = batch.mask[cfg.burn_in : cfg.burn_in + cfg.seq_len]
+        critic_params = sg(critic_params)
+
+        def q_of(a):
+            return self.critic.apply(critic_params, sg(features), a, method="q")
+
+        per, logp, aux = self.actor_terms(policy, q_of, key, alpha)
+        loss = jnp.sum(mask * per) / jnp.maximum(jnp.sum(mask), 1.0)
+        return loss, (loss, sg(logp), sg(aux))
+
+    def sequence_targets(self, state: SACState, batch: TraceBatch, policy, actor_end, key, members):
+        """The critics' targets of the L learnt steps `[L, B]` (module docstring, 2.), from
+        the actor's outputs at the learnt steps and its state after them."""
+        cfg = self.config
+        b, L, n = cfg.burn_in, cfg.seq_len, cfg.n_step
+        W = b + L + n - 1
+        run_actor, run_critic = self.runners(batch)
+        ahead, _ = run_actor(state.params["actor"], b + L, W + 1, actor_end)  # x_{b+L} .. x_W
         policy_next = jax.tree.map(
-            lambda x, y: jnp.concatenate([sg(x[1:]), y], axis=0), policy, ahead
+            lambda x, z: jnp.concatenate([sg(x[1:]), z], axis=0), policy, ahead
         )  # x_{b+1} .. x_W
-
-        # Targets from the target critics' core, burnt in from the stored state.
-        target_state = burn_in_state(run_critic, state.target_critic, state0.critic, b)
-        features, _ = run_critic(state.target_critic, b, W + 1, target_state)
+        target = state.target_critic
+        target_state = burn_in_state(run_critic, target, batch.core_state.critic, b)
+        features, _ = run_critic(target, b, W + 1, target_state)
         features = features[1:]  # x_{b+1} .. x_W
 
         def target_q(a):
-            return self.critic.apply(state.target_critic, features, a, method="q")
+            return self.critic.apply(target, features, a, method="q")
 
-        q_next, logp_next = self.soft_value(policy_next, target_q, k_target, members)
+        q_next, logp_next = self.soft_value(policy_next, target_q, key, members)
         sl = slice(b, W)
-        y = self.n_step_targets(
-            batch.reward[sl], batch.discount[sl], batch.mask[sl], q_next, logp_next, alpha
-        )[:L]
-        action = batch.action[b : b + L]
+        alpha = jnp.exp(state.log_alpha)
+        r, d, mask = batch.reward[sl], batch.discount[sl], batch.mask[sl]
+        return self.n_step_targets(r, d, mask, q_next, logp_next, alpha)[:L]
+
+    def update(self, state: SACState, batch: TraceBatch, axis_name=None):
+        """One update on B windows (module docstring). Pure; returns (state, metrics, the
+        mean |TD| over each sequence's valid learnt steps [B], the refreshed states (leaves
+        `[M, B, ...]`) or () without --refresh-stored-state)."""
+        self._check(batch)
+        cfg = self.config
+        b, L = cfg.burn_in, cfg.seq_len
+        key, k_members, k_target, k_actor = jax.random.split(state.key, 4)
+        members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)
+        alpha = jnp.exp(state.log_alpha)
+
+        # The actor: one forward pass over burn-in and learnt steps, differentiated later.
+        diff = state.params["actor"]
+        if axis_name is not None:
+            diff = jax.tree.map(lambda x: jax.lax.pcast(x, (axis_name,), to="varying"), diff)
+        policy, pull_back, (actor_end, actor_states) = jax.vjp(
+            lambda p: self.actor_forward(p, batch), diff, has_aux=True
+        )
+        y = self.sequence_targets(state, batch, policy, actor_end, k_target, members)
         mask = batch.mask[b : b + L]
         valid = jnp.maximum(jnp.sum(mask), 1.0)
-        weight = batch.is_weight[None] * mask
-
-        def critic_loss(critic):
-            feats, _, states = self._segments(run_critic, critic, state0.critic)
-            q = self._q_taken(critic, feats, action)  # [N, L, B]
-            per = 0.5 * jnp.sum(jnp.square(q - y[None]), axis=0)  # [L, B]: Σ over members
-            loss = jnp.sum(weight * per) / valid
-            return loss, (loss, jnp.mean(q, 0), sg(feats), states)
 
         (value_loss, q, feats, critic_states), grads, critic_norm = grads_and_aux(
-            critic_loss, state.params["critic"], axis_name
+            lambda c: self.critic_loss(c, batch, y), state.params["critic"], axis_name
         )
         critic, critic_opt = apply(
             self.optimizers["critic"], grads, state.opt_state["critic"], state.params["critic"]
         )
 
         # The actor against the critics before their step, on their unroll's features.
-        critic_before = sg(state.params["critic"])
-
-        def q_of(a):
-            return self.critic.apply(critic_before, feats, a, method="q")
-
         def actor_loss(policy):
-            per, logp, aux = self.actor_terms(policy, q_of, k_actor, alpha)
-            loss = jnp.sum(mask * per) / valid
-            return loss, (loss, sg(logp), sg(aux))
+            return self.actor_loss(policy, state.params["critic"], feats, batch, k_actor, alpha)
 
         cotangent, (policy_loss, logp, aux) = jax.grad(actor_loss, has_aux=True)(policy)
         (actor_grads,) = pull_back(cotangent)
@@ -254,5 +288,5 @@ class RecurrentSACLearner(SACLearner):
         td_seq = jnp.sum(mask * td, 0) / jnp.maximum(jnp.sum(mask, 0), 1.0)
         refreshed = ()
         if cfg.refresh_stored_state:
-            refreshed = self._refreshed(actor_states, critic_states, prev_action, prev_reward)
+            refreshed = self._refreshed(actor_states, critic_states, batch)
         return new, metrics, td_seq, refreshed
