@@ -137,6 +137,28 @@ PRESETS: dict[str, dict] = {
     # 5,000 (Pendulum episodes are 200 steps), 4 envs × 8 steps per iteration and one
     # update per env step, the 32 updates of an iteration scanned in one program.
     "sac-classic": {"env": "Pendulum-v1", "total_steps": 20_000},
+    # Pendulum-P-v1 (Pendulum-v1 without its angular velocity, Meng et al. 2021 / Ni et al.
+    # 2022), where a feed-forward policy cannot tell the swing's direction: recurrent SAC with
+    # R2D2's stored state, burn-in and refreshed stored states (Kapturowski et al. 2019, ICLR).
+    # Sized for a 2-core CPU (our choices): LSTM 64 and 64-64 MLPs (Ni et al. 2022 use LSTM
+    # 128 and 256-256), 16 sequences of 16 steps after a burn-in of 8 (R2D2: 64 of 80 after
+    # 40), sequences every 8 steps, one update per env step (256 transitions learnt per env
+    # step, as feed-forward SAC's batch of 256), SAC's learning rates and τ, 1-step targets.
+    "sac-pendulum-p": {
+        "env": "Pendulum-P-v1",
+        "total_steps": 20_000,
+        "recurrent": True,
+        "num_envs": 4,
+        "trace_len": 8,
+        "seq_len": 16,
+        "burn_in": 8,
+        "lstm_size": 64,
+        "hidden": (64, 64),
+        "batch_size": 16,
+        "update_to_data": 1.0,
+        "start_train_at": 1_000,
+        "eval_episodes": 10,
+    },
     # CleanRL sac_continuous_action.py / Haarnoja et al. 2018 (arXiv:1812.05905, Table 1):
     # batch 256, Adam 3e-4 (actor) / 1e-3 (critics, α), τ = 0.005, γ = 0.99, 256-256
     # networks, 5,000 random steps, one update per env step, buffer 1M. One env × 8 steps
