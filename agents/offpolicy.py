@@ -156,15 +156,16 @@ class OffPolicyConfig(ReplayWindow):
         check_applies(self, self.rnd_coef > 0, "--rnd-coef > 0", "rnd_lr", "rnd_features")
         per_env = self.buffer_size // (self.num_envs * self.trace_len)
         need = self.min_traces_per_env  # the replay window (agents.config.ReplayWindow)
+        sizes = f"num_envs={self.num_envs}, trace_len={self.trace_len}, n_step={self.n_step}"
+        if self.learn_len != self.trace_len or self.lookback:  # sequences
+            sizes += f", seq_len={self.learn_len}, burn_in={self.lookback}"
         check(
             per_env >= need,
             "buffer_size",
             self.buffer_size,
             f"at least {need} slots per env (>= {need * self.num_envs * self.trace_len} for "
-            f"num_envs={self.num_envs}, trace_len={self.trace_len}, n_step={self.n_step}"
-            + (f", seq_len={self.learn_len}, burn_in={self.lookback})" if self.lookback or
-               self.learn_len != self.trace_len else ")"),
-        )  # fmt: skip
+            f"{sizes})",
+        )
 
     @property
     def updates_per_iteration(self) -> int:
