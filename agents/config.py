@@ -152,3 +152,45 @@ def check_importance_annealing(config) -> None:
         "importance_exponent_steps", steps,
         "0 without --prioritized (no importance weights to anneal)",
     )  # fmt: skip
+
+
+class ReplayWindow:
+    """The replay window of a trace learner (replay.TraceReplay, "Windows"), as config
+    properties: a sampled trace starts `learn_len` learnt transitions, which reach
+    `lookahead` steps past the trace with the n − 1 steps of their last n-step target, after
+    `lookback` steps before it (R2D2's burn-in, Kapturowski et al. 2019, ICLR, §3).
+
+    A mixin for configs with `trace_len` and `n_step`: by default one trace is learnt, with no
+    look-back (DQN, feed-forward SAC); the sequence learners (R2D1, recurrent SAC) override
+    `learn_len` (their `seq_len`) and `lookback` (their `burn_in`)."""
+
+    @property
+    def learn_len(self) -> int:
+        """Transitions learnt per sampled trace."""
+        return self.trace_len
+
+    @property
+    def lookback(self) -> int:
+        return 0
+
+    @property
+    def lookahead(self) -> int:
+        return self.learn_len - self.trace_len + self.n_step - 1
+
+    @property
+    def min_traces_per_env(self) -> int:
+        """The fewest replay traces per env that leave one sampleable window."""
+        return 3 + self.lookback // self.trace_len + self.lookahead // self.trace_len
+
+
+def check_sequence_window(config) -> None:
+    """R2D2's sequences on the trace replay (`ReplayWindow`): `burn_in` >= 0 and `seq_len`
+    and `burn_in` multiples of `trace_len`, so that a window starts at a trace, where the
+    recurrent state was stored (R2D1, recurrent SAC)."""
+    check(config.burn_in >= 0, "burn_in", config.burn_in, ">= 0")
+    for name in ("seq_len", "burn_in"):
+        value = getattr(config, name)
+        check(
+            value % config.trace_len == 0, name, value,
+            f"a multiple of --trace-len {config.trace_len}",
+        )  # fmt: skip

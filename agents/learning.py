@@ -198,6 +198,18 @@ def actor_critic_metrics(step: GradientStep, *, value_weight, entropy_weight) ->
     return metrics
 
 
+def burn_in_state(run, params, state0, steps: int):
+    """R2D2's stored state with burn-in (Kapturowski et al. 2019, ICLR, §3): the recurrent
+    state stored before a sampled window, `state0`, advanced over the window's first `steps`
+    steps by `run(params, start, stop, state) -> (outputs, state)`, then stop_gradient'ed.
+    The burn-in steps only refresh the stale stored state; no gradient reaches them (nor
+    `state0`). `steps = 0` returns `state0` as it is."""
+    if steps == 0:
+        return state0
+    _, state = run(params, 0, steps, state0)
+    return jax.tree.map(jax.lax.stop_gradient, state)
+
+
 def per_importance_exponent(start: float, steps: int, env_steps):
     """Prioritized replay's importance-sampling exponent β after `env_steps` env steps:
     linear from `start` to 1 over `steps` env steps, then 1 (Schaul et al. 2016, §3.4:

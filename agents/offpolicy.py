@@ -55,7 +55,13 @@ import numpy as np
 import optax
 
 from agents.base import AgentBase
-from agents.config import check, check_applies, check_floats_finite, check_positive_int
+from agents.config import (
+    ReplayWindow,
+    check,
+    check_applies,
+    check_floats_finite,
+    check_positive_int,
+)
 from agents.learning import (  # noqa: F401 (apply, grads_and_aux: re-exported for the learners)
     TraceBatch,
     apply,
@@ -69,7 +75,7 @@ from replay import PrioritizedTraceReplay, TraceReplay
 
 
 @dataclass(frozen=True)
-class OffPolicyConfig:
+class OffPolicyConfig(ReplayWindow):
     """The flags every separate-actor-critic agent has (see the module docstring)."""
 
     num_envs: int = 4
@@ -77,7 +83,7 @@ class OffPolicyConfig:
     trace_len: int = 8
     """Env steps per env per iteration (one replay slot)."""
     batch_size: int = 256
-    """Transitions per update."""
+    """Transitions per update (sequences of --seq-len steps with SAC's --recurrent)."""
     buffer_size: int = 100_000
     """Replay capacity in transitions over all envs (rounded down to whole slots)."""
     start_train_at: int = 1_000
@@ -149,13 +155,16 @@ class OffPolicyConfig:
         check_applies(self, self.normalize_obs, "--normalize-obs", "obs_clip")
         check_applies(self, self.rnd_coef > 0, "--rnd-coef > 0", "rnd_lr", "rnd_features")
         per_env = self.buffer_size // (self.num_envs * self.trace_len)
-        need = 3 + (self.n_step - 1) // self.trace_len
+        need = self.min_traces_per_env  # the replay window (agents.config.ReplayWindow)
+        sizes = f"num_envs={self.num_envs}, trace_len={self.trace_len}, n_step={self.n_step}"
+        if self.learn_len != self.trace_len or self.lookback:  # sequences
+            sizes += f", seq_len={self.learn_len}, burn_in={self.lookback}"
         check(
             per_env >= need,
             "buffer_size",
             self.buffer_size,
             f"at least {need} slots per env (>= {need * self.num_envs * self.trace_len} for "
-            f"num_envs={self.num_envs}, trace_len={self.trace_len}, n_step={self.n_step})",
+            f"{sizes})",
         )
 
     @property
@@ -209,6 +218,18 @@ def write_steps(replay, replay_state, field: str, env_index, start, values):
     return replay_state.replace(base=base) if prioritized else base
 
 
+def write_extras(replay, replay_state, env_index, slot, values):
+    """Overwrite the per-trace extras (the recurrent state stored at a trace's first step) of
+    ring slots `slot` `[M, B]` of env streams `env_index` `[B]` with `values`, a pytree like
+    the extras spec with leaves `[M, B, ...]`."""
+    prioritized = isinstance(replay, PrioritizedTraceReplay)
+    base = replay_state.base if prioritized else replay_state
+    env = jnp.broadcast_to(env_index[None, :], slot.shape)
+    extras = jax.tree.map(lambda buf, v: buf.at[env, slot].set(v), base.extras, values)
+    base = base.replace(extras=extras)
+    return replay_state.replace(base=base) if prioritized else base
+
+
 # --------------------------------------------------------------------------- learner helpers
 
 
@@ -236,6 +257,7 @@ class ActingParams(NamedTuple):
     actor: Any  # the actor network's params
     explore: Any  # bool: act uniformly at random (before start_train_at)
     obs_stats: Any  # RunningStats of --normalize-obs, or ()
+    critic: Any = ()  # the critics' params where acting runs their recurrent core, or ()
 
 
 class OffPolicyAgent(AgentBase):
@@ -243,7 +265,8 @@ class OffPolicyAgent(AgentBase):
     `make_network`, `make_learner` and `make_actor` (whose functions take `ActingParams` and
     feed the actor `observation(obs, params.obs_stats)`); its learner has
     `init(key, sample_obs)` and `update(state, TraceBatch of n steps, axis_name) -> (state,
-    metrics, |TD| [B])`, and a state with `params` (a dict with "actor"), `key`,
+    metrics, |TD| [B])` (a recurrent learner adds its recomputed core states, which reach
+    `after_update`), and a state with `params` (a dict with "actor"), `key`,
     `env_steps`, and `obs_stats` and `rnd` (both `()` from `init`; this agent fills them)."""
 
     discrete_only = False
@@ -269,7 +292,7 @@ class OffPolicyAgent(AgentBase):
 
     def make_replay(self, trace_replay: TraceReplay):
         cfg = self.config
-        windowed = dataclasses.replace(trace_replay, lookahead=cfg.n_step - 1)
+        windowed = dataclasses.replace(trace_replay, lookback=cfg.lookback, lookahead=cfg.lookahead)
         if not cfg.prioritized:
             return windowed
         return PrioritizedTraceReplay(windowed, epsilon=0.0, new_at_max=True)
@@ -316,7 +339,7 @@ class OffPolicyAgent(AgentBase):
         """update_to_data updates per env step from start_train_at on, once a slot and its
         look-ahead can be sampled; a pure function of the counts (resume-safe)."""
         cfg = self.config
-        if iteration < 1 + (cfg.n_step - 1) // cfg.trace_len:
+        if iteration < 1 + (cfg.lookback + cfg.lookahead) // cfg.trace_len:
             return 0
         return self._owed(env_steps + self.steps_per_iteration) - self._owed(env_steps)
 
@@ -346,12 +369,14 @@ class OffPolicyAgent(AgentBase):
         if self.rnd is not None:
             learner, batch, extra = self.add_intrinsic_reward(learner, batch, axis_name)
         batch = batch._replace(obs=self.observation(batch.obs, learner.obs_stats))
-        learner, metrics, td = self.learner.update(learner._replace(key=key), batch, axis_name)
+        learner, metrics, td, *computed = self.learner.update(
+            learner._replace(key=key), batch, axis_name
+        )
         metrics = {**metrics, **extra}
         if self.config.prioritized:
             priorities = jnp.power(td + 1e-6, self.config.per_alpha)
             replay = self.replay.set_priorities(replay, info.env_index, info.slot, priorities)
-        replay = self.after_update(learner, replay, batch, info, offset)
+        replay = self.after_update(learner, replay, batch, info, offset, *computed)
         return learner, replay, metrics
 
     def add_intrinsic_reward(self, learner, batch: TraceBatch, axis_name=None):
@@ -370,8 +395,10 @@ class OffPolicyAgent(AgentBase):
         batch = batch._replace(reward=batch.reward + self.config.rnd_coef * r_int)
         return learner._replace(rnd=rnd), batch, {"rnd_loss": loss, "intrinsic_reward": mean}
 
-    def after_update(self, learner, replay, batch, info, offset):
-        """Hook after each update (e.g. rewrite stored behaviour statistics); the replay."""
+    def after_update(self, learner, replay, batch, info, offset, computed=()):
+        """Hook after each update (e.g. rewrite stored behaviour statistics or recurrent
+        states); `computed`: what the learner's update returned after |TD| (a recurrent
+        learner's recomputed core states), if anything. Returns the replay."""
         return replay
 
     def step_position(self, info, offset):

@@ -19,6 +19,9 @@ from envs.core import TimeStep, VecEnv
 PARTIAL_OBS: dict[str, tuple[str, tuple[int, ...]]] = {
     # CartPole without its velocities: cart position and pole angle only.
     "CartPole-P-v1": ("CartPole-v1", (0, 2)),
+    # Pendulum without its angular velocity: cos θ and sin θ only (Meng et al. 2021, Ni et al.
+    # 2022 "Pendulum-P").
+    "Pendulum-P-v1": ("Pendulum-v1", (0, 1)),
 }
 
 

@@ -8,14 +8,24 @@ deterministic tanh action (TD3/DDPG), or categorical logits (discrete SAC).
 and run with `vmap` (flax `nn.vmap`), so an ensemble of 10 (REDQ) is one batched matmul per
 layer, not 10 modules. Continuous critics take (obs, action) and return Q `[N, ...]`; discrete
 ones take obs and return Q(x, ·) `[N, ..., A]`.
+
+Recurrent mode (R2D2, Kapturowski et al. 2019, ICLR): `RecurrentPolicy` and `RecurrentQEnsemble`
+put an LSTM between a one-layer ReLU torso over the observation and the feed-forward networks
+above: torso → `networks.cores.ActionRewardLSTM` (fed the previous action and reward, reset at
+episode starts) → `PolicyMLP` / `QEnsemble` on the LSTM's output. The actor and the critics
+have separate cores (the seed shares one); the N critics share theirs, each keeping its own
+MLP head. Their states travel together as `RecurrentSACState`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax.numpy as jnp
+
+from networks.cores import ActionRewardLSTM, ActionRewardState
 
 
 def _mlp(x, hidden: Sequence[int]):
@@ -84,3 +94,86 @@ class QEnsemble(nn.Module):
             axis_size=self.num_critics,
         )
         return ensemble(self.hidden, self.num_actions, name="members")(obs, action)
+
+
+class RecurrentSACState(NamedTuple):
+    """The recurrent state of recurrent SAC before an observation: the actor's core and the
+    critics' core (`networks.cores.ActionRewardState` each: the LSTM's (c, h) `[B, size]` and
+    the previous action, in [−1, 1] for continuous actions, and reward)."""
+
+    actor: ActionRewardState
+    critic: ActionRewardState
+
+    @classmethod
+    def zeros(cls, batch_size: int, size: int, action_dim: int, discrete: bool):
+        """The state of fresh episodes (`action_dim`: A actions, or the action vector's D)."""
+        one = ActionRewardState.zeros(batch_size, size, action_dim, discrete)
+        return cls(one, one)
+
+
+def _torso_and_core(module, obs, first, state, prev_action, prev_reward):
+    """The torso and the LSTM of a recurrent module: outputs `[T, B, lstm_size]`, state."""
+    if obs.ndim != 3 or first.shape != obs.shape[:2]:
+        raise ValueError(
+            f"{type(module).__name__} takes time-major obs [T, B, D] and first [T, B]; got obs "
+            f"{obs.shape} and first {first.shape}"
+        )
+    x = nn.relu(nn.Dense(module.hidden[0], name="torso")(obs.astype(jnp.float32)))
+    core = ActionRewardLSTM(module.lstm_size, module.action_dim, module.discrete, name="core")
+    return core(x, first, state, prev_action, prev_reward)
+
+
+class RecurrentPolicy(nn.Module):
+    """`PolicyMLP` after a torso and an LSTM (module docstring). `apply(params, obs, first,
+    state, prev_action, prev_reward)`: time-major obs `[T, B, D]`, first `[T, B]`, state an
+    `ActionRewardState`; `prev_action`/`prev_reward` of every step (`[T, B, ...]`,
+    `networks.cores.previous_inputs`) or None for one step from the state's (acting). Returns
+    (the head's outputs `[T, B, ...]`, the state after the last step)."""
+
+    out_dim: int
+    action_dim: int  # the core's previous-action input: A actions, or D
+    discrete: bool
+    hidden: Sequence[int] = (256, 256)
+    lstm_size: int = 64
+    head: str = "gaussian"
+    log_std_min: float = -5.0
+    log_std_max: float = 2.0
+
+    @nn.compact
+    def __call__(self, obs, first, state, prev_action=None, prev_reward=None):
+        y, state = _torso_and_core(self, obs, first, state, prev_action, prev_reward)
+        policy = PolicyMLP(
+            self.out_dim, self.hidden, self.head, self.log_std_min, self.log_std_max, name="head"
+        )
+        return policy(y), state
+
+
+class RecurrentQEnsemble(nn.Module):
+    """`QEnsemble` after a torso and an LSTM shared by the N critics (module docstring).
+
+    `apply(params, obs, first, state, action, prev_action, prev_reward)` -> (Q `[N, T, B]`, or
+    `[N, T, B, A]` when discrete, state); `method="unroll"` runs only the torso and the core
+    -> (features `[T, B, size]`, state), and `method="q"` only the heads on such features
+    (`q(features, action)`), so that a learner can reuse one unroll."""
+
+    num_critics: int
+    action_dim: int
+    discrete: bool
+    hidden: Sequence[int] = (256, 256)
+    lstm_size: int = 64
+
+    def setup(self):
+        self.heads = QEnsemble(
+            self.num_critics, self.hidden, self.action_dim if self.discrete else 0, name="heads"
+        )
+
+    def __call__(self, obs, first, state, action=None, prev_action=None, prev_reward=None):
+        y, state = self.unroll(obs, first, state, prev_action, prev_reward)
+        return self.q(y, action), state
+
+    @nn.compact
+    def unroll(self, obs, first, state, prev_action=None, prev_reward=None):
+        return _torso_and_core(self, obs, first, state, prev_action, prev_reward)
+
+    def q(self, features, action=None):
+        return self.heads(features, action)

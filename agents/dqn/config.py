@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from agents.config import (
+    ReplayWindow,
     check,
     check_applies,
     check_floats_finite,
@@ -15,7 +16,7 @@ from agents.config import (
 
 
 @dataclass(frozen=True)
-class DQNConfig:
+class DQNConfig(ReplayWindow):
     """DQN (Mnih et al. 2015, Nature 518) with the switches of its successors: double Q
     (van Hasselt et al. 2016, arXiv:1509.06461), dueling heads (Wang et al. 2016,
     arXiv:1511.06581), prioritized replay (Schaul et al. 2016, arXiv:1511.05952), n-step
@@ -143,26 +144,8 @@ class DQNConfig:
             )  # fmt: skip
         self._check_buffer()
 
-    # The sampled window reaches `lookahead` steps past a trace: the replay needs that many
-    # more whole traces per env (replay.TraceReplay, "Windows").
-    @property
-    def learn_len(self) -> int:
-        """Transitions learnt per sampled trace."""
-        return self.trace_len
-
-    @property
-    def lookback(self) -> int:
-        return 0
-
-    @property
-    def lookahead(self) -> int:
-        return self.learn_len - self.trace_len + self.n_step - 1
-
-    @property
-    def min_traces_per_env(self) -> int:
-        """The fewest replay traces per env that leave one sampleable window."""
-        return 3 + self.lookback // self.trace_len + self.lookahead // self.trace_len
-
+    # The sampled window reaches `lookahead` steps past a trace (agents.config.ReplayWindow):
+    # the replay needs that many more whole traces per env.
     def _check_buffer(self):
         per_env = self.buffer_size // (self.num_envs * self.trace_len)
         need = self.min_traces_per_env

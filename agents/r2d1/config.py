@@ -6,15 +6,17 @@ import dataclasses
 from dataclasses import dataclass
 
 from agents.config import (
+    ReplayWindow,
     check,
     check_floats_finite,
     check_importance_annealing,
     check_positive_int,
+    check_sequence_window,
 )
 
 
 @dataclass(frozen=True)
-class R2D1Config:
+class R2D1Config(ReplayWindow):
     """R2D1: R2D2 (Kapturowski et al. 2019, "Recurrent Experience Replay in Distributed
     Reinforcement Learning", ICLR) without the distributed actors, as rlpyt's R2D1. The
     defaults are the r2d1-classic preset (CartPole-v1, sized for a 2-core CPU).
@@ -98,13 +100,7 @@ class R2D1Config:
             "target_update_period", "lstm_size",
         )  # fmt: skip
         check_floats_finite(self)
-        check(self.burn_in >= 0, "burn_in", self.burn_in, ">= 0")
-        for name in ("seq_len", "burn_in"):
-            value = getattr(self, name)
-            check(
-                value % self.trace_len == 0, name, value,
-                f"a multiple of --trace-len {self.trace_len}",
-            )  # fmt: skip
+        check_sequence_window(self)
         check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
         check(self.replay_ratio > 0, "replay_ratio", self.replay_ratio, "> 0")
         check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
@@ -137,8 +133,8 @@ class R2D1Config:
             f"burn_in={self.burn_in})",
         )
 
-    # The replay window (replay.TraceReplay, "Windows"): burn-in before the sampled trace,
-    # the rest of the learnt sequence and the n-step look-ahead after it.
+    # The replay window (agents.config.ReplayWindow): burn-in before the sampled trace, the
+    # rest of the learnt sequence and the n-step look-ahead after it.
     @property
     def learn_len(self) -> int:
         return self.seq_len
@@ -146,15 +142,6 @@ class R2D1Config:
     @property
     def lookback(self) -> int:
         return self.burn_in
-
-    @property
-    def lookahead(self) -> int:
-        return self.seq_len - self.trace_len + self.n_step - 1
-
-    @property
-    def min_traces_per_env(self) -> int:
-        """The fewest replay traces per env that leave one sampleable window."""
-        return 3 + self.lookback // self.trace_len + self.lookahead // self.trace_len
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)

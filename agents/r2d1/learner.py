@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.dqn.learner import DQNLearner, Unrolled
-from agents.learning import TraceBatch
+from agents.learning import TraceBatch, burn_in_state
 from networks.cores import previous_inputs
 
 sg = jax.lax.stop_gradient
@@ -44,10 +44,7 @@ class R2D1Learner(DQNLearner):
             )
 
         def burnt_in(p):
-            if back == 0:
-                return state0
-            _, state = run(p, 0, back, state0)
-            return jax.tree.map(sg, state)
+            return burn_in_state(run, p, state0, back)
 
         window = batch.obs.shape[0]
         online_state = burnt_in(params)

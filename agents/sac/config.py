@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.config import check
+from agents.config import check, check_applies, check_positive_int, check_sequence_window
 from agents.offpolicy import OffPolicyConfig
 
 
@@ -15,8 +15,10 @@ class SACConfig(OffPolicyConfig):
     with a critic ensemble and REDQ's random subset (Chen et al. 2021, arXiv:2101.05982),
     n-step or V-trace targets and prioritized replay; optionally running observation
     normalisation (--normalize-obs) and curiosity by random network distillation
-    (--rnd-coef; ICM is not implemented). The defaults are the sac-classic preset
-    (Pendulum-v1)."""
+    (--rnd-coef; ICM is not implemented); or recurrent (--recurrent: R2D2's stored state,
+    burn-in and sequences, Kapturowski et al. 2019, "Recurrent Experience Replay in
+    Distributed Reinforcement Learning", ICLR; agents/sac/recurrent.py). The defaults are the
+    sac-classic preset (Pendulum-v1)."""
 
     alpha_lr: float = 1e-3
     """Adam learning rate of log α (automatic temperature)."""
@@ -46,8 +48,36 @@ class SACConfig(OffPolicyConfig):
     overwrite_mu: bool = False
     """V-trace: after each update overwrite the stored behaviour log-probs of the sampled
     steps with the current policy's (as the Advanced-SAC seed does)."""
+    recurrent: bool = False
+    """R2D2's recurrent mode (Kapturowski et al. 2019): the actor and the critics each get an
+    LSTM fed the previous action and reward (networks/sac.py), acting carries its state, the
+    replay stores it at the start of every trace, and an update learns --batch-size
+    sequences of --seq-len steps, each unrolled from its stored state over a --burn-in with
+    no gradient first (agents/sac/recurrent.py). Continuous or discrete; n-step targets,
+    uniform replay, no RND."""
+    lstm_size: int = 64
+    """Recurrent only: LSTM size of the actor's core and of the critics' (R2D2: 512)."""
+    seq_len: int = 16
+    """Recurrent only: steps learnt per sequence (R2D2: 80); a multiple of --trace-len,
+    which is the period at which sequences start."""
+    burn_in: int = 8
+    """Recurrent only: steps unrolled from the stored state before the learnt ones, with no
+    gradient (R2D2: 40); a multiple of --trace-len."""
+    refresh_stored_state: bool = True
+    """Recurrent only: after each update, write the core states its unroll recomputed with the
+    online networks back into the replay, at the start of every later trace of each sampled
+    window's burn-in and learnt steps (agents/sac/recurrent.py); off: keep the states stored
+    at acting time."""
 
     def __post_init__(self):
+        # The sequence layout first: the replay window the base checks depend on.
+        check_positive_int(self, "trace_len", "lstm_size", "seq_len")
+        if self.recurrent:
+            check_sequence_window(self)
+        check_applies(
+            self, self.recurrent, "--recurrent", "lstm_size", "seq_len", "burn_in",
+            "refresh_stored_state",
+        )  # fmt: skip
         super().__post_init__()
         check(self.alpha_lr > 0, "alpha_lr", self.alpha_lr, "> 0")
         check(self.init_alpha > 0, "init_alpha", self.init_alpha, "> 0")
@@ -78,6 +108,26 @@ class SACConfig(OffPolicyConfig):
             self.overwrite_mu,
             "off unless --target vtrace",
         )
+        if self.recurrent:
+            check(self.target == "n-step", "target", self.target, '"n-step" with --recurrent')
+            check(
+                not self.prioritized, "prioritized", self.prioritized,
+                "off with --recurrent (no sequence priorities for SAC)",
+            )  # fmt: skip
+            check(
+                self.rnd_coef == 0, "rnd_coef", self.rnd_coef,
+                "0 with --recurrent (the cores are fed the extrinsic reward)",
+            )  # fmt: skip
+
+    # The replay window (agents.config.ReplayWindow): recurrent, a burn-in before the sampled
+    # trace and the rest of the sequence after it; feed-forward, one trace.
+    @property
+    def learn_len(self) -> int:
+        return self.seq_len if self.recurrent else self.trace_len
+
+    @property
+    def lookback(self) -> int:
+        return self.burn_in if self.recurrent else 0
 
 
 PRESETS: dict[str, dict] = {
@@ -87,6 +137,28 @@ PRESETS: dict[str, dict] = {
     # 5,000 (Pendulum episodes are 200 steps), 4 envs × 8 steps per iteration and one
     # update per env step, the 32 updates of an iteration scanned in one program.
     "sac-classic": {"env": "Pendulum-v1", "total_steps": 20_000},
+    # Pendulum-P-v1 (Pendulum-v1 without its angular velocity, Meng et al. 2021 / Ni et al.
+    # 2022), where a feed-forward policy cannot tell the swing's direction: recurrent SAC with
+    # R2D2's stored state, burn-in and refreshed stored states (Kapturowski et al. 2019, ICLR).
+    # Sized for a 2-core CPU (our choices): LSTM 64 and 64-64 MLPs (Ni et al. 2022 use LSTM
+    # 128 and 256-256), 16 sequences of 16 steps after a burn-in of 8 (R2D2: 64 of 80 after
+    # 40), sequences every 8 steps, one update per env step (256 transitions learnt per env
+    # step, as feed-forward SAC's batch of 256), SAC's learning rates and τ, 1-step targets.
+    "sac-pendulum-p": {
+        "env": "Pendulum-P-v1",
+        "total_steps": 20_000,
+        "recurrent": True,
+        "num_envs": 4,
+        "trace_len": 8,
+        "seq_len": 16,
+        "burn_in": 8,
+        "lstm_size": 64,
+        "hidden": (64, 64),
+        "batch_size": 16,
+        "update_to_data": 1.0,
+        "start_train_at": 1_000,
+        "eval_episodes": 10,
+    },
     # CleanRL sac_continuous_action.py / Haarnoja et al. 2018 (arXiv:1812.05905, Table 1):
     # batch 256, Adam 3e-4 (actor) / 1e-3 (critics, α), τ = 0.005, γ = 0.99, 256-256
     # networks, 5,000 random steps, one update per env step, buffer 1M. One env × 8 steps

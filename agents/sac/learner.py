@@ -76,16 +76,13 @@ class SACLearner:
             "alpha": optax.adam(config.alpha_lr),
         }
         self.action_dim = None if self.discrete else int(np.prod(spec.action_shape))
+        # What a recurrent core's previous-action input holds: A actions, or the vector's D.
+        self.core_action_dim = spec.num_actions if self.discrete else self.action_dim
 
     # ------------------------------------------------------------------ state
     def init(self, key, sample_obs) -> SACState:
         k_actor, k_critic, key = jax.random.split(key, 3)
-        actor = self.actor.init(k_actor, sample_obs)
-        if self.discrete:
-            critic = self.critic.init(k_critic, sample_obs)
-        else:
-            action = jnp.zeros((sample_obs.shape[0], self.action_dim), jnp.float32)
-            critic = self.critic.init(k_critic, sample_obs, action)
+        actor, critic = self.init_networks(k_actor, k_critic, sample_obs)
         params = {"actor": actor, "critic": critic}
         log_alpha = jnp.asarray(np.log(self.config.init_alpha), jnp.float32)
         return SACState(
@@ -102,13 +99,25 @@ class SACLearner:
             env_steps=jnp.zeros((), jnp.int32),
         )
 
+    def init_networks(self, k_actor, k_critic, sample_obs):
+        """(actor params, critic params) from observations `[B, ...]`."""
+        actor = self.actor.init(k_actor, sample_obs)
+        if self.discrete:
+            return actor, self.critic.init(k_critic, sample_obs)
+        action = jnp.zeros((sample_obs.shape[0], self.action_dim), jnp.float32)
+        return actor, self.critic.init(k_critic, sample_obs, action)
+
     # ------------------------------------------------------------------ policy
     def sample(self, actor_params, obs, key):
         """Continuous: a reparameterised action in [−1, 1] and log π of its scaled version,
         `([..., D], [...])`. Discrete: the logits `[..., A]` (and None)."""
+        return self.policy_sample(self.actor.apply(actor_params, obs), key)
+
+    def policy_sample(self, policy_out, key):
+        """`sample` from the actor's outputs: (mean, log σ) or the logits."""
         if self.discrete:
-            return self.actor.apply(actor_params, obs), None
-        mean, log_std = self.actor.apply(actor_params, obs)
+            return policy_out, None
+        mean, log_std = policy_out
         u = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
         logp = losses.tanh_gaussian_log_prob(u, mean, log_std, low=self.low, high=self.high)
         return jnp.tanh(u), logp
@@ -134,14 +143,23 @@ class SACLearner:
     def soft_value_parts(self, actor_params, critic_params, obs, key, members, alpha):
         """(E_a'[min_M Q'(x, a')], E_a'[log π(a'|x)]) `[...]` at observations `[..., obs]`:
         one sampled a' (continuous) or the exact expectation (discrete)."""
+        return self.soft_value(
+            self.actor.apply(actor_params, obs),
+            lambda a: self.critic.apply(critic_params, obs, a),
+            key,
+            members,
+        )
+
+    def soft_value(self, policy_out, q_of, key, members):
+        """`soft_value_parts` from the actor's outputs and `q_of(action) -> [N, ...]` (discrete:
+        `q_of(None) -> [N, ..., A]`), the critics at the same observations."""
         if self.discrete:
-            logits, _ = self.sample(actor_params, obs, key)
-            log_pi = jax.nn.log_softmax(logits)
+            log_pi = jax.nn.log_softmax(policy_out)
             pi = jnp.exp(log_pi)
-            q = ensemble_min(self.critic.apply(critic_params, obs), members)
+            q = ensemble_min(q_of(None), members)
             return jnp.sum(pi * q, -1), jnp.sum(pi * log_pi, -1)
-        a, logp = self.sample(actor_params, obs, key)
-        return ensemble_min(self.critic.apply(critic_params, obs, a), members), logp
+        a, logp = self.policy_sample(policy_out, key)
+        return ensemble_min(q_of(a), members), logp
 
     def q_taken(self, critic_params, obs, action):
         """Q_i(x, a) of every member `[N, ...]` at the stored actions."""
@@ -172,17 +190,89 @@ class SACLearner:
                 vs1 = out.vs[0]
                 rho_mean = jnp.sum(mask[1:] * rho) / jnp.maximum(jnp.sum(mask[1:]), 1.0)
             return sg(r[0] + d[0] * vs1), sg(rho_mean)
+        return self.n_step_targets(r, d, mask, q_next, logp_next, alpha)[0], jnp.ones(())
+
+    def n_step_targets(self, r, d, mask, q_next, logp_next, alpha):
+        """n-step soft targets `[T, B]` of every step t of a window of T steps (`r`, `d`,
+        `mask` `[T, B]`), from min_M Q' and log π at x_{t+1} (`q_next`, `logp_next`
+        `[T, B]`); each full-length (n steps) for t <= T − n, shortened after."""
+        n = self.config.n_step
         if n == 1:
-            y = losses.soft_q_targets(r, d, q_next, logp_next, alpha)
-            return y[0], jnp.ones(())
+            return losses.soft_q_targets(r, d, q_next, logp_next, alpha)
         # x_0's value is only read where step 0 is masked, which is never learnt.
         zeros = jnp.zeros_like(q_next[:1])
         q_t = jnp.concatenate([zeros, q_next[:-1]], 0)
         logp_t = jnp.concatenate([zeros, logp_next[:-1]], 0)
-        y = losses.n_step_soft_q_targets(
+        return losses.n_step_soft_q_targets(
             r, d, q_t, logp_t, q_next[-1], logp_next[-1], alpha, n, mask_t=mask
         )
-        return y[0], jnp.ones(())
+
+    # ------------------------------------------------------------------ actor and α
+    def q_all(self, critic_params, obs, action):
+        """Q_i of every member `[N, ...]` at `action` (continuous), or Q_i(x, ·) `[N, ..., A]`
+        (discrete, `action` None)."""
+        if self.discrete:
+            return self.critic.apply(critic_params, obs)
+        return self.critic.apply(critic_params, obs, action)
+
+    def actor_terms(self, policy_out, q_of, key, alpha):
+        """The actor's loss per step `[T, B]` (arXiv:1812.05905 eq. 7; discrete:
+        arXiv:1910.07207 eq. 12) from the actor's outputs at `[T, B]` steps and `q_of`
+        (`soft_value`'s) of the critics there, reduced over the members by --actor-q; with
+        log π `[T, B]` (discrete: −entropy) and what the temperature loss takes (log π, or
+        the logits)."""
+        cfg = self.config
+
+        def reduce(q):
+            return jnp.min(q, 0) if cfg.actor_q == "min" else jnp.mean(q, 0)
+
+        if self.discrete:
+            logits = policy_out
+            per = losses.discrete_sac_actor_loss(logits, reduce(q_of(None)), alpha)
+            log_pi = jax.nn.log_softmax(logits)
+            return per, jnp.sum(jnp.exp(log_pi) * log_pi, -1), logits
+        a, logp = self.policy_sample(policy_out, key)
+        return losses.sac_actor_loss(reduce(q_of(a)), logp, alpha), logp, logp
+
+    def alpha_grads(self, log_alpha, aux, mask, axis_name):
+        """(loss, gradient) of the temperature loss (arXiv:1812.05905 eq. 18; discrete:
+        arXiv:1910.07207 eq. 11) averaged over the valid steps; `aux` and `mask` `[T, B]`."""
+
+        def alpha_loss(log_alpha):
+            if self.discrete:
+                per = losses.discrete_sac_temperature_loss(
+                    log_alpha, aux, self.target_entropy, mask_t=mask
+                )
+            else:
+                per = losses.sac_temperature_loss(log_alpha, aux, self.target_entropy, mask_t=mask)
+            loss = jnp.sum(per) / jnp.maximum(jnp.sum(mask), 1.0)
+            return loss, loss
+
+        loss, grads, _ = grads_and_aux(alpha_loss, log_alpha, axis_name)
+        return loss, grads
+
+    def policy_step(self, state: SACState, actor_grads, alpha_grads):
+        """Adam on the actor and on log α (with --autotune) every `policy_delay` updates:
+        (actor, its optimizer state, log α, its optimizer state)."""
+        cfg = self.config
+
+        def step(_):
+            actor, actor_opt = apply(
+                self.optimizers["actor"], actor_grads, state.opt_state["actor"],
+                state.params["actor"],
+            )  # fmt: skip
+            log_alpha, alpha_opt = state.log_alpha, state.opt_state["alpha"]
+            if cfg.autotune:
+                log_alpha, alpha_opt = apply(
+                    self.optimizers["alpha"], alpha_grads, alpha_opt, log_alpha
+                )
+            return actor, actor_opt, log_alpha, alpha_opt
+
+        def skip(_):
+            s = state
+            return s.params["actor"], s.opt_state["actor"], s.log_alpha, s.opt_state["alpha"]
+
+        return jax.lax.cond(state.step % cfg.policy_delay == 0, step, skip, None)
 
     # ------------------------------------------------------------------ update
     def update(self, state: SACState, batch: TraceBatch, axis_name=None):
@@ -209,61 +299,21 @@ class SACLearner:
         alpha = jnp.exp(state.log_alpha)
         mask0 = batch.mask[0]
 
+        x = obs[None]  # the sampled transitions as one step: the losses' [T, B] layout
+
         def actor_loss(actor):
-            if self.discrete:
-                logits, _ = self.sample(actor, obs, k_actor)
-                q_all = self.critic.apply(sg(critic), obs)  # [N, B, A]
-                q_red = jnp.min(q_all, 0) if cfg.actor_q == "min" else jnp.mean(q_all, 0)
-                per = losses.discrete_sac_actor_loss(logits[None], q_red[None], alpha)[0]
-                log_pi = jax.nn.log_softmax(logits)
-                logp = jnp.sum(jnp.exp(log_pi) * log_pi, -1)  # −entropy
-                aux = logits
-            else:
-                a, logp = self.sample(actor, obs, k_actor)
-                q_all = self.critic.apply(sg(critic), obs, a)  # [N, B]
-                q_red = jnp.min(q_all, 0) if cfg.actor_q == "min" else jnp.mean(q_all, 0)
-                per = losses.sac_actor_loss(q_red[None], logp[None], alpha)[0]
-                aux = logp
-            loss = jnp.sum(mask0 * per) / jnp.maximum(jnp.sum(mask0), 1.0)
-            return loss, (loss, sg(logp), sg(aux))
+            def q_of(a):
+                return self.q_all(sg(critic), x, a)
+
+            per, logp, aux = self.actor_terms(self.actor.apply(actor, x), q_of, k_actor, alpha)
+            loss = jnp.sum(mask0 * per[0]) / jnp.maximum(jnp.sum(mask0), 1.0)
+            return loss, (loss, sg(logp[0]), sg(aux))
 
         (policy_loss, logp, aux), actor_grads, actor_norm = grads_and_aux(
             actor_loss, state.params["actor"], axis_name
         )
-
-        def alpha_loss(log_alpha):
-            if self.discrete:
-                per = losses.discrete_sac_temperature_loss(
-                    log_alpha, aux[None], self.target_entropy, mask_t=mask0[None]
-                )
-            else:
-                per = losses.sac_temperature_loss(
-                    log_alpha, aux[None], self.target_entropy, mask_t=mask0[None]
-                )
-            loss = jnp.sum(per) / jnp.maximum(jnp.sum(mask0), 1.0)
-            return loss, loss
-
-        alpha_l, alpha_grads, _ = grads_and_aux(alpha_loss, state.log_alpha, axis_name)
-
-        def policy_step(_):
-            actor, actor_opt = apply(
-                self.optimizers["actor"], actor_grads, state.opt_state["actor"],
-                state.params["actor"],
-            )  # fmt: skip
-            log_alpha, alpha_opt = state.log_alpha, state.opt_state["alpha"]
-            if cfg.autotune:
-                log_alpha, alpha_opt = apply(
-                    self.optimizers["alpha"], alpha_grads, alpha_opt, log_alpha
-                )
-            return actor, actor_opt, log_alpha, alpha_opt
-
-        def skip(_):
-            s = state
-            return s.params["actor"], s.opt_state["actor"], s.log_alpha, s.opt_state["alpha"]
-
-        actor, actor_opt, log_alpha, alpha_opt = jax.lax.cond(
-            state.step % cfg.policy_delay == 0, policy_step, skip, None
-        )
+        alpha_l, alpha_grads = self.alpha_grads(state.log_alpha, aux, mask0[None], axis_name)
+        actor, actor_opt, log_alpha, alpha_opt = self.policy_step(state, actor_grads, alpha_grads)
         target = optax.incremental_update(critic, state.target_critic, cfg.tau)
         td = sg(jnp.abs(q - y))  # q: the members' mean [B]
         valid = jnp.maximum(jnp.sum(mask0), 1.0)
