@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 
 from agents.config import from_dict
-from agents.population import Population, member_envs
+from agents.population import Population, PopulationLearner, member_envs
 from agents.registry import get_agent
 from envs import make_env, run_env_seed
-from experiments.args import RunArgs, TrainArgs
+from experiments.args import RunArgs, TrainArgs, hparam_specs
 from experiments.checkpoint import Checkpointer
 from experiments.runfolder import read_json, write_json_atomic
 
@@ -88,14 +88,38 @@ def restore_checkpoint(checkpointer: Checkpointer, learner, step: int | None = N
 
 
 def restore_learner(agent, run_dir: Path, step: int | None = None):
-    """Restore the learner state of a run without building its replay or stepping envs.
-    Returns (learner_state, meta, step)."""
+    """Restore the learner state of a run without building its replay or stepping envs;
+    for a population member's folder (`<run>/member-<i>`), its row of the population's
+    checkpoint. Returns (learner_state, meta, step)."""
+    run_dir = Path(run_dir)
     learner = jax.eval_shape(agent.init_learner, jax.random.PRNGKey(0))
-    checkpointer = Checkpointer(Path(run_dir) / "checkpoints")
+    config = read_json(run_dir / "config.json", "run config")
+    member = config.get("population")
+    if member is None:
+        size = config.get("run", {}).get("num_seeds", 1)
+        if size > 1:
+            raise ValueError(
+                f"{run_dir} is a population of {size} (--num-seeds): give one member's folder, "
+                f"{run_dir}/member-<i>"
+            )
+        checkpointer = Checkpointer(run_dir / "checkpoints")
+        try:
+            return restore_checkpoint(checkpointer, learner, step)
+        finally:
+            checkpointer.close()
+    # A population member: its learner is row i of the population's checkpoint.
+    index, size = member["member"], member["of"]
+    fields = hparam_specs(load_run(run_dir).run)
+    stacked = jax.tree.map(lambda x: jax.ShapeDtypeStruct((size, *x.shape), x.dtype), learner)
+    hparams = {k: jax.ShapeDtypeStruct((size,), jnp.float32) for k in fields}
+    checkpointer = Checkpointer(run_dir.parent / "checkpoints")
     try:
-        return restore_checkpoint(checkpointer, learner, step)
+        saved, meta, step = restore_checkpoint(
+            checkpointer, PopulationLearner(stacked, hparams), step
+        )
     finally:
         checkpointer.close()
+    return jax.tree.map(lambda x: x[index], saved.member), meta, step
 
 
 def make_agent(

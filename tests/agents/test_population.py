@@ -156,6 +156,13 @@ def test_cli_population_logs_members_as_seeds_and_resumes(tmp_path):
         assert [int(r["env_steps"]) for r in rows] == list(range(20, 180, 20))
         assert int(rows[5]["updates"]) > int(rows[4]["updates"])  # counters restored
     assert json.loads((pop_dir / "summary.json").read_text())["env_steps_per_member"] == 160
+    # A member folder evaluates its row of the population's checkpoint; the root is refused.
+    from experiments import evaluate
+
+    result = evaluate.main([str(pop_dir / "member-1"), "--episodes", "2"])
+    assert result["checkpoint_step"] == 160 and result["episodes"] == 2
+    with pytest.raises(SystemExit, match="is a population of 2.*member-<i>"):
+        evaluate.main([str(pop_dir), "--episodes", "2"])
 
 
 def test_cli_num_seeds_errors(tmp_path):
