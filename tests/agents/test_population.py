@@ -161,7 +161,7 @@ def test_cli_population_logs_members_as_seeds_and_resumes(tmp_path):
 
     result = evaluate.main([str(pop_dir / "member-1"), "--episodes", "2"])
     assert result["checkpoint_step"] == 160 and result["episodes"] == 2
-    with pytest.raises(SystemExit, match="is a population of 2.*member-<i>"):
+    with pytest.raises(SystemExit, match=r"is a population of 2.*member-<i>"):
         evaluate.main([str(pop_dir), "--episodes", "2"])
 
 
