@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +38,10 @@ class DQNAgent(AgentBase):
     name = "dqn"
     metric_names = METRICS
     bench_compare = "prioritized=false,true"  # experiments.bench_throughput's default
+    # ε comes from the learner's own env-step count and the update counts are a function of
+    # the step count: nothing reads the seed. R2D1 inherits both (tests/agents/test_population.py).
+    supports_population = True
+    tunable: ClassVar[dict[str, tuple[float, float]]] = {"lr": (1e-7, 1.0), "discount": (0.5, 1.0)}
 
     def __init__(self, config: DQNConfig, env, *, seed=0, mesh=None, replay_memory_limit=None):
         super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)

@@ -86,12 +86,12 @@ def test_bad_population_is_refused():
     env = make_env("CartPole-v1", CFG.num_envs, 0)
     with pytest.raises(ValueError, match="--num-seeds=3 is not divisible by the number of devices"):
         Population([ACERAgent(CFG, env, seed=i) for i in range(3)], mesh=make_mesh(2, axis=POP))
-    from agents.dqn.agent import DQNAgent
+    from agents.ppo.agent import PPOAgent
     from agents.registry import get_agent
 
-    dqn_cfg = get_agent("dqn").make_config(None, num_envs=CFG.num_envs)
-    with pytest.raises(ConfigError, match="--num-seeds > 1 is not supported by --agent dqn"):
-        Population([DQNAgent(dqn_cfg, env)])
+    ppo_cfg = get_agent("ppo").make_config(None, num_envs=CFG.num_envs)
+    with pytest.raises(ConfigError, match="--num-seeds > 1 is not supported by --agent ppo"):
+        Population([PPOAgent(ppo_cfg, env)])
     with pytest.raises(ValueError, match=r"member agents must be built on .*member_envs"):
         Population([ACERAgent(CFG, env, seed=i) for i in range(2)])
 
@@ -168,8 +168,8 @@ def test_cli_population_logs_members_as_seeds_and_resumes(tmp_path):
 def test_cli_num_seeds_errors(tmp_path):
     from experiments.train import main
 
-    with pytest.raises(SystemExit, match="--num-seeds > 1 is not supported by --agent dqn"):
-        main(["--agent", "dqn", "--num-seeds", "2", "--num-devices", "1", "--run-dir",
+    with pytest.raises(SystemExit, match="--num-seeds > 1 is not supported by --agent ppo"):
+        main(["--agent", "ppo", "--num-seeds", "2", "--num-devices", "1", "--run-dir",
               str(tmp_path / "d")])  # fmt: skip
     with pytest.raises(SystemExit, match="--num-seeds=3 is not divisible by the number of dev"):
         main([*TINY, "--num-seeds", "3", "--num-devices", "2", "--run-dir", str(tmp_path / "e")])
@@ -227,6 +227,29 @@ def test_reactor_members_equal_lock_step_single_runs():
     )
     with pytest.raises(ConfigError, match=r"lock-step.*add --no-decoupled"):
         Population([decoupled])
+
+
+@pytest.mark.parametrize("name", ["dqn", "r2d1"])
+def test_dqn_and_r2d1_members_equal_single_runs(name):
+    """ε from each member's own step count, windows with look-back/ahead, R2D1's stored
+    LSTM states and previous-action feedback: all per member; member 1 has another lr."""
+    from agents.registry import get_agent
+
+    spec = get_agent(name)
+    small = dict(
+        num_envs=2, trace_len=4, batch_size=2, buffer_size=2 * 4 * 16, start_train_at=8,
+        hidden=(8,), eps_decay_steps=40, replay_ratio=4.0,
+    )  # fmt: skip
+    if name == "r2d1":
+        small.update(seq_len=4, burn_in=4, lstm_size=8)
+    cfg = spec.make_config(None, **small)
+    cfg_b = dataclasses.replace(cfg, lr=cfg.lr * 3)
+    hp = {"lr": np.array([cfg.lr, cfg.lr * 3])}
+    make = lambda c, e, s: spec.agent_cls(c, e, seed=s)  # noqa: E731
+    rows, singles = _pair(make, [cfg, cfg_b], iters=8, hparams=hp)
+    for i in range(2):
+        _assert_same(singles[i], [r[i] for r in rows])
+    assert sum(len(r[1].metrics) for r in rows) > 0  # learner updates were compared
 
 
 def test_varied_hparams_members_equal_single_runs_with_those_values():
