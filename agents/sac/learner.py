@@ -185,7 +185,13 @@ class SACLearner:
                 vs1, rho_mean = v[0], jnp.ones(())
             else:
                 logp = self.log_prob(actor, batch.obs[1:n], batch.action[1:], _tail(batch.mu))
-                rho = jnp.exp(logp - self.behaviour_log_prob(batch.action[1:], _tail(batch.mu)))
+                # ρ = π/μ from log-densities that can both be hugely negative under different
+                # policies (a uniform warm-up action far in a narrow Gaussian's tail, or μ
+                # overwritten by an earlier π): their difference can exceed float32's exp
+                # range. V-trace truncates ρ and c at 1, so clipping log ρ at log 100 leaves
+                # its targets unchanged and keeps ρ (and the rho_mean metric) finite.
+                log_mu = self.behaviour_log_prob(batch.action[1:], _tail(batch.mu))
+                rho = jnp.exp(jnp.minimum(logp - log_mu, LOG_RHO_MAX))
                 out = losses.vtrace(v[:-1], v[-1], r[1:], d[1:], sg(rho), mask_t=mask[1:])
                 vs1 = out.vs[0]
                 rho_mean = jnp.sum(mask[1:] * rho) / jnp.maximum(jnp.sum(mask[1:]), 1.0)
@@ -341,6 +347,9 @@ class SACLearner:
             key=key,
         )
         return new, metrics, td * mask0
+
+
+LOG_RHO_MAX = float(np.log(100.0))  # V-trace's ρ is used truncated at 1 (see `targets`)
 
 
 def _tail(mu):

@@ -136,7 +136,8 @@ def _reference(stream, env, pos, n, vtrace):
         if mask[env, s] == 0:
             vs = V(s)
             continue
-        rho = min(1.0, np.exp(obs[env, s, 1] / 10.0 - logmu[env, s]))
+        with np.errstate(over="ignore"):  # exp(10⁶) = inf, truncated to 1
+            rho = min(1.0, np.exp(obs[env, s, 1] / 10.0 - logmu[env, s]))
         delta = rho * (reward[env, s] + discount[env, s] * V(s + 1) - V(s))
         vs = V(s) + delta + discount[env, s] * rho * (vs - V(s + 1))
     return reward[env, t] + discount[env, t] * vs
@@ -172,11 +173,16 @@ def test_sampled_windows_match_the_stream(pendulum):
     assert len(set(zip(env.tolist(), pos.tolist(), strict=True))) > 20  # slots, offsets vary
 
 
-@pytest.mark.parametrize("target, n", [("n-step", 1), ("n-step", 3), ("vtrace", 3)])
-def test_window_targets_see_terminations_and_truncations(pendulum, target, n):
+@pytest.mark.parametrize(
+    "target, n, far", [("n-step", 1, False), ("n-step", 3, False), ("vtrace", 3, False),
+                       ("vtrace", 3, True)],
+)  # fmt: skip
+def test_window_targets_see_terminations_and_truncations(pendulum, target, n, far):
     """Every transition of the stream, through window_at at each offset: n-step and V-trace
     targets equal the reference (terminal: no bootstrap; truncated: bootstrap from the final
-    observation; nothing crosses the fake reset transition)."""
+    observation; nothing crosses the fake reset transition). `far`: a third of the stored
+    behaviour log-probs are −10⁶ (an action deep in an old policy's tail, as --overwrite-mu
+    can store), so π/μ overflows float32: the targets stay finite, with ρ truncated at 1."""
     from agents.learning import TraceBatch
     from agents.offpolicy import window_at
 
@@ -184,6 +190,10 @@ def test_window_targets_see_terminations_and_truncations(pendulum, target, n):
     agent = SACAgent(cfg, pendulum)
     state = agent.init(jax.random.PRNGKey(0))
     stream = _stream(2, 5 * cfg.trace_len, np.random.default_rng(7))
+    if far:
+        logmu = stream[4].copy()
+        logmu[:, ::3] = -1e6
+        stream = (*stream[:4], logmu)
     state = _fill(agent, state, stream, 5)
     known = _KnownValues(agent.learner)
     agent.learner.soft_value_parts = known.soft_value_parts
@@ -198,7 +208,8 @@ def test_window_targets_see_terminations_and_truncations(pendulum, target, n):
     info = SampleInfo(jnp.asarray(env), jnp.asarray(slot), ones, ones)
     full = TraceBatch.from_sample(ReplaySample(sample, info), agent.replay.window_len)
     batch = window_at(full, jnp.asarray(offset), n)
-    y, _ = agent.learner.targets(state.learner, batch, jax.random.PRNGKey(0), jnp.arange(2))
+    y, rho_mean = agent.learner.targets(state.learner, batch, jax.random.PRNGKey(0), jnp.arange(2))
+    assert np.isfinite(np.asarray(rho_mean))  # logged, and checked to be finite, per update
     pos = slot * 4 + offset
     mask, discount = stream[3], stream[2]
     want = np.array(
