@@ -75,7 +75,7 @@ class RunArgs:
     selection: the bottom --evolve-fraction copy weights, optimiser state and
     hyper-parameters from the top, then perturb them by 0.8 or 1.2), "cem" (the elites'
     per-weight Gaussian resamples --evolve-replace members), or "none"."""
-    evolve_every: int = 0
+    evolve_every: int | None = None
     """Env steps per member between generations (required with --evolve)."""
     evolve_fraction: float = 0.25
     """PBT: the fraction copied / copied from (Jaderberg et al.: 0.2-0.25). CEM: the elite
@@ -148,7 +148,9 @@ class RunArgs:
         for name in ("evolve_replace", "cem_std_max"):
             if given(name) and self.evolve != "cem":
                 raise ValueError(f"{flag(name)} applies only with --evolve cem")
-        need(self.evolve == "none" or self.evolve_every >= 1, "evolve_every", ">= 1")
+        every = self.evolve_every
+        unset_ok = every is None and self.evolve == "none"
+        need(unset_ok or (every or 0) >= 1, "evolve_every", ">= 1 (required with --evolve)")
         need(0 < self.evolve_fraction < 1, "evolve_fraction", "in (0, 1)")
         need(0 <= self.evolve_replace <= self.num_seeds, "evolve_replace", "in [0, --num-seeds]")
         need(self.cem_std_max > 0, "cem_std_max", "> 0")

@@ -100,7 +100,7 @@ def _strip_optional(tp):
 # new agent's or flag's zero-means-off integer must be listed here); every integer field
 # refuses -1.
 ZERO_OK = {
-    RunArgs: {"seed", "num_threads", "process_id", "eval_episodes"},
+    RunArgs: {"seed", "num_threads", "process_id", "eval_episodes", "evolve_replace"},
     get_agent("acer").config_cls: {"start_train_at", "lstm_size", "microbatch_traces"},
     get_agent("reactor").config_cls: {"start_train_at", "priority_neighbours", "microbatch_traces"},
     get_agent("dqn").config_cls: {
