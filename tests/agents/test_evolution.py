@@ -151,22 +151,29 @@ CFG = ACERConfig(
 )
 
 
-def _population(hparams=None, size=4):
+def _population(hparams=None, size=4, mesh=None):
     pool = make_env("CartPole-v1", size * CFG.num_envs, run_env_seed(0, CFG.num_envs))
     members = [ACERAgent(CFG, v, seed=i) for i, v in enumerate(member_envs(pool, size))]
-    pop = Population(members, hparams=hparams)
+    pop = Population(members, mesh=mesh, hparams=hparams)
     state = pop.init(jnp.stack([jax.random.PRNGKey(i) for i in range(size)]))
     for it in range(3):  # some updates, so that optimiser states differ from fresh ones
         state, _ = pop.train_iteration(state, it, it * pop.member_steps_per_iteration)
     return pop, state
 
 
-def test_population_pbt_copies_learner_rows_and_refreshes_keys():
-    pop, state = _population({"lr": np.array([1e-3, 2e-3, 3e-3, 4e-3])})
+@pytest.mark.parametrize("devices", [1, 2])
+def test_population_pbt_copies_learner_rows_and_refreshes_keys(devices):
+    """Also with the members split over a 2-device mesh: the copy crosses devices."""
+    from agents.parallel import POP, make_mesh
+
+    mesh = make_mesh(devices, axis=POP) if devices > 1 else None
+    pop, state = _population({"lr": np.array([1e-3, 2e-3, 3e-3, 4e-3])}, mesh=mesh)
     before = jax.device_get(state.learner)
     plan = Plan(np.array([0, 3, 2, 3]), np.zeros(4, bool), np.zeros(0, int))
     hp = {"lr": np.array([1e-3, 4.8e-3, 3e-3, 4e-3], np.float32)}
-    after = jax.device_get(pop.evolve(state, plan, hp, jax.random.PRNGKey(0)).learner)
+    evolved = pop.evolve(state, plan, hp, jax.random.PRNGKey(0))
+    after = jax.device_get(evolved.learner)
+    pop.train_iteration(evolved, 3, 3 * pop.member_steps_per_iteration)  # and it trains on
     m0, m1 = before.member, after.member
     for a, b in zip(jax.tree.leaves(m1.params), jax.tree.leaves(m0.params), strict=True):
         np.testing.assert_array_equal(a, b[[0, 3, 2, 3]])
