@@ -247,6 +247,7 @@ class Evolver:
         key = jax.random.fold_in(jax.random.PRNGKey(self.seed), g)
         state = pop.evolve(state, plan, hparams, key, self.std_max)
         self.generation = g
+        elites = set(plan.elites.tolist())
         records = [
             {
                 "env_steps": env_steps,
@@ -254,7 +255,7 @@ class Evolver:
                 "member": i,
                 "parent": int(plan.parent[i]),
                 "resampled": int(plan.resampled[i]),
-                "elite": int(i in set(plan.elites.tolist())),
+                "elite": int(i in elites),
                 "score": float(scores[i]),
                 **{f"hp_{k}": float(f"{v[i]:.7g}") for k, v in hparams.items()},
             }

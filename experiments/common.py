@@ -102,24 +102,22 @@ def restore_learner(agent, run_dir: Path, step: int | None = None):
                 f"{run_dir} is a population of {size} (--num-seeds): give one member's folder, "
                 f"{run_dir}/member-<i>"
             )
-        checkpointer = Checkpointer(run_dir / "checkpoints")
-        try:
-            return restore_checkpoint(checkpointer, learner, step)
-        finally:
-            checkpointer.close()
+        return _restore(run_dir, learner, step)
     # A population member: its learner is row i of the population's checkpoint.
     index, size = member["member"], member["of"]
     fields = hparam_specs(load_run(run_dir).run)
     stacked = jax.tree.map(lambda x: jax.ShapeDtypeStruct((size, *x.shape), x.dtype), learner)
     hparams = {k: jax.ShapeDtypeStruct((size,), jnp.float32) for k in fields}
-    checkpointer = Checkpointer(run_dir.parent / "checkpoints")
+    saved, meta, step = _restore(run_dir.parent, PopulationLearner(stacked, hparams), step)
+    return jax.tree.map(lambda x: x[index], saved.member), meta, step
+
+
+def _restore(run_dir: Path, target, step: int | None):
+    checkpointer = Checkpointer(run_dir / "checkpoints")
     try:
-        saved, meta, step = restore_checkpoint(
-            checkpointer, PopulationLearner(stacked, hparams), step
-        )
+        return restore_checkpoint(checkpointer, target, step)
     finally:
         checkpointer.close()
-    return jax.tree.map(lambda x: x[index], saved.member), meta, step
 
 
 def make_agent(
@@ -134,14 +132,19 @@ def make_agent(
 ):
     """An agent built from a preset with config `overrides`, on a fresh training env (for
     the benchmarks). `preset=None`: the agent's default preset."""
+    args = preset_args(agent, env_id, preset, seed, overrides)
+    n = args.config.num_envs
+    env = make_env(env_id, n, run_env_seed(seed, n), num_threads=num_threads)
+    return build_agent(args, env, mesh)
+
+
+def preset_args(agent: str, env_id: str, preset: str | None, seed: int, overrides) -> TrainArgs:
+    """The TrainArgs of `agent`'s `preset` (None: its default) with config `overrides`."""
     spec = get_agent(agent)
     run_values, config_values = spec.split_preset(preset)
     config = spec.config_cls(**{**config_values, **overrides})
     run = RunArgs(agent=spec.name, preset=preset, **{**run_values, "env": env_id, "seed": seed})
-    env = make_env(
-        env_id, config.num_envs, run_env_seed(seed, config.num_envs), num_threads=num_threads
-    )
-    return build_agent(TrainArgs(run, config), env, mesh)
+    return TrainArgs(run, config)
 
 
 def make_population(
@@ -157,17 +160,13 @@ def make_population(
 ):
     """`size` members of an agent (seeds seed .. seed + size − 1) on one fresh pool of envs,
     as `--num-seeds size` builds them: the benchmarks' and tests' population."""
-    spec = get_agent(agent)
-    run_values, config_values = spec.split_preset(preset)
-    config = spec.config_cls(**{**config_values, **overrides})
-    n = config.num_envs
+    args = preset_args(agent, env_id, preset, seed, overrides)
+    n = args.config.num_envs
     pool = make_env(env_id, size * n, run_env_seed(seed, n), num_threads=num_threads)
-    run = RunArgs(agent=spec.name, preset=preset, **{**run_values, "env": env_id, "seed": seed})
     views = member_envs(pool, size)
-    members = [
-        build_agent(TrainArgs(run, config), v, None, seed=seed + i) for i, v in enumerate(views)
-    ]
-    return Population(members, mesh)
+    return Population(
+        [build_agent(args, v, None, seed=seed + i) for i, v in enumerate(views)], mesh
+    )
 
 
 def bench_preset(spec) -> str | None:

@@ -46,14 +46,7 @@ class RunLogger:
         self.write = write
         if not write:
             return
-        if self.path.exists():
-            self.columns = _repair_csv(self.path, self.columns, start_step)
-        new = not self.path.exists()
-        self._file = open(self.path, "a", newline="")
-        self._csv = csv.DictWriter(self._file, fieldnames=self.columns, restval="")
-        if new:
-            self._csv.writeheader()
-            self._file.flush()
+        self.columns, self._file, self._csv = _open_csv(self.path, self.columns, start_step)
         self._tb = None
         if tensorboard:
             from tensorboardX import SummaryWriter
@@ -109,15 +102,7 @@ class LineageLog:
 
     def __init__(self, run_dir: Path, columns: list[str], start_step: int = 0):
         self.path = run_dir / "lineage.csv"
-        self.columns = list(columns)
-        if self.path.exists():
-            self.columns = _repair_csv(self.path, self.columns, start_step)
-        new = not self.path.exists()
-        self._file = open(self.path, "a", newline="")
-        self._csv = csv.DictWriter(self._file, fieldnames=self.columns, restval="")
-        if new:
-            self._csv.writeheader()
-            self._file.flush()
+        self.columns, self._file, self._csv = _open_csv(self.path, list(columns), start_step)
 
     def write(self, records: list[dict]) -> None:
         self._csv.writerows(records)
@@ -125,6 +110,21 @@ class LineageLog:
 
     def close(self) -> None:
         self._file.close()
+
+
+def _open_csv(path: Path, columns: list[str], start_step: int):
+    """(columns, file, writer) to append rows to `path`: an existing file repaired first
+    (`_repair_csv`: rows past `start_step` dropped, columns united), a new one with its
+    header written."""
+    if path.exists():
+        columns = _repair_csv(path, columns, start_step)
+    new = not path.exists()
+    file = open(path, "a", newline="")
+    writer = csv.DictWriter(file, fieldnames=columns, restval="")
+    if new:
+        writer.writeheader()
+        file.flush()
+    return columns, file, writer
 
 
 def _repair_csv(path: Path, columns: list[str], max_step: int) -> list[str]:

@@ -320,21 +320,30 @@ class SACLearner:
         )
         alpha_l, alpha_grads = self.alpha_grads(state.log_alpha, aux, mask0[None], axis_name)
         actor, actor_opt, log_alpha, alpha_opt = self.policy_step(state, actor_grads, alpha_grads)
-        target = optax.incremental_update(critic, state.target_critic, cfg.tau)
-        td = sg(jnp.abs(q - y))  # q: the members' mean [B]
-        valid = jnp.maximum(jnp.sum(mask0), 1.0)
+        new, metrics, td = self.finish_update(
+            state, key, axis_name, (actor, critic, log_alpha), (actor_opt, critic_opt, alpha_opt),
+            mask0, q, y, logp,
+            value_loss=value_loss, policy_loss=policy_loss, alpha_loss=alpha_l, alpha=alpha,
+            rho_mean=rho_mean, critic_grad_norm=critic_norm, actor_grad_norm=actor_norm,
+        )  # fmt: skip
+        return new, metrics, td * mask0
+
+    def finish_update(self, state, key, axis_name, stepped, opts, mask, q, y, logp, **scalars):
+        """The end of an update, feed-forward or recurrent: Polyak-average the target
+        critics, the metrics (`scalars`, and the masked means of the entropy −log π, the
+        members' mean Q `q`, the targets `y` and |q − y| over the learnt steps `mask`),
+        averaged over devices, and the new state. `stepped`: (actor, critic, log α) after
+        the step; `opts`: their optimiser states. Returns (state, metrics, |q − y|)."""
+        actor, critic, log_alpha = stepped
+        target = optax.incremental_update(critic, state.target_critic, self.config.tau)
+        td = sg(jnp.abs(q - y))
+        valid = jnp.maximum(jnp.sum(mask), 1.0)
         metrics = {
-            "value_loss": value_loss,
-            "policy_loss": policy_loss,
-            "alpha_loss": alpha_l,
-            "alpha": alpha,
-            "entropy": -jnp.sum(mask0 * logp) / valid,
-            "q_mean": jnp.sum(mask0 * q) / valid,
-            "target_mean": jnp.sum(mask0 * y) / valid,
-            "td_abs": jnp.sum(mask0 * td) / valid,
-            "rho_mean": rho_mean,
-            "critic_grad_norm": critic_norm,
-            "actor_grad_norm": actor_norm,
+            **scalars,
+            "entropy": -jnp.sum(mask * logp) / valid,
+            "q_mean": jnp.sum(mask * q) / valid,
+            "target_mean": jnp.sum(mask * y) / valid,
+            "td_abs": jnp.sum(mask * td) / valid,
         }
         if axis_name is not None:
             metrics = jax.lax.pmean(metrics, axis_name)
@@ -342,11 +351,11 @@ class SACLearner:
             params={"actor": actor, "critic": critic},
             target_critic=target,
             log_alpha=log_alpha,
-            opt_state={"actor": actor_opt, "critic": critic_opt, "alpha": alpha_opt},
+            opt_state=dict(zip(("actor", "critic", "alpha"), opts, strict=True)),
             step=state.step + 1,
             key=key,
         )
-        return new, metrics, td * mask0
+        return new, metrics, td
 
 
 LOG_RHO_MAX = float(np.log(100.0))  # V-trace's ρ is used truncated at 1 (see `targets`)

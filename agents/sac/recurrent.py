@@ -239,7 +239,6 @@ class RecurrentSACLearner(SACLearner):
         )
         y = self.sequence_targets(state, batch, policy, actor_end, k_target, members)
         mask = batch.mask[b : b + L]
-        valid = jnp.maximum(jnp.sum(mask), 1.0)
 
         (value_loss, q, feats, critic_states), grads, critic_norm = grads_and_aux(
             lambda c: self.critic_loss(c, batch, y), state.params["critic"], axis_name
@@ -259,32 +258,24 @@ class RecurrentSACLearner(SACLearner):
         actor_norm = optax.tree.norm(actor_grads)
         alpha_l, alpha_grads = self.alpha_grads(state.log_alpha, aux, mask, axis_name)
         actor, actor_opt, log_alpha, alpha_opt = self.policy_step(state, actor_grads, alpha_grads)
-        target = optax.incremental_update(critic, state.target_critic, cfg.tau)
-
-        td = sg(jnp.abs(q - y))  # [L, B], q: the members' mean
-        metrics = {
-            "value_loss": value_loss,
-            "policy_loss": policy_loss,
-            "alpha_loss": alpha_l,
-            "alpha": alpha,
-            "entropy": -jnp.sum(mask * logp) / valid,
-            "q_mean": jnp.sum(mask * q) / valid,
-            "target_mean": jnp.sum(mask * y) / valid,
-            "td_abs": jnp.sum(mask * td) / valid,
-            "rho_mean": jnp.ones(()),
-            "critic_grad_norm": critic_norm,
-            "actor_grad_norm": actor_norm,
-        }
-        if axis_name is not None:
-            metrics = jax.lax.pmean(metrics, axis_name)
-        new = state._replace(
-            params={"actor": actor, "critic": critic},
-            target_critic=target,
-            log_alpha=log_alpha,
-            opt_state={"actor": actor_opt, "critic": critic_opt, "alpha": alpha_opt},
-            step=state.step + 1,
-            key=key,
-        )
+        new, metrics, td = self.finish_update(
+            state,
+            key,
+            axis_name,
+            (actor, critic, log_alpha),
+            (actor_opt, critic_opt, alpha_opt),
+            mask,
+            q,
+            y,
+            logp,
+            value_loss=value_loss,
+            policy_loss=policy_loss,
+            alpha_loss=alpha_l,
+            alpha=alpha,
+            rho_mean=jnp.ones(()),
+            critic_grad_norm=critic_norm,
+            actor_grad_norm=actor_norm,
+        )  # td: [L, B] (q: the members' mean)
         td_seq = jnp.sum(mask * td, 0) / jnp.maximum(jnp.sum(mask, 0), 1.0)
         refreshed = ()
         if cfg.refresh_stored_state:

@@ -28,15 +28,7 @@ RTOL, ATOL = 1e-5, 1e-6
 
 def _single(seed: int, iters: int = ITERS):
     env = make_env("CartPole-v1", CFG.num_envs, run_env_seed(seed, CFG.num_envs))
-    agent = ACERAgent(CFG, env, seed=seed)
-    state = agent.init(jax.random.PRNGKey(seed))
-    agent.compile(state)
-    rows = []
-    for it in range(iters):
-        state, out = agent.train_iteration(state, it, it * agent.steps_per_iteration)
-        rows.append(jax.device_get(out))
-    agent.close()
-    return rows
+    return _run_rows(ACERAgent(CFG, env, seed=seed), jax.random.PRNGKey(seed), iters)
 
 
 def _population(size: int, mesh=None, iters: int = ITERS):
@@ -176,8 +168,8 @@ def test_cli_num_seeds_errors(tmp_path):
 
 
 # ------------------------------------------ Reactor, varied hyper-parameters
-def _run_rows(agent_or_pop, iters, split=False):
-    keys = agent_or_pop._test_keys
+def _run_rows(agent_or_pop, keys, iters, split=False):
+    """Host outputs of `iters` iterations from `init(keys)` (split per member if `split`)."""
     state = agent_or_pop.init(keys)
     agent_or_pop.compile(state)
     rows = []
@@ -199,13 +191,12 @@ def _pair(make, cfgs, size=2, iters=4, hparams=None):
     pool = make_env("CartPole-v1", size * n, run_env_seed(SEED, n))
     views = member_envs(pool, size)
     pop = Population([make(cfgs[0], v, SEED + i) for i, v in enumerate(views)], hparams=hparams)
-    pop._test_keys = jax.numpy.stack([jax.random.PRNGKey(SEED + i) for i in range(size)])
-    pop_rows = _run_rows(pop, iters, split=True)
+    keys = jax.numpy.stack([jax.random.PRNGKey(SEED + i) for i in range(size)])
+    pop_rows = _run_rows(pop, keys, iters, split=True)
     singles = []
     for i in range(size):
         agent = make(cfgs[i], make_env("CartPole-v1", n, run_env_seed(SEED + i, n)), SEED + i)
-        agent._test_keys = jax.random.PRNGKey(SEED + i)
-        singles.append(_run_rows(agent, iters))
+        singles.append(_run_rows(agent, jax.random.PRNGKey(SEED + i), iters))
     return pop_rows, singles
 
 
