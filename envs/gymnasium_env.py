@@ -16,11 +16,18 @@ from envs.text import DEFAULT_MISSION_LENGTH
 
 def register_optional_envs() -> None:
     """Import the packages that register more gymnasium ids when they are installed:
-    `minigrid` (`MiniGrid-*`, `BabyAI-*`)."""
+    `minigrid` (`MiniGrid-*`, `BabyAI-*`) and `minatar` (`MinAtar/<Game>-v0|v1`: Asterix,
+    Breakout, Freeway, Seaquest, SpaceInvaders; v1 has the game's minimal action set)."""
     try:
         import minigrid  # noqa: F401  (registers its ids on import)
     except ImportError:
         pass
+    if "MinAtar/Breakout-v1" not in gymnasium.registry:
+        try:  # minatar registers through a gymnasium plugin hook that gymnasium 1.x never calls
+            from minatar.gym import register_envs
+        except ImportError:
+            return
+        register_envs()
 
 
 def gymnasium_ids() -> list[str]:

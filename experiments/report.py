@@ -39,6 +39,7 @@ PAPER_BUDGETS = {
     "Atari 49 games, 40M frames (PPO paper Table 6)": ("atari", 49, 10_000_000),
     "Atari 7 games, 10M steps = 40M frames (OpenAI Baselines Atari10M)": ("atari", 7, 10_000_000),
     "MuJoCo, 1M steps per env (SAC/TD3 papers)": ("mujoco", 1, 1_000_000),
+    "MinAtar, 5 games, 5M frames = 5M steps (Young & Tian 2019)": ("minatar", 5, 5_000_000),
 }
 MUJOCO_ENVS = (
     "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
@@ -94,9 +95,12 @@ def human_normalized(game: str, score: float | np.ndarray):
 
 
 def env_family(env_id: str) -> str:
-    """'atari' (an Atari-57 game), 'mujoco' (a gymnasium MuJoCo task) or 'other'."""
+    """'atari' (an Atari-57 game), 'minatar' (a MinAtar game), 'mujoco' (a gymnasium MuJoCo
+    task) or 'other'."""
     if atari_game(env_id) is not None:
         return "atari"
+    if env_id.startswith("MinAtar/"):
+        return "minatar"
     base = re.sub(r"-v\d+$", "", env_id.split("/")[-1])
     return "mujoco" if base in MUJOCO_ENVS else "other"
 
@@ -307,12 +311,13 @@ def load_published() -> list[dict]:
 
 def our_protocol(runs: list[RunResult]) -> dict:
     """The protocol fields of `published_scores.csv` for our runs of one (algorithm, env)."""
-    atari = atari_game(runs[0].env) is not None
+    family = env_family(runs[0].env)
     return {
         "frames": float(np.mean([r.env_steps * r.frames_per_step for r in runs])),
         # envpool's Atari -v5 defaults here: up to 30 no-op starts, no sticky actions.
-        "starts": "noop30" if atari else "none",
-        "sticky": "false",
+        "starts": "noop30" if family == "atari" else "none",
+        # MinAtar's own defaults (Young & Tian 2019): sticky actions with p = 0.1.
+        "sticky": "true" if family == "minatar" else "false",
         "eval": "eval" if all(r.final_is_eval for r in runs) else "train",
     }
 
@@ -327,7 +332,10 @@ def protocol_differences(row: dict, ours: dict) -> list[str]:
     if row.get("starts") and row["starts"] != ours["starts"]:
         diffs.append(f"starts {row['starts']} vs ours {ours['starts']}")
     if row.get("sticky", "false").lower() != ours["sticky"]:
-        diffs.append("sticky actions (ours: none)")
+        diffs.append(
+            "sticky actions (ours: none)" if ours["sticky"] == "false" else "no sticky actions"
+            " (ours: sticky)"
+        )
     kind = "eval" if row.get("eval") == "eval" else "train"
     if kind != ours["eval"]:
         diffs.append(

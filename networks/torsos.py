@@ -90,6 +90,29 @@ class GridCNN(nn.Module):
         return x.reshape((*lead, -1))
 
 
+class MinAtarCNN(nn.Module):
+    """The MinAtar network (Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for
+    Thorough and Reproducible Reinforcement Learning Experiments", §4): one 3x3 convolution
+    with 16 filters, stride 1 (VALID), ReLU, flattened, then a dense layer of 128, ReLU.
+
+    Input: `[..., H, W, C]` channel-last, as MinAtar and gymnasium hand out small images
+    (MinAtar: 10x10, one boolean channel per object kind); cast to float32 unscaled.
+    """
+
+    filters: int = 16
+    hidden: int = 128
+
+    @nn.compact
+    def __call__(self, image):
+        lead = image.shape[:-3]
+        x = image.reshape((-1, *image.shape[-3:])).astype(jnp.float32)
+        init = nn.initializers.orthogonal(jnp.sqrt(2.0))
+        x = nn.relu(nn.Conv(self.filters, (3, 3), padding="VALID", kernel_init=init)(x))
+        x = x.reshape((x.shape[0], -1))
+        x = nn.relu(nn.Dense(self.hidden, kernel_init=init)(x))
+        return x.reshape((*lead, self.hidden))
+
+
 class TokenGRU(nn.Module):
     """torch-ac's `--text` encoder: word embeddings (32) and a GRU (128) over a mission's word
     ids `[..., L]` (0 = padding, `envs.text`); returns the GRU state after the last real word
@@ -234,8 +257,10 @@ def make_torso(
     text: bool = False,
     activation: str = "relu",
 ) -> nn.Module:
-    """The torso for an observation spec: the Nature CNN for image stacks `[C, H, W]`, an MLP
-    for vectors `[D]`, a `DictEncoder` (one encoder per key) for a pytree of `ArraySpec`s.
+    """The torso for an observation spec: the Nature CNN for frame stacks `[C, H, W]` of at
+    least 36x36 pixels (envpool's Atari: `[4, 84, 84]`), the MinAtar CNN for smaller images
+    `[H, W, C]` (channel-last, as gymnasium's MinAtar gives them: `[10, 10, C]`), an MLP for
+    vectors `[D]`, a `DictEncoder` (one encoder per key) for a pytree of `ArraySpec`s.
 
     Args:
       obs_spec: `EnvSpec.obs_spec`, or an array observation's shape tuple.
@@ -247,11 +272,16 @@ def make_torso(
     if shape is None:
         leaves = tuple(obs_leaves_with_paths(as_obs_spec(obs_spec, "obs_spec")))
         return DictEncoder(leaves, tuple(hidden), text=text)
-    if len(shape) == 3:
+    if len(shape) == 3 and min(shape[1:]) >= 36:
         return NatureCNN()
+    if len(shape) == 3 and max(shape[:2]) < 36:
+        return MinAtarCNN()
     if len(shape) == 1:
         return MLP(tuple(hidden), activation)
-    raise ValueError(f"no torso for observations of shape {shape}: expected [C, H, W] or [D]")
+    raise ValueError(
+        f"no torso for observations of shape {shape}: expected a frame stack [C, H, W] with "
+        "H, W >= 36, a small image [H, W, C] with H, W < 36, or a vector [D]"
+    )
 
 
 def check_obs(obs: Any, obs_spec: Any, lead: int | None = None) -> tuple[int, ...]:

@@ -441,3 +441,24 @@ def test_finalize_step_flushes_subnormal_rewards_in_both_paths(clip):
     want = np.array([0.0, 0.0, 0.0, tiny, -tiny, 1.0 if clip else 2.0], np.float32)
     for got in (out_np.reward, np.asarray(out_jnp.reward)):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_minatar_through_gymnasium():
+    """MinAtar ids are served by the gymnasium backend: boolean [10, 10, C] grids, the game's
+    minimal action set (-v1), MinAtar's own sticky actions and no time limit; env i is the
+    gymnasium env reset with seed + i, and a game over is a termination."""
+    with make_env("MinAtar/Breakout-v1", 2, seed=7) as env:
+        spec = env.spec
+        assert spec.backend == "gymnasium" and spec.discrete and spec.num_actions == 3
+        assert spec.obs_shape == (10, 10, 4) and spec.obs_dtype == np.bool_
+        assert spec.max_episode_steps is None and not spec.is_atari
+        ts = env.reset()
+        ref = gymnasium.make("MinAtar/Breakout-v1")
+        for i in range(2):
+            np.testing.assert_array_equal(np.asarray(ts.obs[i]), ref.reset(seed=7 + i)[0])
+        ended = False
+        for _ in range(2000):  # a random Breakout policy loses its ball within a few hundred
+            ts = env.step(np.zeros(2, np.int32))
+            ended |= bool(np.asarray(ts.terminated).any())
+            assert not np.asarray(ts.truncated).any()
+        assert ended

@@ -115,11 +115,26 @@ def test_report_prices_paper_budgets_from_the_same_family(built):
     assert f"| a2c | {atari57} | no measured run of this family |" in text
 
 
+def test_minatar_protocol_has_sticky_actions(tmp_path):
+    fake_run(tmp_path, "dqn", "MinAtar/Breakout-v1", 0, 10.0)
+    runs = [report.load_result(d) for d in report.find_runs([str(tmp_path)])]
+    ours = report.our_protocol(runs)
+    assert ours == {"frames": 1000.0, "starts": "none", "sticky": "true", "eval": "eval"}
+    row = {"frames": "5000000", "starts": "none", "sticky": "false", "eval": "train_final"}
+    assert report.protocol_differences(row, ours) == [
+        "budget 5,000,000 frames vs ours 1,000",
+        "no sticky actions (ours: sticky)",
+        "training returns vs ours evaluation",
+    ]
+    row |= {"frames": "1000", "sticky": "true", "eval": "eval"}
+    assert report.protocol_differences(row, ours) == []
+
+
 def test_env_family():
     assert report.env_family("Pong-v5") == "atari"
     assert report.env_family("HalfCheetah-v4") == "mujoco"
     assert report.env_family("CartPole-v1") == "other"
-    assert report.env_family("MinAtar/Breakout-v1") == "other"
+    assert report.env_family("MinAtar/Breakout-v1") == "minatar"
 
 
 def test_published_scores_file():

@@ -10,7 +10,15 @@ import pytest
 
 from envs import ArraySpec
 from networks import ACERNetwork
-from networks.torsos import MLP, DictEncoder, GridCNN, NatureCNN, TokenGRU, make_torso
+from networks.torsos import (
+    MLP,
+    DictEncoder,
+    GridCNN,
+    MinAtarCNN,
+    NatureCNN,
+    TokenGRU,
+    make_torso,
+)
 
 SPEC = {
     "image": ArraySpec((7, 7, 3), np.uint8),
@@ -44,8 +52,11 @@ def test_make_torso_is_the_one_selection():
     assert isinstance(make_torso(jax.ShapeDtypeStruct((5,), jnp.float32)), MLP)
     enc = make_torso(SPEC, (32,), text=True)
     assert isinstance(enc, DictEncoder) and enc.text and tuple(enc.hidden) == (32,)
+    assert isinstance(make_torso(ArraySpec((10, 10, 4), np.bool_)), MinAtarCNN)
     with pytest.raises(ValueError, match=r"no torso for observations of shape \(2, 3\)"):
         make_torso((2, 3))
+    with pytest.raises(ValueError, match=r"no torso for observations of shape \(4, 84, 20\)"):
+        make_torso((4, 84, 20))
 
 
 def _conv_valid(x, kernel, bias):
@@ -81,6 +92,25 @@ def test_grid_cnn_is_torch_ac_conv():
         x = np.maximum(_conv_valid(x, p["Conv_2"]["kernel"], p["Conv_2"]["bias"]), 0)
         assert np.abs(x).max() > 0.1
         np.testing.assert_allclose(out[b], x.reshape(-1), rtol=1e-4, atol=1e-4)
+
+
+def test_minatar_cnn_is_young_and_tian_network():
+    """Conv(16, 3x3, stride 1, VALID) → ReLU → flatten → Dense(128) → ReLU on MinAtar's boolean
+    10x10xC grid taken as 0/1 floats: 10x10 → 8x8x16 = 1024 → 128 (Young & Tian 2019, §4)."""
+    rng = np.random.default_rng(0)
+    grid = rng.random((3, 2, 10, 10, 4)) < 0.3  # [T, B, H, W, C] bool
+    net = MinAtarCNN()
+    params = net.init(jax.random.key(1), grid)
+    out = np.asarray(jax.jit(net.apply)(params, grid))
+    assert out.shape == (3, 2, 128)
+    p = jax.tree.map(lambda a: np.asarray(a, np.float64), params["params"])
+    for t in range(3):
+        for b in range(2):
+            x = np.maximum(_conv_valid(grid[t, b].astype(np.float64), **p["Conv_0"]), 0)
+            assert x.shape == (8, 8, 16)
+            x = np.maximum(x.reshape(-1) @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"], 0)
+            assert np.abs(x).max() > 0.1
+            np.testing.assert_allclose(out[t, b], x, rtol=1e-4, atol=1e-4)
 
 
 def _sigmoid(x):
