@@ -333,8 +333,9 @@ def protocol_differences(row: dict, ours: dict) -> list[str]:
         diffs.append(f"starts {row['starts']} vs ours {ours['starts']}")
     if row.get("sticky", "false").lower() != ours["sticky"]:
         diffs.append(
-            "sticky actions (ours: none)" if ours["sticky"] == "false" else "no sticky actions"
-            " (ours: sticky)"
+            "sticky actions (ours: none)"
+            if ours["sticky"] == "false"
+            else "no sticky actions (ours: sticky)"
         )
     kind = "eval" if row.get("eval") == "eval" else "train"
     if kind != ours["eval"]:

@@ -4,9 +4,9 @@
 
 A sweep is agents × envs × seeds × overrides. Every run is an ordinary
 `python -m experiments.train` process writing an ordinary run folder,
-`runs/<sweep>/<agent>-<env>-seed<k>[-<grid values>]` (a `/` in the env id becomes `-`), so `evaluate`, `plot`, `--resume` and
-`report` work on it as on any run. The sweep knows agents only through the flags their
-config dataclasses declare; nothing here names an agent.
+`runs/<sweep>/<agent>-<env>-seed<k>[-<grid values>]` (a `/` in the env id becomes `-`), so
+`evaluate`, `plot`, `--resume` and `report` work on it as on any run. The sweep knows agents
+only through the flags their config dataclasses declare; nothing here names an agent.
 
 The SPEC is a YAML file or a Python file defining `SPEC`, a dict of the same fields:
 
@@ -304,8 +304,8 @@ def parse_spec(data: dict, validate: bool = True) -> Sweep:
                 suffix = "".join(f"-{k}={_slug(v)}" for k, v in zip(grid_keys, combo, strict=True))
                 # A namespaced id (MinAtar/Breakout-v1, ALE/Pong-v5) names one folder, not two.
                 env_slug = env.replace("/", "-")
-                runs.append(Run(f"{label}-{env_slug}-seed{seed}{suffix}", spec.name, env, seed, preset,
-                                tuple(flags.items())))  # fmt: skip
+                name = f"{label}-{env_slug}-seed{seed}{suffix}"
+                runs.append(Run(name, spec.name, env, seed, preset, tuple(flags.items())))
     names = [r.name for r in runs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
