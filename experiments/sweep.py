@@ -304,8 +304,8 @@ def parse_spec(data: dict, validate: bool = True) -> Sweep:
                 suffix = "".join(f"-{k}={_slug(v)}" for k, v in zip(grid_keys, combo, strict=True))
                 # A namespaced id (MinAtar/Breakout-v1, ALE/Pong-v5) names one folder, not two.
                 env_slug = env.replace("/", "-")
-                name = f"{label}-{env_slug}-seed{seed}{suffix}"
-                runs.append(Run(name, spec.name, env, seed, preset, tuple(flags.items())))
+                run_name = f"{label}-{env_slug}-seed{seed}{suffix}"
+                runs.append(Run(run_name, spec.name, env, seed, preset, tuple(flags.items())))
     names = [r.name for r in runs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

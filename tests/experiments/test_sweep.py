@@ -85,7 +85,7 @@ def test_spec_files_yaml_and_python(tmp_path):
     assert sweep.name == "g" and len(sweep.runs) == 2 * 2 * 2
     names = {r.name for r in sweep.runs}
     assert "a2c-CartPole-v1-seed5-lr=0.0003" in names
-    minatar = sw.parse_spec({"agents": ["dqn"], "envs": ["MinAtar/Breakout-v1"]})
+    minatar = sw.parse_spec({"name": "m", "agents": ["dqn"], "envs": ["MinAtar/Breakout-v1"]})
     assert [r.name for r in minatar.runs] == ["dqn-MinAtar-Breakout-v1-seed0"]
     assert minatar.runs[0].run_dir(Path("s")) == Path("s/dqn-MinAtar-Breakout-v1-seed0")
     a2c = next(r for r in sweep.runs if r.agent == "a2c")
