@@ -41,6 +41,12 @@ PAPER_BUDGETS = {
     "MuJoCo, 1M steps per env (SAC/TD3 papers)": ("mujoco", 1, 1_000_000),
     "MinAtar, 5 games, 5M frames = 5M steps (Young & Tian 2019)": ("minatar", 5, 5_000_000),
 }
+# Per-env score ranges (env, low, high, source) that normalise returns as (s - low) / (high - low),
+# and the name of that normalisation.
+RANGE_FILES = (
+    ("classic_control.csv", "solved-normalised"),
+    ("minatar.csv", "random-to-reference-normalised"),
+)
 MUJOCO_ENVS = (
     "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
     "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
@@ -110,13 +116,11 @@ def normalizer(env_id: str):
     game = atari_game(env_id)
     if game is not None:
         return "human-normalised", lambda s: human_normalized(game, s)
-    for row in _read_csv(REFERENCES / "classic_control.csv"):
-        if row["env"] == env_id:
-            low, high = float(row["low"]), float(row["high"])
-            return (
-                "solved-normalised",
-                lambda s, lo=low, hi=high: (np.asarray(s, float) - lo) / (hi - lo),
-            )
+    for name, label in RANGE_FILES:
+        for row in _read_csv(REFERENCES / name):
+            if row["env"] == env_id:
+                low, high = float(row["low"]), float(row["high"])
+                return label, lambda s, lo=low, hi=high: (np.asarray(s, float) - lo) / (hi - lo)
     return None
 
 
@@ -496,7 +500,9 @@ def write_report(
     md += [
         f"Normalised final scores over {', '.join(envs) or 'no env'}: "
         "Atari human-normalised (references/atari_human_random.csv), classic control "
-        "(score − worst) / (solved threshold − worst) (references/classic_control.csv). "
+        "(score − worst) / (solved threshold − worst) (references/classic_control.csv; "
+        "Pendulum-v1: best possible return, 0, for the threshold), MinAtar "
+        "(score − random) / (published reference − random) (references/minatar.csv). "
         f"95% stratified bootstrap CIs ({reps} resamples), as "
         "`rliable.library.get_interval_estimates`.",
         "",
