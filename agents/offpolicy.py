@@ -260,6 +260,18 @@ class ActingParams(NamedTuple):
     critic: Any = ()  # the critics' params where acting runs their recurrent core, or ()
 
 
+# What a population (`--num-seeds`, `--vary`, `--evolve`) may vary in SAC's and TD3's configs:
+# fields their learners read only as numbers inside the traced update, and the discount the
+# rollout writes. Not the acting fields (TD3's exploration noise): every member acts with
+# member 0's `select_action`.
+OFF_POLICY_TUNABLE: dict[str, tuple[float, float]] = {
+    "actor_lr": (1e-7, 1.0),
+    "critic_lr": (1e-7, 1.0),
+    "tau": (0.0, 1.0),
+    "discount": (0.5, 1.0),
+}
+
+
 class OffPolicyAgent(AgentBase):
     """`AgentBase` for SAC/TD3-style learners (module docstring). A subclass implements
     `make_network`, `make_learner` and `make_actor` (whose functions take `ActingParams` and

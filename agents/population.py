@@ -357,8 +357,8 @@ class Population:
 
     def _init_replay(self):
         first = self.members[0]
-        if not hasattr(first, "replay_update"):
-            return first._init_replay()
+        if not hasattr(first, "replay_update"):  # e.g. PPO's reward-scaling returns, or ()
+            return self._place(_stack([m._init_replay() for m in self.members]))
         replay = jax.jit(jax.vmap(lambda _: first.replay.init()))(jnp.arange(self.size))
         return self._place(replay)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import optax
 
 from agents.ppo.agent import PPOAgent
@@ -12,6 +14,10 @@ class A2CAgent(PPOAgent):
     name = "a2c"
     metric_names = tuple(m for m in METRICS if m != "clip_fraction")
     bench_compare = "num_envs=16,32"
+    # A2C has no ratio clipping to vary.
+    tunable: ClassVar[dict[str, tuple[float, float]]] = {
+        k: v for k, v in PPOAgent.tunable.items() if k != "clip_eps"
+    }
 
     def make_optimizer(self, learning_rate) -> optax.GradientTransformation:
         """RMSprop as PyTorch (and torch-ac) computes it: ε outside the square root."""

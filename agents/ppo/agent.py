@@ -7,13 +7,14 @@ optimizer."""
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from agents.actors import logp_value_actor
-from agents.base import RolloutAgent
+from agents.base import ACTOR_CRITIC_TUNABLE, RolloutAgent
 from agents.config import ConfigError
 from agents.hooks import call_hook, resolve_hook
 from agents.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, to_global
@@ -32,6 +33,23 @@ class PPOAgent(RolloutAgent):
     metric_names = METRICS
     discrete_only = False
     bench_compare = "epochs=1,4"  # experiments.bench_throughput's default comparison
+    # A population (`--num-seeds`) vmaps the one-program update (update_loop scan/unroll):
+    # rollout, then `absorb` (every epoch and minibatch); tests/agents/test_population.py.
+    supports_population = True
+    tunable: ClassVar[dict[str, tuple[float, float]]] = {
+        **ACTOR_CRITIC_TUNABLE,
+        "value_weight": (0.0, 10.0),
+        "gae_lambda": (0.0, 1.0),
+        "clip_eps": (1e-3, 1.0),
+    }
+
+    def population_conflict(self) -> str | None:
+        if self.update_loop == "dispatch":
+            return (
+                "a population runs each member's update as one program, not one dispatch per "
+                "minibatch; add --update-loop scan (or unroll)"
+            )
+        return None
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None):
         super().__init__(config, env, seed=seed, mesh=mesh)

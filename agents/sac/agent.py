@@ -18,6 +18,8 @@ each update the states it recomputed are written back (`after_update`, --refresh
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,7 +27,13 @@ import optax
 
 from agents import losses
 from agents.learning import TraceBatch
-from agents.offpolicy import ActingParams, OffPolicyAgent, write_extras, write_steps
+from agents.offpolicy import (
+    OFF_POLICY_TUNABLE,
+    ActingParams,
+    OffPolicyAgent,
+    write_extras,
+    write_steps,
+)
 from agents.rollout import ActorOutput, time_major
 from agents.sac.config import SACConfig
 from agents.sac.learner import METRICS, SACLearner
@@ -43,6 +51,11 @@ class SACAgent(OffPolicyAgent):
     name = "sac"
     metric_names = METRICS
     bench_compare = "update_to_data=1,4"  # experiments.bench_throughput's default
+    supports_population = True  # feed-forward and recurrent; tests/agents/test_population.py
+    tunable: ClassVar[dict[str, tuple[float, float]]] = {
+        **OFF_POLICY_TUNABLE,
+        "alpha_lr": (1e-7, 1.0),
+    }
 
     def __init__(self, config: SACConfig, env, *, seed=0, mesh=None, replay_memory_limit=None):
         super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)

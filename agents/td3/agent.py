@@ -3,12 +3,14 @@ tanh actor with Gaussian exploration noise, a critic ensemble, `TD3Learner`."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from agents import losses
-from agents.offpolicy import OffPolicyAgent
+from agents.offpolicy import OFF_POLICY_TUNABLE, OffPolicyAgent
 from agents.rollout import ActorOutput
 from agents.td3.config import TD3Config
 from agents.td3.learner import METRICS, TD3Learner
@@ -18,6 +20,11 @@ from networks.sac import PolicyMLP, QEnsemble
 class TD3Agent(OffPolicyAgent):
     name = "td3"
     metric_names = METRICS
+    supports_population = True  # tests/agents/test_population.py
+    tunable: ClassVar[dict[str, tuple[float, float]]] = {
+        **OFF_POLICY_TUNABLE,
+        "target_noise": (0.0, 10.0),
+    }
 
     def __init__(self, config: TD3Config, env, *, seed=0, mesh=None, replay_memory_limit=None):
         if env.spec.discrete:

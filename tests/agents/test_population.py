@@ -46,8 +46,22 @@ def _population(size: int, mesh=None, iters: int = ITERS):
     return rows, pop, state
 
 
+def _per_update(metrics):
+    """One dict of scalars per update: a program of K updates (SAC's updates_per_program)
+    returns one dict of [K] leaves, which a population's `split_output` gives as K dicts."""
+    out = []
+    for m in metrics:
+        shapes = {np.shape(v) for v in m.values()}
+        if len(shapes) == 1 and len(next(iter(shapes))) == 1:
+            out += [{k: v[j] for k, v in m.items()} for j in range(len(next(iter(m.values()))))]
+        else:
+            out.append(m)
+    return out
+
+
 def _assert_same(single, member):
     for it, (a, b) in enumerate(zip(single, member, strict=True)):
+        a = a._replace(metrics=_per_update(a.metrics))
         assert len(a.metrics) == len(b.metrics), f"iteration {it}: update counts differ"
         np.testing.assert_array_equal(a.game_over, b.game_over)
         np.testing.assert_allclose(a.finished_return, b.finished_return, rtol=RTOL)
@@ -184,18 +198,18 @@ def _run_rows(agent_or_pop, keys, iters, split=False):
     return rows
 
 
-def _pair(make, cfgs, size=2, iters=4, hparams=None):
+def _pair(make, cfgs, size=2, iters=4, hparams=None, env_id="CartPole-v1"):
     """Rows of a population of `size` members (config cfgs[0], hyper-parameters `hparams`)
     and of the single runs with seeds SEED + i and configs cfgs[i]."""
     n = cfgs[0].num_envs
-    pool = make_env("CartPole-v1", size * n, run_env_seed(SEED, n))
+    pool = make_env(env_id, size * n, run_env_seed(SEED, n))
     views = member_envs(pool, size)
     pop = Population([make(cfgs[0], v, SEED + i) for i, v in enumerate(views)], hparams=hparams)
     keys = jax.numpy.stack([jax.random.PRNGKey(SEED + i) for i in range(size)])
     pop_rows = _run_rows(pop, keys, iters, split=True)
     singles = []
     for i in range(size):
-        agent = make(cfgs[i], make_env("CartPole-v1", n, run_env_seed(SEED + i, n)), SEED + i)
+        agent = make(cfgs[i], make_env(env_id, n, run_env_seed(SEED + i, n)), SEED + i)
         singles.append(_run_rows(agent, jax.random.PRNGKey(SEED + i), iters))
     return pop_rows, singles
 
@@ -241,6 +255,60 @@ def test_dqn_and_r2d1_members_equal_single_runs(name):
     for i in range(2):
         _assert_same(singles[i], [r[i] for r in rows])
     assert sum(len(r[1].metrics) for r in rows) > 0  # learner updates were compared
+
+
+@pytest.mark.parametrize(
+    "name, env_id, small, varied",
+    [
+        # PPO: several epochs and minibatches, reward scaling (per-member returns in the
+        # replay slot), member 1 with another lr and clip ε.
+        ("ppo", "CartPole-v1",
+         dict(num_envs=2, trace_len=8, epochs=2, num_minibatches=2, hidden=(8,),
+              normalize_reward=True),
+         {"lr": 3.0, "clip_eps": 0.5}),
+        ("a2c", "CartPole-v1", dict(num_envs=2, trace_len=5, hidden=(8,)),
+         {"lr": 3.0, "gae_lambda": 0.5}),
+        # SAC (discrete on CartPole) and TD3 (Pendulum): uniform actions before
+        # start_train_at from each member's own step count, then update_to_data updates.
+        ("sac", "CartPole-v1",
+         dict(num_envs=2, trace_len=4, batch_size=4, buffer_size=2 * 4 * 16, start_train_at=8,
+              hidden=(8,), update_to_data=0.5),
+         {"critic_lr": 3.0, "tau": 4.0}),
+        ("td3", "Pendulum-v1",
+         dict(num_envs=2, trace_len=4, batch_size=4, buffer_size=2 * 4 * 16, start_train_at=8,
+              hidden=(8,), update_to_data=0.5, policy_delay=2),
+         {"actor_lr": 3.0, "target_noise": 0.5}),
+    ],
+)  # fmt: skip
+def test_ppo_a2c_sac_td3_members_equal_single_runs(name, env_id, small, varied):
+    """Member i equals the single run with seed SEED + i; member 1's varied fields (traced
+    inside the vmapped update) equal a single run configured with those values."""
+    from agents.registry import get_agent
+
+    spec = get_agent(name)
+    cfg = spec.make_config(None, **small)
+    values = {k: getattr(cfg, k) * f for k, f in varied.items()}
+    cfg_b = dataclasses.replace(cfg, **values)
+    hp = {k: np.array([getattr(cfg, k), v]) for k, v in values.items()}
+    make = lambda c, e, s: spec.agent_cls(c, e, seed=s)  # noqa: E731
+    rows, singles = _pair(make, [cfg, cfg_b], iters=6, hparams=hp, env_id=env_id)
+    for i in range(2):
+        _assert_same(singles[i], [r[i] for r in rows])
+    assert sum(len(r[1].metrics) for r in rows) > 0  # learner updates were compared
+
+
+def test_ppo_population_needs_a_one_program_update():
+    from agents.ppo.agent import PPOAgent
+    from agents.registry import get_agent
+
+    cfg = get_agent("ppo").make_config(None, num_envs=2, update_loop="dispatch")
+    with pytest.raises(ConfigError, match=r"--num-seeds > 1 with --agent ppo: .*--update-loop"):
+        Population([PPOAgent(cfg, member_envs(make_env("CartPole-v1", 2, 0), 1)[0])])
+    a2c = get_agent("a2c").make_config(None, num_envs=2)
+    pool = make_env("CartPole-v1", 4, 0)
+    members = [get_agent("a2c").agent_cls(a2c, v) for v in member_envs(pool, 2)]
+    with pytest.raises(ConfigError, match=r"--agent a2c cannot vary 'clip_eps'"):
+        Population(members, hparams={"clip_eps": np.array([0.1, 0.2])})
 
 
 def test_varied_hparams_members_equal_single_runs_with_those_values():
