@@ -60,12 +60,15 @@ class RunArgs:
     """Train this many independent learners in one program: member i is the run with seed
     --seed + i (its own envs, RNG streams and replay), vmapped over a population axis and
     split over --num-devices (which must divide it). Logs go to <run>/member-<i>/. Agents
-    that support it: ACER, DQN, R2D1, and Reactor with --no-decoupled."""
+    that support it: ACER, DQN, R2D1, Reactor with --no-decoupled, PPO and A2C (with the
+    one-program --update-loop scan or unroll), SAC and TD3; envpool envs only."""
 
     vary: tuple[str, ...] = ()
     """Population hyper-parameters (with --num-seeds > 1), FIELD=SPEC each: FIELD one the
-    agent can vary (ACER, Reactor: lr, entropy_weight, discount; DQN, R2D1: lr, discount)
-    and SPEC `v1,v2,...` (member i: value i mod their number), `loguniform:LOW:HIGH`,
+    agent can vary (ACER, Reactor: lr, entropy_weight, discount; DQN, R2D1: lr, discount;
+    PPO: those of ACER and value_weight, gae_lambda, clip_eps; A2C: PPO's but clip_eps;
+    SAC: actor_lr, critic_lr, alpha_lr, tau, discount; TD3: SAC's but alpha_lr, and
+    target_noise) and SPEC `v1,v2,...` (member i: value i mod their number), `loguniform:LOW:HIGH`,
     `uniform:LOW:HIGH` or `normal:MEAN:STD[:LOW:HIGH]` (truncated), drawn from --seed."""
     sweep_lr: str | None = None
     """Shorthand for --vary lr=VALUES (e.g. --sweep-lr 1e-4,3e-4,1e-3)."""
