@@ -198,13 +198,14 @@ def _run_rows(agent_or_pop, keys, iters, split=False):
     return rows
 
 
-def _pair(make, cfgs, size=2, iters=4, hparams=None, env_id="CartPole-v1"):
+def _pair(make, cfgs, size=2, iters=4, hparams=None, env_id="CartPole-v1", member_loop=None):
     """Rows of a population of `size` members (config cfgs[0], hyper-parameters `hparams`)
     and of the single runs with seeds SEED + i and configs cfgs[i]."""
     n = cfgs[0].num_envs
     pool = make_env(env_id, size * n, run_env_seed(SEED, n))
     views = member_envs(pool, size)
-    pop = Population([make(cfgs[0], v, SEED + i) for i, v in enumerate(views)], hparams=hparams)
+    members = [make(cfgs[0], v, SEED + i) for i, v in enumerate(views)]
+    pop = Population(members, hparams=hparams, member_loop=member_loop)
     keys = jax.numpy.stack([jax.random.PRNGKey(SEED + i) for i in range(size)])
     pop_rows = _run_rows(pop, keys, iters, split=True)
     singles = []
@@ -295,6 +296,29 @@ def test_ppo_a2c_sac_td3_members_equal_single_runs(name, env_id, small, varied):
     for i in range(2):
         _assert_same(singles[i], [r[i] for r in rows])
     assert sum(len(r[1].metrics) for r in rows) > 0  # learner updates were compared
+
+
+def test_member_loop_members_equal_single_runs():
+    """The unrolled member loop (the default for image observations on CPU) computes what
+    the vmapped population does: each member equals its single run, updates and acting."""
+    rows, singles = _pair(
+        lambda c, e, s: ACERAgent(c, e, seed=s), [CFG, CFG], size=2, iters=4, member_loop=True
+    )
+    for i in range(2):
+        _assert_same(singles[i], [r[i] for r in rows])
+    assert sum(len(r[0].metrics) for r in rows) > 1
+
+
+def test_member_loop_is_chosen_for_images_on_cpu():
+    from agents.programs import member_loop_map
+
+    pool = make_env("CartPole-v1", 2 * CFG.num_envs, 0)
+    assert not Population([ACERAgent(CFG, v) for v in member_envs(pool, 2)]).member_loop
+    f = member_loop_map(lambda x, y: {"s": x.sum() + y, "x": x * y})
+    x, y = np.arange(6.0).reshape(3, 2), np.array([1.0, 2.0, 3.0])
+    out, ref = f(x, y), jax.vmap(lambda x, y: {"s": x.sum() + y, "x": x * y})(x, y)
+    np.testing.assert_array_equal(out["s"], ref["s"])
+    np.testing.assert_array_equal(out["x"], ref["x"])
 
 
 def test_ppo_population_needs_a_one_program_update():
