@@ -5,6 +5,7 @@ update counts and replay. Compared metric by metric over several iterations, and
 of 2 fake CPU devices (conftest fakes 4)."""
 
 import dataclasses
+import functools
 
 import jax
 import numpy as np
@@ -20,12 +21,13 @@ from envs import make_env, run_env_seed
 CFG = ACERConfig(
     num_envs=4, trace_len=5, batch_size=4, buffer_size=4 * 5 * 8, hidden=(16,), replay_ratio=2.0
 )
-SEED, ITERS = 3, 6
+SEED, ITERS = 3, 10
 # Member i and its single run compute the same maths, vmapped or not; XLA:CPU may order a
 # batched matmul's sums differently, so allow float32 rounding (observed: see the README).
 RTOL, ATOL = 1e-5, 1e-6
 
 
+@functools.cache  # shared by the 1- and 2-device cases (host outputs only)
 def _single(seed: int, iters: int = ITERS):
     env = make_env("CartPole-v1", CFG.num_envs, run_env_seed(seed, CFG.num_envs))
     return _run_rows(ACERAgent(CFG, env, seed=seed), jax.random.PRNGKey(seed), iters)
@@ -74,16 +76,19 @@ def _assert_same(single, member):
 
 @pytest.mark.parametrize("devices", [1, 2])
 def test_members_equal_single_runs(devices):
+    """Issue 16's acceptance: member i of a P = 4 population equals the single run with
+    seed SEED + i, metric by metric, for 10 iterations (on 1 device, and 2 members on each of
+    2 devices)."""
     mesh = make_mesh(devices, axis=POP) if devices > 1 else None
-    rows, pop, state = _population(2, mesh)
-    assert pop.num_devices == devices
-    assert jax.tree.leaves(state.learner)[0].shape[0] == 2
-    for i in range(2):
+    rows, pop, state = _population(4, mesh)
+    assert pop.num_devices == devices and len(rows) == ITERS == 10
+    assert jax.tree.leaves(state.learner)[0].shape[0] == 4
+    for i in range(4):
         single = _single(SEED + i)
         _assert_same(single, [r[i] for r in rows])
     # the members did different numbers of updates somewhere (the masking was exercised)
-    counts = [[len(r[i].metrics) for r in rows] for i in range(2)]
-    assert counts[0] != counts[1]
+    counts = [[len(r[i].metrics) for r in rows] for i in range(4)]
+    assert len({tuple(c) for c in counts}) > 1
     assert pop.programs["absorb"].traces == 1
     assert pop.programs["replay_updates"].traces == 1
 
