@@ -590,9 +590,10 @@ def write_report(
     if pub:
         md += [
             "Published scores (experiments/references/published_scores.csv) for the same agent "
-            "and env. Only rows whose protocol matches ours (budget within 5%, no-op starts, no "
-            "sticky actions, evaluation vs training returns) are drawn on our axes; the others "
-            "name the difference.",
+            "and env. Only rows whose protocol matches ours (budget within 5%, no-op starts on "
+            "Atari, sticky actions as ours: none on Atari, MinAtar's p = 0.1 on MinAtar, "
+            "evaluation vs training returns) are drawn on our axes; the others name the "
+            "difference.",
             "",
             "| agent | env | ours (final) | published | protocol | source |",
             "|---|---|---|---|---|---|",
