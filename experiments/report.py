@@ -501,7 +501,7 @@ def write_report(
         f"Normalised final scores over {', '.join(envs) or 'no env'}: "
         "Atari human-normalised (references/atari_human_random.csv), classic control "
         "(score − worst) / (solved threshold − worst) (references/classic_control.csv; "
-        "Pendulum-v1: best possible return, 0, for the threshold), MinAtar "
+        "Pendulum-v1: random policy → 0, best possible return 0 → 1), MinAtar "
         "(score − random) / (published reference − random) (references/minatar.csv). "
         f"95% stratified bootstrap CIs ({reps} resamples), as "
         "`rliable.library.get_interval_estimates`.",
