@@ -263,26 +263,36 @@ class Population:
 
     def _masked_updates(self, learner, replay, todo, axis_name=None):
         """One member's `updates_per_program` replay updates, update k kept only where
-        k < `todo` (else the learner and replay stay as they were). Unrolled on purpose (a
-        conv weight gradient in a rolled scan is slow on XLA:CPU, PERF-NOTES). Returns
-        (learner, replay, (metrics, active)) with `[K]` leaves when K > 1."""
-        member, hparams, learner = self._with(learner.hparams), learner.hparams, learner.member
-        metrics, active = [], []
-        for k in range(self.updates_per_program):
+        k < `todo` (else the learner and replay stay as they were). K > 1 (SAC/TD3 with MLPs)
+        is a `lax.scan`, as the single run's `replay_updates`; K = 1 is the one update (a
+        conv weight gradient in a rolled scan is slow on XLA:CPU, PERF-NOTES, which is why
+        convolutional agents keep K = 1). Returns (learner, replay, (metrics, active)) with
+        `[K]` leaves when K > 1."""
+        member, hparams = self._with(learner.hparams), learner.hparams
+
+        def update(learner, replay, k):
             on = k < todo
             new_learner, new_replay, m = member.replay_update(learner, replay, None)
 
-            def keep(new, old, on=on):
+            def keep(new, old):
                 return old if new is old else jnp.where(on, new, old)  # untouched: no copy
 
             learner = jax.tree.map(keep, new_learner, learner)
             replay = jax.tree.map(keep, new_replay, replay)
-            metrics.append(m)
-            active.append(on)
-        learner = PopulationLearner(learner, hparams)
+            return learner, replay, (m, on)
+
         if self.updates_per_program == 1:
-            return learner, replay, (metrics[0], active[0])
-        return learner, replay, (_stack(metrics), jnp.stack(active))
+            inner, replay, out = update(learner.member, replay, 0)
+            return PopulationLearner(inner, hparams), replay, out
+
+        def body(carry, k):
+            inner, replay, out = update(*carry, k)
+            return (inner, replay), out
+
+        (inner, replay), out = jax.lax.scan(
+            body, (learner.member, replay), jnp.arange(self.updates_per_program)
+        )
+        return PopulationLearner(inner, hparams), replay, out
 
     # ------------------------------------------------------------------ evolution
     def _evolve_fn(self, learner: PopulationLearner, parent, resampled, elites, hparams, key,
