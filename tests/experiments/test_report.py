@@ -82,6 +82,11 @@ def test_report_end_to_end(built):
         metrics.aggregate_iqm(expected)
     )
     assert data["aggregates"]["ppo"]["Mean"]["point"] == pytest.approx(expected.mean())
+    # Curves: one env-step grid for all; wall-clock grids per algorithm, to its shortest run.
+    steps, wall = data["curves"]["steps"], data["curves"]["wall"]
+    assert sorted(wall) == sorted(steps) == ["a2c", "ppo"]
+    assert steps["ppo"]["grid"] == steps["a2c"]["grid"] and steps["ppo"]["grid"][-1] == 1000
+    assert wall["ppo"]["grid"][-1] == pytest.approx(10.0)  # metrics wall_s = steps / 100
 
 
 def test_report_published_beside_ours(built):
@@ -128,6 +133,16 @@ def test_minatar_protocol_has_sticky_actions(tmp_path):
     ]
     row |= {"frames": "1000", "sticky": "true", "eval": "eval"}
     assert report.protocol_differences(row, ours) == []
+
+
+def test_wall_clock_curves_per_algorithm(tmp_path):
+    fake_run(tmp_path, "fast", "CartPole-v1", 0, 400.0, steps=4000)  # wall up to 40 s
+    fake_run(tmp_path, "slow", "CartPole-v1", 0, 400.0, steps=1000)  # wall up to 10 s
+    results = [report.load_result(p) for p in report.find_runs([str(tmp_path)])]
+    shared, _ = report.curves(results, ["CartPole-v1"], "wall")
+    own, c = report.curves(results, ["CartPole-v1"], "wall", algo="fast")
+    assert shared[-1] == pytest.approx(10.0) and own[-1] == pytest.approx(40.0)
+    assert list(c) == ["fast"] and c["fast"].shape == (1, 1, 30)
 
 
 def test_normalisers_by_hand():
