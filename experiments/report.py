@@ -19,6 +19,7 @@ Statistics are rliable's (`rliable.library`, `rliable.metrics`), not re-derived 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -246,6 +247,19 @@ def score_matrices(
     return out, normed, notes
 
 
+@contextlib.contextmanager
+def _numpy_seed(seed: int):
+    """numpy's global RNG seeded for the block, then restored: rliable 1.2.0's
+    `StratifiedBootstrap.update_indices` draws from `np.random.choice`, not from the
+    `random_state` it is given, so only this makes its confidence intervals reproducible."""
+    saved = np.random.get_state()  # noqa: NPY002  (rliable draws from the global RNG)
+    np.random.seed(seed)  # noqa: NPY002  (rliable draws from the global RNG)
+    try:
+        yield
+    finally:
+        np.random.set_state(saved)  # noqa: NPY002  (rliable draws from the global RNG)
+
+
 def aggregates(scores: dict[str, np.ndarray], reps: int = 2000, seed: int = 0):
     """rliable's IQM, median, mean and optimality gap with stratified bootstrap 95% CIs:
     ({algo: [4]}, {algo: [2, 4]})."""
@@ -262,9 +276,10 @@ def aggregates(scores: dict[str, np.ndarray], reps: int = 2000, seed: int = 0):
             ]
         )
 
-    return rly.get_interval_estimates(
-        scores, fn, reps=reps, random_state=np.random.RandomState(seed)
-    )
+    with _numpy_seed(seed):
+        return rly.get_interval_estimates(
+            scores, fn, reps=reps, random_state=np.random.RandomState(seed)
+        )
 
 
 AGGREGATE_NAMES = ("IQM", "Median", "Mean", "Optimality gap")
@@ -301,9 +316,10 @@ def iqm_curves(curve_scores: dict[str, np.ndarray], reps: int = 500, seed: int =
     def fn(x):  # x: [seeds, envs, points]
         return np.array([metrics.aggregate_iqm(x[..., i]) for i in range(x.shape[-1])])
 
-    return rly.get_interval_estimates(
-        curve_scores, fn, reps=reps, random_state=np.random.RandomState(seed)
-    )
+    with _numpy_seed(seed):
+        return rly.get_interval_estimates(
+            curve_scores, fn, reps=reps, random_state=np.random.RandomState(seed)
+        )
 
 
 # ----------------------------------------------------------------------------- report

@@ -40,6 +40,18 @@ def test_aggregates_match_rliable():
     assert ci["a"][0, 0] <= metrics.aggregate_iqm(scores["a"]) <= ci["a"][1, 0]
 
 
+def test_bootstrap_intervals_are_reproducible():
+    scores = {"a": np.random.default_rng(0).random((5, 2))}
+    np.random.seed(123)  # noqa: NPY002  (rliable draws from the global RNG)
+    before = np.random.random()  # noqa: NPY002  (rliable draws from the global RNG)
+    first, second = report.aggregates(scores, 200)[1], report.aggregates(scores, 200)[1]
+    np.testing.assert_array_equal(first["a"], second["a"])
+    np.random.seed(123)  # noqa: NPY002  (rliable draws from the global RNG)
+    assert np.random.random() == before  # the global RNG is left as it was  # noqa: NPY002  (rliable draws from the global RNG)
+    other = report.aggregates(scores, 200, seed=1)[1]
+    assert not np.array_equal(first["a"], other["a"])
+
+
 def test_mean_ci95_by_hand():
     mean, half = report.mean_ci95([1.0, 2.0, 3.0])
     assert mean == 2.0 and half == pytest.approx(4.302652729911275 * 1.0 / np.sqrt(3))
