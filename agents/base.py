@@ -44,7 +44,7 @@ from agents.parallel import DATA, P, check_divisible, to_global
 from agents.programs import Program, RolloutProgram, replay_program_specs, rollout_program_specs
 from agents.protocol import IterationOutput, TrainState
 from agents.rollout import initial_actor_state, trace_step_spec
-from envs import obs_zeros
+from envs import obs_leaves_with_paths, obs_zeros
 
 
 def make_trace_replay(
@@ -184,6 +184,16 @@ class RolloutAgent:
         """Zeros shaped like `num_envs` observations (an array, or a pytree for dict
         observations), from the env's `obs_spec`."""
         return obs_zeros(self.env.spec.obs_spec, (num_envs,), jnp)
+
+    @property
+    def convolves_on_cpu(self) -> bool:
+        """Whether this agent's torso convolves (an image observation leaf, `[H, W, C]` or
+        `[C, H, W]`) and XLA runs on the CPU: there a convolution is slow inside a rolled loop
+        or vmapped into a grouped convolution (PERF-NOTES), which PPO's `update_loop="auto"`
+        and a population's member loop avoid."""
+        leaves = obs_leaves_with_paths(self.env.spec.obs_spec)
+        images = any(len(spec.shape) == 3 for _, spec in leaves)
+        return images and jax.default_backend() == "cpu"
 
     def init_learner(self, key):
         return self.learner.init(key, self.sample_obs(self.env.spec.num_envs))

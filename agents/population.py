@@ -64,7 +64,7 @@ from jax.sharding import NamedSharding
 from agents import evolution
 from agents.config import ConfigError
 from agents.parallel import POP, P, check_divisible
-from agents.programs import Program, member_loop_map
+from agents.programs import Program, over_members
 from agents.protocol import IterationOutput, TrainState
 from agents.rollout import ActorState, _assemble, _env_action, _record
 from envs import PoolSlice, XlaEnvState
@@ -165,10 +165,9 @@ class Population:
         self._device = jax.devices()[0]
 
         if member_loop is None:  # unbatched convolutions on XLA:CPU (module docstring)
-            images = any(leaf.ndim == 4 for leaf in jax.tree.leaves(first.sample_obs(1)))
-            member_loop = images and jax.default_backend() == "cpu"
+            member_loop = first.convolves_on_cpu
         self.member_loop = bool(member_loop)
-        self._over_members = member_loop_map if self.member_loop else jax.vmap
+        self._over_members = over_members(self.member_loop)
 
         self._rollout = jax.jit(self._rollout_fn)
         self._evolve = None

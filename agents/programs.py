@@ -62,6 +62,12 @@ def member_loop_map(fn):
     return looped
 
 
+def over_members(member_loop: bool):
+    """How a population maps a member's function over its members: `member_loop_map` or
+    `jax.vmap`."""
+    return member_loop_map if member_loop else jax.vmap
+
+
 class Program:
     """A pure function compiled for one device or a data-parallel mesh (module docstring)."""
 
@@ -83,10 +89,10 @@ class Program:
         axis_name = DATA if mesh is not None and not population else None
         if population:
             member_fn = fn
-            over_members = member_loop_map if member_loop else jax.vmap
+            mapped = over_members(member_loop)
 
             def fn(*args, axis_name=None):  # one learner per member: no axis
-                return over_members(lambda *a: member_fn(*a, axis_name=None))(*args)
+                return mapped(lambda *a: member_fn(*a, axis_name=None))(*args)
 
             if mesh is not None:  # every argument and output split by member
                 in_specs = out_specs = jax.sharding.PartitionSpec(POP)

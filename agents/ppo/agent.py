@@ -72,9 +72,7 @@ class PPOAgent(RolloutAgent):
             )
         mode = config.update_loop
         if mode == "auto":  # any convolution's weight gradient: no rolled loop on CPU
-            leaves = jax.tree.leaves(self.sample_obs(1))  # [1, *obs_shape] each
-            images = any(leaf.ndim - 1 == 3 for leaf in leaves)
-            mode = "dispatch" if images and jax.default_backend() == "cpu" else "scan"
+            mode = "dispatch" if self.convolves_on_cpu else "scan"
         self.update_loop = mode
         returns_spec = P(DATA) if config.normalize_reward else ()
         self._build_absorb(returns_spec)

@@ -316,8 +316,22 @@ def test_member_loop_members_equal_single_runs():
 
 
 def test_member_loop_is_chosen_for_images_on_cpu():
-    from agents.programs import member_loop_map
+    from types import SimpleNamespace
 
+    from agents.base import RolloutAgent
+    from agents.programs import member_loop_map
+    from envs import ArraySpec
+
+    def convolves(obs_spec):
+        stub = SimpleNamespace(env=SimpleNamespace(spec=SimpleNamespace(obs_spec=obs_spec)))
+        return RolloutAgent.convolves_on_cpu.fget(stub)
+
+    assert jax.default_backend() == "cpu"
+    assert convolves(ArraySpec((4, 84, 84), np.uint8))  # Atari frames
+    assert convolves(
+        {"image": ArraySpec((7, 7, 3), np.uint8), "direction": ArraySpec((), np.int32)}
+    )
+    assert not convolves(ArraySpec((4,), np.float32))
     pool = make_env("CartPole-v1", 2 * CFG.num_envs, 0)
     assert not Population([ACERAgent(CFG, v) for v in member_envs(pool, 2)]).member_loop
     f = member_loop_map(lambda x, y: {"s": x.sum() + y, "x": x * y})
