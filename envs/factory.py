@@ -27,9 +27,11 @@ def _envpool_id_set() -> frozenset[str]:
     return frozenset(envpool_ids())
 
 
-def _known_ids() -> tuple[frozenset[str], frozenset[str]]:
-    # The gymnasium registry can grow at run time (gymnasium.register), so it is not cached.
-    return _envpool_id_set(), frozenset(gymnasium_ids())
+def _known_ids(env_id: str | None = None) -> tuple[frozenset[str], frozenset[str]]:
+    """envpool's ids and gymnasium's, the optional packages registered for `env_id` only
+    (all of them without it: the close matches of an unknown id). The gymnasium registry can
+    grow at run time (gymnasium.register), so it is not cached."""
+    return _envpool_id_set(), frozenset(gymnasium_ids(env_id))
 
 
 def _unknown(env_id: str, candidates: set[str] | frozenset[str], where: str = "") -> ValueError:
@@ -41,14 +43,14 @@ def _unknown(env_id: str, candidates: set[str] | frozenset[str], where: str = ""
 def _resolve_backend(env_id: str, backend: str) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    in_envpool, in_gym = _known_ids()
+    in_envpool, in_gym = _known_ids(env_id)
     if backend == "envpool":
         if env_id not in in_envpool:
             raise _unknown(env_id, in_envpool, " in envpool")
         return "envpool"
     if backend == "gymnasium":
         if env_id not in in_gym:
-            raise _unknown(env_id, in_gym, " in gymnasium")
+            raise _unknown(env_id, _known_ids()[1], " in gymnasium")
         return "gymnasium"
     if env_id in in_gym and env_id.startswith(GYMNASIUM_FIRST):
         return "gymnasium"
@@ -56,7 +58,7 @@ def _resolve_backend(env_id: str, backend: str) -> str:
         return "envpool"
     if env_id in in_gym:
         return "gymnasium"
-    raise _unknown(env_id, in_envpool | in_gym)
+    raise _unknown(env_id, frozenset.union(*_known_ids()))
 
 
 def check_env_id(env_id: str, backend: str = "auto") -> str:

@@ -14,24 +14,46 @@ from envs.spaces import space_converter
 from envs.text import DEFAULT_MISSION_LENGTH
 
 
-def register_optional_envs() -> None:
-    """Import the packages that register more gymnasium ids when they are installed:
-    `minigrid` (`MiniGrid-*`, `BabyAI-*`) and `minatar` (`MinAtar/<Game>-v0|v1`: Asterix,
-    Breakout, Freeway, Seaquest, SpaceInvaders; v1 has the game's minimal action set)."""
+def _register_minigrid() -> None:
     try:
         import minigrid  # noqa: F401  (registers its ids on import)
     except ImportError:
         pass
-    if "MinAtar/Breakout-v1" not in gymnasium.registry:
-        try:  # minatar registers through a gymnasium plugin hook that gymnasium 1.x never calls
-            from minatar.gym import register_envs
-        except ImportError:
-            return
-        register_envs()
 
 
-def gymnasium_ids() -> list[str]:
-    register_optional_envs()
+def _register_minatar() -> None:
+    if "MinAtar/Breakout-v1" in gymnasium.registry:
+        return
+    try:  # minatar registers through a gymnasium plugin hook that gymnasium 1.x never calls
+        from minatar.gym import register_envs
+    except ImportError:
+        return
+    register_envs()
+
+
+# The packages that register more gymnasium ids when installed, by the prefixes of their ids.
+# Each is imported only when an id asks for it: minatar imports seaborn, 2.3 s of every
+# process start that would not use it.
+_OPTIONAL_ENVS = (
+    (("MiniGrid-", "BabyAI-"), _register_minigrid),
+    (("MinAtar/",), _register_minatar),
+)
+
+
+def register_optional_envs(env_id: str | None = None) -> None:
+    """Import the installed packages that register more gymnasium ids: `minigrid`
+    (`MiniGrid-*`, `BabyAI-*`) and `minatar` (`MinAtar/<Game>-v0|v1`: Asterix, Breakout,
+    Freeway, Seaquest, SpaceInvaders; v1 has the game's minimal action set). With `env_id`,
+    only the package whose prefix it has (none for other ids)."""
+    for prefixes, register in _OPTIONAL_ENVS:
+        if env_id is None or env_id.startswith(prefixes):
+            register()
+
+
+def gymnasium_ids(env_id: str | None = None) -> list[str]:
+    """Every registered gymnasium id; with `env_id`, after registering only its package
+    (`register_optional_envs`)."""
+    register_optional_envs(env_id)
     return list(gymnasium.registry.keys())
 
 
@@ -55,7 +77,7 @@ class GymnasiumVecEnv(VecEnv):
         obs_keys: Sequence[str] | None = None,
         mission_length: int = DEFAULT_MISSION_LENGTH,
     ):
-        register_optional_envs()
+        register_optional_envs(env_id)
         make_kwargs: dict[str, Any] = {}
         if max_episode_steps is not None:
             make_kwargs["max_episode_steps"] = max_episode_steps

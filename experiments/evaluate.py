@@ -113,7 +113,7 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
 
         from envs.gymnasium_env import register_optional_envs
 
-        register_optional_envs()
+        register_optional_envs(env_id)
         spec = agent.env.spec
         convert = getattr(agent.env, "convert_obs", None)  # the gymnasium adapter's conversion
         if convert is None:

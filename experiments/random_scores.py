@@ -21,7 +21,7 @@ from envs.gymnasium_env import register_optional_envs
 
 def random_returns(env_id: str, episodes: int) -> np.ndarray:
     """Undiscounted returns of `episodes` random-policy episodes of `env_id`."""
-    register_optional_envs()
+    register_optional_envs(env_id)
     if env_id not in gymnasium.registry:
         raise SystemExit(f"error: unknown gymnasium environment {env_id!r}")
     env = gymnasium.make(env_id)
