@@ -204,12 +204,17 @@ class RolloutAgent:
     def _init_replay(self):
         return ()
 
-    def init(self, key) -> TrainState:
+    def init(self, key, *, jit: bool = False) -> TrainState:
+        """`jit=True` builds the learner with one compiled program instead of op by op: the
+        faster way in a fresh process (SAC 4.2 → 2.6 s, Reactor 6.8 → 3.8 s on the 2-vCPU
+        machine), the slower one for a later agent of a process, whose ops are compiled
+        already (SAC 0.07 → 1.4 s). The runner passes it; tests, which build many agents in
+        one process, do not."""
         learner_key, actor_key = jax.random.split(key)
         if jax.process_count() > 1:  # same learner everywhere, different actions per process
             actor_key = jax.random.fold_in(actor_key, jax.process_index())
         actor = self._init_actor(actor_key)
-        learner = self.init_learner(learner_key)
+        learner = (jax.jit(self.init_learner) if jit else self.init_learner)(learner_key)
         if self.mesh is not None:
             learner = to_global(learner, self.mesh, P())  # replicated: same seed everywhere
         return TrainState(learner, self._init_replay(), actor)

@@ -89,8 +89,9 @@ class Agent(Protocol):
     metric_names: tuple[str, ...]
     bytes_per_transition: float
 
-    def init(self, key: Array) -> TrainState:
-        """A fresh learner, an empty replay and reset envs."""
+    def init(self, key: Array, *, jit: bool = False) -> TrainState:
+        """A fresh learner, an empty replay and reset envs (`jit`: the learner built by one
+        compiled program rather than op by op, the faster way in a fresh process)."""
         ...
 
     def init_learner(self, key: Array) -> Any:

@@ -379,7 +379,7 @@ class Runner:
     def _run(self, env, agent) -> dict | None:
         run, run_dir = self.args.run, self.run_dir
         population = isinstance(agent, Population)
-        state = agent.init(self._keys(agent, jax.random.PRNGKey))
+        state = agent.init(self._keys(agent, jax.random.PRNGKey), jit=True)  # fresh process
         ckpt_dir = run_dir / "checkpoints"
         checkpointer = Checkpointer(ckpt_dir, keep=run.keep_checkpoints)
         counters, last_ckpt = Counters(), "none"

@@ -58,7 +58,7 @@ class ToyAgent:
         actor = {"obs": ts.obs, "ret": np.zeros(n), "len": np.zeros(n), "key": key}
         return state._replace(actor=actor)
 
-    def init(self, key):
+    def init(self, key, *, jit=False):  # nothing to compile in this learner
         state = TrainState(self.init_learner(key), (), None)
         return self.reset_actor(state, key)
 
