@@ -8,11 +8,18 @@ same env steps per member. Prints env steps/s over all members of each and their
 CartPole-v1 with P = 8 on the 2-core CPU).
 
 The sequential runs share this process, so they skip P − 1 interpreter starts and imports a
-real sweep would pay; the ratio is, if anything, an underestimate.
+real sweep would pay; the ratio is, if anything, an underestimate. `--processes` also times
+the comparison as a user runs it: one `python -m experiments.train --num-seeds P` process
+against P `python -m experiments.train --seed s` processes, one after another, each timed
+from launch to exit (interpreter start, imports, run folder, metrics and one final checkpoint
+included; evaluation off).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -41,6 +48,9 @@ class PopulationBenchArgs:
     """First seed."""
     steps_per_member: int = 10_000
     """Env steps each member (and each single run) trains for, rounded up to iterations."""
+    processes: bool = False
+    """Also compare as command lines: one `experiments.train --num-seeds P` process against
+    P single-seed `experiments.train` processes (module docstring)."""
     json_out: str | None = None
     """Optional JSON file for the numbers."""
 
@@ -77,6 +87,7 @@ def run_sequential(args: PopulationBenchArgs) -> dict:
     t0, steps, compile_s = time.perf_counter(), 0, 0.0
     for s in range(args.seed, args.seed + args.num_seeds):
         agent = make_agent(args.agent, args.env, preset=args.preset, seed=s)
+        # op by op: after the first run the ops are compiled, the sequential runs' fastest way
         state = agent.init(jax.random.PRNGKey(s))
         compile_s += agent.compile(state)
         loop = TrainLoop(agent, state)
@@ -87,6 +98,42 @@ def run_sequential(args: PopulationBenchArgs) -> dict:
         agent.close()
     wall = time.perf_counter() - t0
     return {"env_steps": steps, "wall_s": wall, "compile_s": compile_s, "sps": steps / wall}
+
+
+def _train_process(args: PopulationBenchArgs, run_dir: str, steps: int, *extra: str) -> float:
+    """Wall seconds of one `experiments.train` process, launch to exit."""
+    cmd = [
+        sys.executable, "-m", "experiments.train", "--agent", args.agent, "--env", args.env,
+        "--total-steps", str(steps), "--checkpoint-every", str(steps), "--eval-episodes", "0",
+        "--no-progress", "--run-dir", run_dir, *extra,
+    ]  # fmt: skip
+    if args.preset:
+        cmd += ["--preset", args.preset]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"error: {' '.join(cmd)} failed:\n{proc.stderr.strip()}")
+    return wall
+
+
+def run_processes(args: PopulationBenchArgs, steps: int) -> dict:
+    """The population and the sequential runs as `experiments.train` processes."""
+    seeds = range(args.seed, args.seed + args.num_seeds)
+    with tempfile.TemporaryDirectory() as tmp:
+        pop = _train_process(
+            args, f"{tmp}/pop", steps, "--seed", str(args.seed), "--num-seeds", str(args.num_seeds)
+        )
+        seq = sum(_train_process(args, f"{tmp}/s{s}", steps, "--seed", str(s)) for s in seeds)
+    total = steps * args.num_seeds
+    return {
+        "env_steps": total,
+        "population_wall_s": pop,
+        "sequential_wall_s": seq,
+        "population_sps": total / pop,
+        "sequential_sps": total / seq,
+        "ratio": seq / pop,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -102,6 +149,16 @@ def main(argv: list[str] | None = None) -> dict:
         )
     print(f"  ratio population / sequential: {ratio:.2f}")
     results = {"args": vars(args), "population": pop, "sequential": seq, "ratio": ratio}
+    if args.processes:
+        procs = run_processes(args, pop["env_steps"] // args.num_seeds)
+        print(f"as processes ({procs['env_steps'] // args.num_seeds} steps each, launch to exit)")
+        for name in ("population", "sequential"):
+            print(
+                f"  {name:>10}: {procs[name + '_wall_s']:.1f} s: "
+                f"{procs[name + '_sps']:.0f} env steps/s over all members"
+            )
+        print(f"  ratio population / sequential: {procs['ratio']:.2f}")
+        results["processes"] = procs
     save_results(args.json_out, results)
     return results
 

@@ -45,3 +45,19 @@ def test_bench_scaling_one_and_two_devices():
     assert [r["devices"] for r in out["rows"]] == [1, 2]
     for r in out["rows"]:
         assert r["updates_per_s"] > 0 and r["env_steps_per_s"] > 0
+
+
+def test_bench_population_counts_every_members_steps(tmp_path):
+    from agents.registry import get_agent
+    from experiments import bench_population
+
+    out = bench_population.main(
+        ["--num-seeds", "1", "--steps-per-member", "1", "--json-out", str(tmp_path / "b.json")]
+    )
+    # one iteration of ACER's default config, as a population of 1 and as a single run
+    cfg = get_agent("acer").make_config(None)
+    iteration = cfg.num_envs * cfg.trace_len
+    assert out["population"]["env_steps"] == out["sequential"]["env_steps"] == iteration
+    assert out["population"]["compile_s"] > 0 and out["sequential"]["compile_s"] > 0
+    assert out["ratio"] == out["population"]["sps"] / out["sequential"]["sps"]
+    assert "processes" not in out and (tmp_path / "b.json").exists()
