@@ -6,7 +6,7 @@ cache, so only the first ones compile from scratch):
 
 1. killed while it compiles, before any checkpoint;
 2. killed as its first metrics row appears, still before the first checkpoint;
-3. killed at seeded random moments: while a checkpoint is being written (as soon as
+3. killed at seeded random moments: twice while a checkpoint is being written (as soon as
    `checkpoints/.staging` has an entry, plus 0-40 ms), right after a checkpoint is
    committed, after a random number of new metrics rows, or after a random delay. During
    one of them a second `--resume` is started: it must fail with one line naming the
@@ -196,9 +196,9 @@ def test_kill_9_at_random_moments_damage_and_a_second_writer(tmp_path):
     chain.wait(proc, lambda: chain.last_row_step() >= STEPS_PER_ITERATION, "the first row")
     chain.kill(proc, "first row")  # two iterations before the first checkpoint is due
 
-    # 3. Seeded random moments, three of them during a checkpoint write; a second writer
+    # 3. Seeded random moments, two of them during a checkpoint write; a second writer
     # during one.
-    kinds = ["staging", "staging", "staging", "committed", "rows", "rows", "sleep"]
+    kinds = ["staging", "staging", "committed", "rows", "sleep"]
     rng.shuffle(kinds)
     for i, kind in enumerate(kinds):
         start_step = chain.steps()[-1] if chain.steps() else 0
@@ -258,5 +258,5 @@ def test_kill_9_at_random_moments_damage_and_a_second_writer(tmp_path):
     assert summary["last_checkpoint"].endswith(f"/{final}")
     assert chain.steps()[-1] == final
     chain.check_checkpoints()
-    assert len(chain.log) >= 10, chain.log
+    assert len(chain.log) >= 8, chain.log
     print(f"{time.monotonic() - t0:.0f} s; kills: {chain.log}")
