@@ -17,6 +17,7 @@ from agents.acer.agent import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.parallel import make_mesh, place_rollout, to_global
 from envs import make_env
+from tests.xla import subprocess_xla_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 CFG = ACERConfig(num_envs=8, trace_len=5, batch_size=8, buffer_size=8 * 5 * 3, hidden=(16,))
@@ -99,9 +100,7 @@ def test_sharded_agent_trains_and_keeps_replicas_identical():
 
 def _env_with(devices=None):
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
-    env.pop("XLA_FLAGS", None)
-    if devices:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["XLA_FLAGS"] = subprocess_xla_flags(devices)
     return env
 
 

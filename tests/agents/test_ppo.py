@@ -23,6 +23,7 @@ from agents.rollout import make_xla_rollout
 from envs import make_env
 from experiments.common import make_agent
 from tests.agents import ppo_hooks
+from tests.xla import subprocess_xla_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 # CartPole cannot fail within 5 steps (the pole needs ~10 to pass 12°), so with a time limit
@@ -241,7 +242,7 @@ def test_two_devices_equal_one(changes):
 
 
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
-ENV.pop("XLA_FLAGS", None)
+ENV["XLA_FLAGS"] = subprocess_xla_flags()  # one device, fast compilation
 
 
 def _cli(module, *args):

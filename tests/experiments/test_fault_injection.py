@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from experiments.checkpoint import STAGING, Checkpointer
+from tests.xla import subprocess_xla_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 20240611
@@ -48,7 +49,7 @@ ENDLESS = "1000000"
 
 def _env(cache: Path) -> dict:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
-    env.pop("XLA_FLAGS", None)  # one device, as a plain command line gets
+    env["XLA_FLAGS"] = subprocess_xla_flags()  # one device, as a plain command line gets
     env.update(
         JAX_COMPILATION_CACHE_DIR=str(cache),
         JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",

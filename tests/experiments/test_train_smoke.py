@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.xla import subprocess_xla_flags
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
-ENV.pop("XLA_FLAGS", None)
+ENV["XLA_FLAGS"] = subprocess_xla_flags()  # one device, fast compilation
 
 SUMMARY_KEYS = {
     "agent",
