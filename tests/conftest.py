@@ -13,8 +13,8 @@ The tests' programs are tiny and run a few times each, so compiling them dominat
 CPU backend compiles them without LLVM's optimisation passes
 (`--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true`; the
 HLO-level passes still run). The SAC and Reactor test files took 104 s instead of 138 s on 2
-workers. Subprocesses that set their own XLA_FLAGS (the multi-device CLI tests) compile as a
-user's run does. Set XLA_FLAGS yourself to test with other flags.
+workers. The training subprocesses the tests start get the same flags with their own device
+count (tests/xla.py). Set an optimisation level in XLA_FLAGS yourself to test with others.
 
 Compiled programs go to JAX's persistent compilation cache, one directory per test run
 shared by the xdist workers and every subprocess they start (train, resume, evaluate): a
