@@ -1,20 +1,29 @@
 """User hooks of the on-policy agents (torch-ac's `reshape_reward` and `preprocess_obss`).
 
-A hook is a config field. On the command line it is named as `module:function` (the module
-importable from the working directory or the Python path, e.g.
-`--reshape-reward mypkg.shaping:bonus`); in Python the field may hold the callable itself.
-Hooks run inside the agent's jitted programs, so they must be jittable: `jax.numpy` on
-their array arguments, no Python control flow on values, no host I/O.
+A hook is a config field; the config class lists its hook fields, with the arguments the
+agent calls each with, in its `HOOKS` class attribute. On the command line a hook is named
+as `module:function` (the module importable from the working directory or the Python path,
+e.g. `--reshape-reward mypkg.shaping:bonus`); in Python the field may hold the callable
+itself. Hooks run inside the agent's jitted programs, so they must be jittable: `jax.numpy`
+on their array arguments, no Python control flow on values, no host I/O.
 
-Errors name the hook's flag: a name that does not import or is not callable fails when the
-config is built (before anything compiles); a hook that raises while it is traced (a wrong
-shape, a NumPy call on a tracer) fails with `HookError`, a one-line `ValueError` naming the
-flag, the hook and the original error.
+A hook is checked, never called, before it is used: a named hook must be a plain Python
+function (`def` or `lambda`; not a builtin, a class or another callable object) defined in
+the module named (not one it imports from elsewhere), and every hook's signature must take
+the positional arguments the agent passes. Errors name the hook's flag: a bad hook fails
+when the config is built (before anything compiles), with one line; a hook that raises
+while it is traced (a wrong shape, a NumPy call on a tracer) fails with `HookError`, a
+one-line `ValueError` naming the flag, the hook and the original error.
+
+Hooks come only from the command line (or Python): a run folder's config.json records the
+names a run was trained with, but loading it never imports them
+(experiments.common.load_run).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -25,28 +34,84 @@ class HookError(ValueError):
     """A user hook failed while the agent's programs were traced."""
 
 
-def resolve_hook(value: Any, name: str = "hook") -> Callable | None:
-    """The callable of a hook field: None, a callable, or a `module:function` string."""
-    if value is None or callable(value):
-        return value
-    if not isinstance(value, str) or value.count(":") != 1:
+def hook_fields(config) -> dict[str, tuple[str, ...]]:
+    """`{field: the arguments the agent calls it with}` of a config (instance or class);
+    empty for an agent without hooks."""
+    return dict(getattr(config, "HOOKS", {}))
+
+
+def resolve_hook(value: Any, name: str, params: tuple[str, ...]) -> Callable | None:
+    """The callable of a hook field (None, a callable, or a `module:function` string),
+    checked without calling it: a named one must be a plain function of that module, and
+    either must accept the positional arguments `params` (their names, for the message)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        fn = _import_function(value, name)
+        shown = f"{flag(name)} {value!r}"
+    elif callable(value):
+        fn = value
+        shown = f"{flag(name)} {getattr(value, '__qualname__', type(value).__name__)}"
+    else:
         raise ConfigError(f"{flag(name)} must be module:function, got {value!r}")
-    module_name, attr = value.split(":")
+    try:
+        inspect.signature(fn).bind(*params)
+    except (TypeError, ValueError) as err:  # ValueError: no signature to read
+        called = f"{name}({', '.join(params)})"
+        raise ConfigError(
+            f"{shown}: {_signature(fn)} cannot take the {len(params)} positional "
+            f"argument(s) of {called} ({err})"
+        ) from None
+    return fn
+
+
+def _import_function(value: str, name: str) -> Callable:
+    """The function `module:function` names, after checking what it is (not calling it)."""
+    module_name, _, attr = value.partition(":")
+    if (
+        value.count(":") != 1
+        or not attr.isidentifier()
+        or not all(part.isidentifier() for part in module_name.split("."))
+    ):
+        raise ConfigError(f"{flag(name)} must be module:function, got {value!r}")
     try:
         module = importlib.import_module(module_name)
     except Exception as err:  # ImportError, or the module failing while it is imported
         raise ConfigError(
             f"{flag(name)} {value!r}: cannot import {module_name!r} ({type(err).__name__}: {err})"
         ) from None
-    fn = getattr(module, attr, None)
-    if not callable(fn):
+    if not hasattr(module, attr):
         raise ConfigError(f"{flag(name)} {value!r}: {module_name} has no function {attr!r}")
+    fn = getattr(module, attr)
+    if not inspect.isfunction(fn):
+        raise ConfigError(
+            f"{flag(name)} {value!r}: {attr} is not a Python function (a def or lambda) "
+            f"but a {'class' if inspect.isclass(fn) else type(fn).__name__}"
+        )
+    if fn.__module__ != module_name:
+        raise ConfigError(
+            f"{flag(name)} {value!r}: {attr} is defined in {fn.__module__}, not {module_name} "
+            f"(name it where it is defined: {fn.__module__}:{fn.__name__})"
+        )
     return fn
 
 
-def check_hook(config, name: str) -> None:
-    """Resolve the hook field `name` of `config` now, so a bad one fails before compiling."""
-    resolve_hook(getattr(config, name), name)
+def _signature(fn) -> str:
+    try:
+        return f"{getattr(fn, '__name__', 'the hook')}{inspect.signature(fn)}"
+    except (TypeError, ValueError):
+        return "its signature"
+
+
+def config_hook(config, name: str) -> Callable | None:
+    """The checked callable of the hook field `name` of `config` (None when unset)."""
+    return resolve_hook(getattr(config, name), name, hook_fields(config)[name])
+
+
+def check_hooks(config) -> None:
+    """Resolve every hook field of `config` now, so a bad one fails before compiling."""
+    for name in hook_fields(config):
+        config_hook(config, name)
 
 
 def call_hook(name: str, fn: Callable, *args):

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.config import from_dict
+from agents.hooks import hook_fields
 from agents.population import Population, PopulationLearner, member_envs
 from agents.registry import get_agent
 from envs import make_env, run_env_seed
@@ -20,11 +21,23 @@ from experiments.runfolder import read_json, write_json_atomic
 
 
 def load_run(run_dir: str | Path) -> TrainArgs:
-    """The TrainArgs a run folder was started with, from its config.json.
+    """The TrainArgs a run folder was started with, from its config.json, without its hooks.
 
     Reads the current layout ({"run": ..., "agent_config": ...}) and the flat one of earlier
-    versions ({"args": {...every flag...}, "agent_config": ...}). Problems are one-line
-    ValueErrors naming the file."""
+    versions ({"args": {...every flag...}, "agent_config": ...}). A run folder is data: the
+    hook fields (`module:function` names, agents.hooks) are left at None, never imported;
+    `trained_hooks` reads the names, and a caller that needs a hook takes it from its own
+    command line. Problems are one-line ValueErrors naming the file."""
+    return _read_run(run_dir)[0]
+
+
+def trained_hooks(run_dir: str | Path) -> dict[str, str]:
+    """`{field: "module:function"}` of the hooks a run was trained with, as config.json
+    names them (read as text, never imported); empty when it had none."""
+    return _read_run(run_dir)[1]
+
+
+def _read_run(run_dir: str | Path) -> tuple[TrainArgs, dict[str, str]]:
     path = Path(run_dir) / "config.json"
     if not path.exists():
         raise ValueError(f"{run_dir} is not a run folder (no config.json)")
@@ -45,8 +58,13 @@ def load_run(run_dir: str | Path) -> TrainArgs:
         raise ValueError(f"{where}: 'agent_config' is missing or not an object")
     renamed = getattr(spec.config_cls, "RENAMED", {})
     saved = {renamed.get(k, k): v for k, v in saved.items()}
+    # Hooks are taken out before the config is built: building it would import them.
+    hooks = {k: saved.pop(k) for k in hook_fields(spec.config_cls) if k in saved}
+    for name, value in hooks.items():
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{where} [agent_config]: {name} = {value!r} is not a string")
     config = from_dict(spec.config_cls, saved, f"{where} [agent_config]")
-    return TrainArgs(run, config)
+    return TrainArgs(run, config), {k: v for k, v in hooks.items() if v is not None}
 
 
 def config_json(args: TrainArgs) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from experiments.args import flag_value, parse_train_args, resume_args
 from experiments.checkpoint import CheckpointError
-from experiments.common import load_run
+from experiments.common import load_run, trained_hooks
 from experiments.runfolder import RunFolderLocked, check_run_dir_writable
 from experiments.runner import Runner, init_distributed, resolve_run_dir
 
@@ -27,10 +27,10 @@ def parse(argv: list[str]):
         if not resume.strip():
             raise ValueError("--resume must be a run folder, got ''")
         try:
-            saved = load_run(Path(resume))
+            saved, hooks = load_run(Path(resume)), trained_hooks(Path(resume))
         except ValueError as err:
             raise ValueError(f"--resume: {err}") from None
-        return resume_args(argv, saved), True
+        return resume_args(argv, saved, hooks), True
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
 

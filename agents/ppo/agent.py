@@ -16,7 +16,7 @@ import optax
 from agents.actors import logp_value_actor
 from agents.base import ACTOR_CRITIC_TUNABLE, RolloutAgent
 from agents.config import ConfigError
-from agents.hooks import call_hook, resolve_hook
+from agents.hooks import call_hook, config_hook
 from agents.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, to_global
 from agents.ppo.learner import METRICS, OnPolicyLearner, buffer_specs
 from agents.programs import Program
@@ -116,7 +116,7 @@ class PPOAgent(RolloutAgent):
     def make_network(self, spec):
         cfg = self.config
         obs_spec = spec.obs_spec
-        hook = resolve_hook(cfg.preprocess_obs, "preprocess_obs")
+        hook = config_hook(cfg, "preprocess_obs")
         if hook is not None:  # the network sees the preprocessed observation
             sample = jax.eval_shape(lambda: self.sample_obs(spec.num_envs))
             out = jax.eval_shape(lambda o: call_hook("preprocess_obs", hook, o), sample)

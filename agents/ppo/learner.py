@@ -43,7 +43,7 @@ import optax
 
 from agents import losses
 from agents.actors import entropy, log_prob
-from agents.hooks import HookError, call_hook, resolve_hook
+from agents.hooks import HookError, call_hook, config_hook
 from agents.learning import ActorCriticLearner, gradient_step
 from agents.normalization import RunningStats, normalize
 from networks.cores import previous_inputs
@@ -127,8 +127,8 @@ class OnPolicyLearner(ActorCriticLearner):
         self.num_devices = num_devices
         self.recurrent = bool(config.lstm_size)
         self.prev_action_reward = bool(config.prev_action_reward)
-        self.reshape_reward = resolve_hook(config.reshape_reward, "reshape_reward")
-        self.preprocess_obs = resolve_hook(config.preprocess_obs, "preprocess_obs")
+        self.reshape_reward = config_hook(config, "reshape_reward")
+        self.preprocess_obs = config_hook(config, "preprocess_obs")
 
         def make(learning_rate):
             return optax.chain(
@@ -175,6 +175,12 @@ class OnPolicyLearner(ActorCriticLearner):
             obs_stats=RunningStats.zeros(x.shape[1:]) if cfg.normalize_obs else (),
             return_stats=RunningStats.zeros() if cfg.normalize_reward else (),
         )
+
+    def reset_params(self, state: LearnerState, params) -> LearnerState:
+        """`state` restarted from new weights `params` as `init` starts its own: a fresh
+        optimiser state; the update count, key and statistics kept (a population's CEM
+        resampling, agents/population.py)."""
+        return state._replace(params=params, opt_state=self.optimizer.init(params))
 
     def init_returns(self, num_envs: int):
         """The per-env running discounted return of reward scaling (`()` when off). It is
