@@ -37,6 +37,19 @@ like damaged ones. A legacy run folder stays resumable, and its next saves get c
 
 Rotation (`keep`) is done here rather than by orbax, after the new checkpoint is committed,
 so the newest complete checkpoint is never removed to make room for one that may not finish.
+
+Only this checkpointer's own checkpoints are listed, restored, set aside or rotated: a real
+`<step>/` folder (never a symbolic link, never followed) holding the checksums marker in
+orbax's step metadata or a checksums.json of this format, or, for a legacy checkpoint (neither
+of those), orbax's `state/` and `meta/` items as this checkpointer has always written them.
+Anything else under an integer name (a link, someone's folder) is left alone. The checkpoint
+folder itself and its `.staging/` must not be symbolic links: `Checkpointer` refuses them with
+one line (`experiments.runfolder.UnsafePathError`) before anything is written or deleted.
+
+A save that the disk refuses (full, over quota, read-only) raises one `WriteError` line naming
+the checkpoint; what orbax's writer threads print about it is held back
+(`experiments.runfolder.held_thread_output`), as is what they print about a damaged
+checkpoint whose skip is reported.
 """
 
 from __future__ import annotations
@@ -53,7 +66,14 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from experiments.runfolder import fsync_dir, write_json_atomic
+from experiments.runfolder import (
+    WriteError,
+    check_folder,
+    fsync_dir,
+    held_thread_output,
+    storage_errno,
+    write_json_atomic,
+)
 
 logging.getLogger("absl").setLevel(logging.ERROR)
 
@@ -89,6 +109,7 @@ class Checkpointer:
                 "the newest checkpoint is always kept"
             )
         self.directory = Path(directory).absolute()
+        self._check_folders()
         self.keep = keep
         self.skipped: list[tuple[int, str]] = []
         self._lead = jax.process_index() == 0
@@ -103,39 +124,42 @@ class Checkpointer:
 
     # Saving.
 
+    def _check_folders(self):
+        """The checkpoint folder and its .staging/ are real folders: rotation and the
+        staging cleanup delete in them, so a link would have them delete elsewhere."""
+        check_folder(self.directory, self.directory.parent, link_ok=False)
+        check_folder(self.directory / STAGING, self.directory, link_ok=False)
+
     def save(self, step: int, state: Any, meta: dict) -> Path:
         """Save a pytree of arrays plus a JSON-able dict under `step` (an env-step count);
         returns the committed folder. Every process of a multi-process run must call it;
-        process 0 writes the checksums, commits and rotates."""
+        process 0 writes the checksums, commits and rotates. A full disk (or quota, or a
+        read-only one) is one `WriteError` line."""
         step = int(step)
         final = self.directory / str(step)
-        self._manager.reload()
-        if step in self._manager.all_steps() or final.exists():
+        self._check_folders()
+        if step in self.steps():
             raise ValueError(f"checkpoint {step} already exists in {self.directory}")
+        if os.path.lexists(final):
+            raise ValueError(
+                f"cannot save checkpoint {step}: {final} exists and is not a checkpoint of "
+                "this run (left alone); move it away"
+            )
         staging = self.directory / STAGING
         self._saves += 1
-        if self._lead:  # leftovers of a save that was killed
-            shutil.rmtree(staging, ignore_errors=True)
-            staging.mkdir(parents=True)
-        self._barrier(f"stage_{step}")
-        staged = staging / str(step)
-        self._writer.save(
-            staged,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
-            ),
-            custom_metadata={"checksums": CHECKSUMS},
-        )
-        if self._lead:
-            write_checksums(staged, step)
-            os.rename(staged, final)
-            fsync_dir(self.directory)
-            shutil.rmtree(staging, ignore_errors=True)
+        try:
+            self._stage_and_commit(step, state, meta, staging, final)
+        except Exception as err:
+            code = storage_errno(err)
+            if code is None:
+                raise
+            what = f"{final} (checkpoint {step})"
+            raise WriteError(code, os.strerror(code), what) from None
         self._barrier(f"commit_{step}")
         self._manager.reload()
         if self._lead:  # rotate: an atomic rename out of the listing, then the removal
             doomed = staging / "rotated"
-            for old in sorted(self._manager.all_steps())[: -self.keep]:
+            for old in self.steps()[: -self.keep]:  # this checkpointer's own only
                 doomed.mkdir(parents=True, exist_ok=True)
                 os.rename(self.directory / str(old), doomed / str(old))
             fsync_dir(self.directory)
@@ -144,15 +168,37 @@ class Checkpointer:
         self._manager.reload()
         return final
 
+    def _stage_and_commit(self, step: int, state: Any, meta: dict, staging: Path, final: Path):
+        if self._lead:  # leftovers of a save that was killed
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+        self._barrier(f"stage_{step}")
+        staged = staging / str(step)
+        with held_thread_output():
+            self._writer.save(
+                staged,
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
+                ),
+                custom_metadata={"checksums": CHECKSUMS},
+            )
+        if self._lead:
+            write_checksums(staged, step)
+            os.rename(staged, final)
+            fsync_dir(self.directory)
+            shutil.rmtree(staging, ignore_errors=True)
+
     def _barrier(self, name: str):
         ocp.multihost.sync_global_processes(f"reactor_checkpoint_{name}_{self._saves}")
 
     # Verifying.
 
     def steps(self) -> list[int]:
-        """The steps present (verified or not), oldest first."""
+        """The steps of this checkpointer's own checkpoints present (verified or not; see
+        the module docstring for what is its own), oldest first."""
         self._manager.reload()
-        return sorted(self._manager.all_steps())
+        own = (s for s in self._manager.all_steps() if _kind(self.directory / str(s)))
+        return sorted(own)
 
     def verify(self, step: int) -> str | None:
         """None if checkpoint `step` matches its checksums (or is a legacy checkpoint written
@@ -222,12 +268,13 @@ class Checkpointer:
                 f"{mismatch}"
             )
         try:
-            out = self._manager.restore(
-                step,
-                args=ocp.args.Composite(
-                    state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
-                ),
-            )
+            with held_thread_output():  # a failure is reported once, as a skip or an error
+                out = self._manager.restore(
+                    step,
+                    args=ocp.args.Composite(
+                        state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
+                    ),
+                )
         except PermissionError:
             raise
         except ValueError as err:
@@ -316,8 +363,33 @@ def _verify(folder: Path, step: int):
             raise _Damaged(f"{rel} does not match its sha256 (contents changed)")
 
 
+def _kind(folder: Path) -> str | None:
+    """Whether `folder` is a checkpoint this checkpointer wrote (see the module docstring):
+    "checksummed", "legacy", or None. Links are never followed: a link is not one."""
+    if folder.is_symlink() or not folder.is_dir():
+        return None
+    if _has_checksums_marker(folder) or _has_own_manifest(folder):
+        return "checksummed"
+    items = [folder / "state", folder / "meta"]
+    if all(p.is_dir() and not p.is_symlink() for p in items):
+        return "legacy"
+    return None
+
+
+def _has_own_manifest(folder: Path) -> bool:
+    path = folder / CHECKSUMS
+    if path.is_symlink():
+        return False
+    try:
+        return json.loads(path.read_text()).get("format") == _FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def _has_checksums_marker(folder: Path) -> bool:
     """Whether orbax's step metadata says this checkpoint was saved with checksums."""
+    if (folder / _STEP_METADATA).is_symlink():
+        return False
     try:
         custom = json.loads((folder / _STEP_METADATA).read_text()).get("custom_metadata")
     except (OSError, ValueError, AttributeError):

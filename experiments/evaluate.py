@@ -9,6 +9,7 @@ gif).
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -22,8 +23,15 @@ from agents.evaluation import eval_feedback, evaluate
 from envs import make_env
 from experiments.args import TrainArgs, cli
 from experiments.checkpoint import CheckpointError
-from experiments.common import build_agent, load_run, restore_learner
-from experiments.runfolder import write_json_atomic
+from experiments.common import build_agent, load_run, restore_learner, trained_hooks
+from experiments.runfolder import (
+    UnsafePathError,
+    WriteError,
+    atomic_path,
+    check_file_target,
+    check_folder,
+    write_json_atomic,
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,9 @@ class EvalArgs:
     """Container of the video."""
     out: str | None = None
     """Optional JSON file for the results."""
+    preprocess_obs: str | None = None
+    """PPO, A2C: the `module:function` observation hook to act with; required when the run
+    was trained with --preprocess-obs (a run folder's hooks are never imported)."""
 
     def __post_init__(self):
         def need(ok: bool, name: str, allowed: str):
@@ -70,6 +81,11 @@ class EvalArgs:
             parent = Path(self.out).parent
             need(parent.is_dir(), "out", f"a file in an existing folder ({parent} is not one)")
             need(not Path(self.out).is_dir(), "out", "a file, not a folder")
+        need(
+            self.preprocess_obs is None or self.preprocess_obs.strip() != "",
+            "preprocess_obs",
+            "module:function",
+        )
 
 
 def _acting_config(config, num_envs: int):
@@ -88,6 +104,29 @@ def _acting_config(config, num_envs: int):
     if "num_minibatches" in names:  # on-policy agents: any number of envs
         changes["num_minibatches"] = 1
     return dataclasses.replace(config, **changes)
+
+
+def _acting_hooks(config, trained: dict[str, str], args: EvalArgs, run_dir: Path):
+    """`config` with the hooks acting needs, from the command line only: `trained` names the
+    run's hooks (config.json, never imported). Acting applies --preprocess-obs (the network
+    was trained on its output), so a run trained with it needs it given again; the others
+    (--reshape-reward) only shape training and are reported, not used."""
+    for name, value in trained.items():
+        if name != "preprocess_obs":
+            print(
+                f"note: {run_dir} was trained with {flag(name)} {value!r}; acting does not use "
+                "it (--resume needs it given again: a run folder's hooks are never imported)",
+                file=sys.stderr,
+            )
+    saved, given = trained.get("preprocess_obs"), args.preprocess_obs
+    if saved is not None and given is None:
+        raise ValueError(
+            f"--preprocess-obs: {run_dir} was trained with --preprocess-obs {saved!r}; give "
+            "it again on the command line (a run folder's hooks are never imported)"
+        )
+    if saved is None and given is not None:
+        raise ValueError(f"--preprocess-obs: {run_dir} was trained without --preprocess-obs")
+    return config if given is None else dataclasses.replace(config, preprocess_obs=given)
 
 
 def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
@@ -133,23 +172,34 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
             if terminated or truncated:
                 break
         env.close()
-    path = run_dir / "videos" / f"eval.{args.video_format}"
+    path = _video_path(run_dir, args)
+    check_folder(path.parent, run_dir)
     path.parent.mkdir(exist_ok=True)
-    if args.video_format == "gif":
-        imageio.mimsave(path, frames, duration=1000 / 30, loop=0)
-    else:
-        imageio.mimsave(path, frames, fps=30, macro_block_size=1)
+    with atomic_path(path, run_dir) as tmp:  # never through a link, never outside the run
+        if args.video_format == "gif":
+            imageio.mimsave(tmp, frames, duration=1000 / 30, loop=0)
+        else:
+            imageio.mimsave(tmp, frames, fps=30, macro_block_size=1)
     return path
+
+
+def _video_path(run_dir: Path, args: EvalArgs) -> Path:
+    return run_dir / "videos" / f"eval.{args.video_format}"
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = cli(EvalArgs, argv, prog="python -m experiments.evaluate")
     try:
         run_dir = Path(args.run)
+        if args.video:  # refused before anything is built: a link, or videos/ led outside
+            check_file_target(_video_path(run_dir, args), run_dir)
+        if args.out:
+            check_file_target(args.out)
         train_args = load_run(run_dir)
+        config = _acting_hooks(train_args.config, trained_hooks(run_dir), args, run_dir)
         n = args.num_envs or min(args.episodes, 16)
         env = make_env(train_args.run.env, n, args.seed, train=False)
-        acting = TrainArgs(train_args.run, _acting_config(train_args.config, n))
+        acting = TrainArgs(train_args.run, _acting_config(config, n))
         agent = build_agent(acting, env, seed=args.seed)
         learner, _, step = restore_learner(agent, run_dir, args.step)
     except (ValueError, OSError, CheckpointError) as err:
@@ -178,7 +228,14 @@ def main(argv: list[str] | None = None) -> dict:
             for k in order
         ]
     if args.video:
-        result["video"] = str(_record_video(agent, act, params, args, run_dir))
+        try:
+            result["video"] = str(_record_video(agent, act, params, args, run_dir))
+        except (UnsafePathError, WriteError) as err:
+            raise SystemExit(f"error: {err}") from None
+        except (ValueError, OSError) as err:  # imageio's: ffmpeg's errors span lines
+            reason = " ".join(str(err).split())
+            path = _video_path(run_dir, args)
+            raise SystemExit(f"error: cannot write {path}: {reason}") from None
     print(
         f"{train_args.run.env} @ step {step}: return {result['return_mean']:.2f} ± "
         f"{result['return_std']:.2f} over {len(returns)} episodes "
@@ -192,6 +249,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.out:
         try:
             write_json_atomic(args.out, result)
+        except UnsafePathError as err:
+            raise SystemExit(f"error: --out: {err}") from None
         except OSError as err:
             raise SystemExit(f"error: --out {args.out}: {err.strerror or err}") from None
     return result

@@ -18,6 +18,7 @@ from typing import Literal
 import tyro
 
 from experiments.args import cli
+from experiments.runfolder import UnsafePathError, WriteError, atomic_path
 
 
 @dataclass(frozen=True)
@@ -172,8 +173,14 @@ def main(argv: list[str] | None = None) -> Path:
         fig.suptitle(args.title)
     fig.tight_layout()
     out = Path(args.out) if args.out else runs[0] / "curves.png"
+    # Atomically and never through a link (a curves.png linked elsewhere is refused, not
+    # followed); the default file must also stay inside its run folder.
+    kind = out.suffix[1:] or matplotlib.rcParams["savefig.format"]
     try:
-        fig.savefig(out, dpi=100)
+        with atomic_path(out, run_dir=None if args.out else runs[0]) as tmp:
+            fig.savefig(tmp, dpi=100, format=kind)
+    except (UnsafePathError, WriteError) as err:
+        raise SystemExit(f"error: {err}") from None
     except (OSError, ValueError) as err:  # ValueError: a file type matplotlib cannot write
         reason = getattr(err, "strerror", None) or err
         raise SystemExit(f"error: cannot write {out}: {reason}") from None

@@ -19,6 +19,7 @@ import tyro
 
 from experiments.args import check_output_file, cli
 from experiments.plot import read_metrics
+from experiments.runfolder import UnsafePathError, WriteError, atomic_path
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
-    fig.savefig(args.out, dpi=110)
+    out = Path(args.out)
+    kind = out.suffix[1:] or matplotlib.rcParams["savefig.format"]
+    try:  # atomically, and never through a link (refused, not followed)
+        with atomic_path(out) as tmp:
+            fig.savefig(tmp, dpi=110, format=kind)
+    except (UnsafePathError, WriteError) as err:
+        raise SystemExit(f"error: {err}") from None
+    except (OSError, ValueError) as err:  # ValueError: a file type matplotlib cannot write
+        reason = getattr(err, "strerror", None) or err
+        raise SystemExit(f"error: cannot write {out}: {reason}") from None
     print(f"wrote {args.out}")
     if args.threshold is not None:
         for run in runs:

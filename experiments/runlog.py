@@ -1,15 +1,31 @@
-"""Run-folder logging: metrics.csv, TensorBoard events and a live progress bar."""
+"""Run-folder logging: metrics.csv, TensorBoard events and a live progress bar.
+
+Every file is written in the calling thread, through experiments.runfolder (no symbolic
+links followed, nothing outside the run folder), so a full disk is one `WriteError` line.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import itertools
 import math
+import os
+import socket
+import struct
 import sys
+import time
 from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.runfolder import atomic_file
+from experiments.runfolder import (
+    WriteError,
+    atomic_file,
+    check_file_target,
+    check_folder,
+    open_append,
+)
 
 __all__ = ["RunLogger"]
 
@@ -49,9 +65,7 @@ class RunLogger:
         self.columns, self._file, self._csv = _open_csv(self.path, self.columns, start_step)
         self._tb = None
         if tensorboard:
-            from tensorboardX import SummaryWriter
-
-            self._tb = SummaryWriter(str(run_dir / "tb"), purge_step=start_step or None)
+            self._tb = TensorBoardScalars(run_dir / "tb", run_dir, purge_step=start_step)
         self._bar = tqdm(
             total=total_steps,
             initial=start_step,
@@ -71,13 +85,13 @@ class RunLogger:
             )
         if not self.write:
             return
-        self._csv.writerow(row)
-        self._file.flush()
-        step = int(row["env_steps"])
+        try:
+            self._csv.writerow(row)
+            self._file.flush()
+        except OSError as err:
+            raise WriteError.of(err, self.path) from None
         if self._tb is not None:
-            for key, value in row.items():
-                if key != "env_steps" and isinstance(value, int | float) and math.isfinite(value):
-                    self._tb.add_scalar(key, value, step)
+            self._tb.write(row, int(row["env_steps"]))
         self._bar.update(advance)
         self._bar.set_postfix(
             sps=f"{row.get('sps', 0):.0f}",
@@ -89,9 +103,80 @@ class RunLogger:
         if not self.write:
             return
         self._bar.close()
-        self._file.close()
-        if self._tb is not None:
-            self._tb.close()
+        try:
+            self._file.close()
+        except OSError as err:
+            raise WriteError.of(err, self.path) from None
+        finally:
+            if self._tb is not None:
+                self._tb.close()
+
+
+class TensorBoardScalars:
+    """The scalars of metrics rows as a TensorBoard event file in `folder` (made if needed,
+    inside `run_dir`), written in the calling thread and flushed once per row.
+
+    tensorboardX's SummaryWriter writes from a thread of its own: a full disk there printed
+    a traceback and left the run blocked on the writer's full queue. Here a failed write is
+    a `WriteError` in the caller. The file holds TFRecord-framed `Event` protos (tensorboardX
+    builds them); a resume at `purge_step` > 0 starts with a SessionLog START at that step,
+    which makes TensorBoard drop the older files' events from that step on."""
+
+    def __init__(self, folder: Path, run_dir: Path, purge_step: int = 0):
+        from tensorboardX.proto.event_pb2 import Event, SessionLog
+        from tensorboardX.record_writer import masked_crc32c
+        from tensorboardX.summary import scalar
+
+        self._event, self._crc, self._scalar = Event, masked_crc32c, scalar
+        check_folder(folder, run_dir)
+        folder.mkdir(exist_ok=True)
+        stem = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        for n in itertools.count():  # a second writer of this process within the same second
+            self.path = check_file_target(folder / (stem if n == 0 else f"{stem}.{n}"), run_dir)
+            try:
+                self._file = os.fdopen(os.open(self.path, flags, 0o644), "wb")
+                break
+            except FileExistsError:  # never opened (O_EXCL): not a file of ours to touch
+                continue
+            except OSError as err:
+                raise WriteError.of(err, self.path) from None
+        self._add(Event(wall_time=time.time(), file_version="brain.Event:2"))
+        if purge_step:
+            start = SessionLog(status=SessionLog.START)
+            self._add(Event(wall_time=time.time(), step=purge_step, session_log=start))
+        self._flush()
+
+    def write(self, row: dict, step: int):
+        """The row's finite numbers except env_steps, at `step`; flushed (not fsynced)."""
+        now = time.time()
+        for key, value in row.items():
+            if key != "env_steps" and isinstance(value, int | float) and math.isfinite(value):
+                self._add(self._event(wall_time=now, step=step, summary=self._scalar(key, value)))
+        self._flush()
+
+    def _add(self, event):
+        """One TFRecord: length, its masked CRC-32C, the data, the data's masked CRC-32C."""
+        data = event.SerializeToString()
+        header = struct.pack("<Q", len(data))
+        crc = self._crc
+        record = header + struct.pack("<I", crc(header)) + data + struct.pack("<I", crc(data))
+        try:
+            self._file.write(record)
+        except OSError as err:
+            raise WriteError.of(err, self.path) from None
+
+    def _flush(self):
+        try:
+            self._file.flush()
+        except OSError as err:
+            raise WriteError.of(err, self.path) from None
+
+    def close(self):
+        try:
+            self._file.close()
+        except OSError as err:
+            raise WriteError.of(err, self.path) from None
 
 
 class LineageLog:
@@ -105,8 +190,11 @@ class LineageLog:
         self.columns, self._file, self._csv = _open_csv(self.path, list(columns), start_step)
 
     def write(self, records: list[dict]) -> None:
-        self._csv.writerows(records)
-        self._file.flush()
+        try:
+            self._csv.writerows(records)
+            self._file.flush()
+        except OSError as err:
+            raise WriteError.of(err, self.path) from None
 
     def close(self) -> None:
         self._file.close()
@@ -115,15 +203,21 @@ class LineageLog:
 def _open_csv(path: Path, columns: list[str], start_step: int):
     """(columns, file, writer) to append rows to `path`: an existing file repaired first
     (`_repair_csv`: rows past `start_step` dropped, columns united), a new one with its
-    header written."""
+    header written. A `path` that is a symbolic link is refused (`UnsafePathError`)."""
+    check_file_target(path)
     if path.exists():
         columns = _repair_csv(path, columns, start_step)
     new = not path.exists()
-    file = open(path, "a", newline="")
+    file = open_append(path, newline="")
     writer = csv.DictWriter(file, fieldnames=columns, restval="")
     if new:
-        writer.writeheader()
-        file.flush()
+        try:
+            writer.writeheader()
+            file.flush()
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                file.close()
+            raise WriteError.of(err, path) from None
     return columns, file, writer
 
 

@@ -1,13 +1,21 @@
-"""Checkpoints: round trip, and the older layout that stored the actor key as an array."""
+"""Checkpoints: round trip, the older layout that stored the actor key as an array, and a
+run refusing a checkpoints/ folder that is a link."""
 
+import os
+import shutil
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
+from experiments import train
 from experiments.checkpoint import Checkpointer
 from experiments.common import checkpoint_tree, restore_checkpoint
+
+LEGACY_ACER = Path(__file__).resolve().parents[1] / "data" / "legacy_runs" / "acer"
 
 
 class Learner(NamedTuple):
@@ -38,3 +46,24 @@ def test_legacy_layout_with_actor_key_array_still_loads(tmp_path):
     restored, meta, _ = restore_checkpoint(ckpt, jax.tree.map(jnp.zeros_like, _learner()))
     assert int(restored.step) == 7 and meta["counters"]["env_steps"] == 5
     assert (tmp_path / "c" / "5").exists()  # a structure mismatch is not damage: not moved
+
+
+def test_resume_with_checkpoints_linked_elsewhere_is_refused_before_training(tmp_path, capsys):
+    """A resumed run would rotate (delete) integer-named folders where checkpoints/ leads."""
+    run = tmp_path / "run"
+    shutil.copytree(LEGACY_ACER, run)
+    outside = tmp_path / "photos"
+    shutil.move(run / "checkpoints", outside)  # its checkpoint 20, beside someone's folders
+    for name in ("1", "2"):
+        (outside / name).mkdir()
+        (outside / name / "photo.jpg").write_bytes(b"jpeg")
+    os.symlink(outside, run / "checkpoints")
+    before = sorted(p.relative_to(outside) for p in outside.rglob("*"))
+    with pytest.raises(SystemExit) as info:
+        train.main(["--resume", str(run), "--total-steps", "80", "--no-progress",
+                    "--num-devices", "1", "--eval-episodes", "0"])  # fmt: skip
+    message = str(info.value)
+    assert message.startswith(f"error: refusing to write in {run / 'checkpoints'}: it is a")
+    assert "\n" not in message and capsys.readouterr().err == ""
+    assert sorted(p.relative_to(outside) for p in outside.rglob("*")) == before
+    assert not (run / ".lock").exists()  # refused before the run took its folder

@@ -3,10 +3,12 @@ deleted), legacy checkpoints still load, `keep` validated, kills leave nothing h
 
 import hashlib
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from experiments.checkpoint import CHECKSUMS, Checkpointer, CheckpointError, write_checksums
+from experiments.runfolder import UnsafePathError, WriteError
 
 ROOT = Path(__file__).resolve().parents[2]
 # When tensorstore fails to read damaged data, a callback of orbax's may land on an asyncio
@@ -312,6 +315,118 @@ def test_rotation_moves_the_old_checkpoint_out_before_removing_it(tmp_path, monk
     monkeypatch.setattr(checkpoint_module.shutil, "rmtree", real_rmtree)
     ckpt.save(400, _tree(400), {})  # the next save clears the leftovers
     assert sorted(p.name for p in directory.iterdir()) == ["300", "400"]
+
+
+def _foreign_tree(root: Path, names) -> dict:
+    """Integer-named folders of someone else's files under `root`; returns {path: bytes}."""
+    files = {}
+    for name in names:
+        (root / name).mkdir(parents=True)
+        for leaf in ("photo.jpg", "notes.txt"):
+            files[root / name / leaf] = f"{name}/{leaf}".encode()
+            (root / name / leaf).write_bytes(files[root / name / leaf])
+    return files
+
+
+def test_checkpoint_folder_linked_elsewhere_is_refused_and_nothing_there_deleted(tmp_path):
+    outside = tmp_path / "photos"
+    files = _foreign_tree(outside, ["1", "2", "2019"])
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink(outside, run / "checkpoints")
+    with pytest.raises(UnsafePathError) as info:
+        Checkpointer(run / "checkpoints", keep=1)
+    message = str(info.value)
+    assert "\n" not in message and str(run / "checkpoints") in message
+    assert "symbolic link" in message and "for safety" in message
+    assert all(path.read_bytes() == data for path, data in files.items())
+    assert sorted(p.name for p in outside.iterdir()) == ["1", "2", "2019"]
+
+
+def test_staging_folder_linked_elsewhere_is_refused(tmp_path):
+    directory = _filled(tmp_path, steps=(100,))
+    outside = tmp_path / "elsewhere"
+    files = _foreign_tree(outside, ["5"])
+    os.symlink(outside, directory / ".staging")
+    with pytest.raises(UnsafePathError, match=r"\.staging: it is a symbolic link"):
+        Checkpointer(directory)
+    assert all(path.read_bytes() == data for path, data in files.items())
+
+
+def test_only_own_checkpoints_are_listed_restored_and_rotated(tmp_path):
+    """An integer-named folder without the checkpointer's marks, and an integer-named link,
+    are never listed, restored, set aside or rotated away, even when older or newer than
+    every checkpoint; nothing a link points to is touched."""
+    directory = tmp_path / "ckpt"
+    foreign = _foreign_tree(directory, ["1", "99999"])  # older and newer than the saves
+    outside = tmp_path / "elsewhere"
+    linked = _foreign_tree(outside, ["7"])
+    os.symlink(outside / "7", directory / "2")
+    os.symlink(outside / "7", directory / "88888")
+    ckpt = Checkpointer(directory, keep=1)
+    assert ckpt.steps() == [] and ckpt.latest_step() is None
+    for step in (100, 200, 300):
+        ckpt.save(step, _tree(step), {"counters": {"env_steps": step}})
+    assert ckpt.steps() == [300]  # 100 and 200 rotated; the others are not checkpoints
+    assert sorted(p.name for p in directory.iterdir()) == ["1", "2", "300", "88888", "99999"]
+    assert all(path.read_bytes() == data for path, data in {**foreign, **linked}.items())
+    assert (directory / "2").is_symlink() and (directory / "88888").is_symlink()
+    again = Checkpointer(directory)
+    _, meta, step = again.restore(_target())  # the newest own one, nothing skipped or moved
+    assert step == 300 and meta == {"counters": {"env_steps": 300}} and again.skipped == []
+    assert not list(directory.glob("damaged-*"))
+    again.close()
+    with pytest.raises(ValueError, match=r"99999 exists and is not a checkpoint of this run"):
+        ckpt.save(99999, _tree(1), {})
+    ckpt.close()
+
+
+def test_legacy_checkpoints_are_still_the_runs_own_and_rotate(tmp_path):
+    """Checkpoints of the older checkpointer (no checksums, no marker) count as the run's
+    own by orbax's state/ and meta/ items: a resumed legacy run rotates them as before."""
+    directory = tmp_path / "ckpt"
+    _save_legacy(directory, (100, 200))
+    _foreign_tree(directory, ["150"])  # no items: not a checkpoint
+    ckpt = Checkpointer(directory, keep=2)
+    assert ckpt.steps() == [100, 200]
+    ckpt.save(300, _tree(300), {"counters": {"env_steps": 300}})
+    ckpt.save(400, _tree(400), {"counters": {"env_steps": 400}})
+    assert ckpt.steps() == [300, 400]
+    assert sorted(p.name for p in directory.iterdir()) == ["150", "300", "400"]
+    ckpt.close()
+
+
+def test_full_disk_during_a_save_is_one_write_error_and_nothing_else_printed(
+    tmp_path, capfd, caplog, monkeypatch
+):
+    """What orbax does when tensorstore hits a full disk, simulated: its writer thread fails
+    (excepthook), logs the failure (absl), and the save re-raises tensorstore's status text.
+    (tests/experiments/test_runfolder.py runs the real thing on a small tmpfs, where it can.)"""
+    directory = _filled(tmp_path, steps=(100,))
+    ckpt = Checkpointer(directory)
+    full = ValueError(
+        'RESOURCE_EXHAUSTED: Error writing "w/0" in OCDBT database: Failed to write 12295 '
+        "bytes to file 13: No space left on device [os_error_code='28']"
+    )
+
+    def failing_save(path, args, custom_metadata):
+        def write():
+            raise full
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        thread.join()
+        logging.getLogger("absl").error("_SignalingThread.run() raised an exception: %s", full)
+        raise full
+
+    monkeypatch.setattr(ckpt._writer, "save", failing_save)
+    with pytest.raises(WriteError) as info:
+        ckpt.save(200, _tree(200), {})
+    where = directory / "200"
+    assert str(info.value) == f"cannot write {where} (checkpoint 200): No space left on device"
+    assert capfd.readouterr().err == "" and not caplog.records
+    assert ckpt.steps() == [100]
+    ckpt.close()
 
 
 _WRITER = """

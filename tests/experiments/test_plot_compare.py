@@ -1,7 +1,12 @@
-"""experiments.plot's run comparison: budget, returns at the budget, thresholds."""
+"""experiments.plot's run comparison (budget, returns at the budget, thresholds), and where
+it may write its PNG."""
 
 import math
+import os
 
+import pytest
+
+from experiments import plot
 from experiments.plot import compare, first_reached
 
 
@@ -27,3 +32,35 @@ def test_compare_uses_the_shorter_run_as_budget():
     assert lines[3] == "  first return >= 0: 300 env steps, 30 s"
     assert lines[4] == "slow: return -19.0 at 250 env steps, 125 s of training (2.0 steps/s)"
     assert lines[5:] == ["  first return >= -10: not reached", "  first return >= 0: not reached"]
+
+
+def _run_folder(path):
+    path.mkdir()
+    rows = ["env_steps,return_mean,wall_s", "10,1.0,0.5", "20,2.0,1.0"]
+    (path / "metrics.csv").write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_plot_refuses_a_curves_png_linked_outside_and_leaves_that_file(tmp_path, capsys):
+    run = _run_folder(tmp_path / "run")
+    outside = tmp_path / "precious.txt"
+    outside.write_text("not a plot")
+    os.symlink(outside, run / "curves.png")
+    with pytest.raises(SystemExit) as info:
+        plot.main([str(run)])
+    message = str(info.value)
+    assert message.startswith(f"error: refusing to write {run / 'curves.png'}: it is a symbolic")
+    assert "for safety" in message and "\n" not in message
+    assert outside.read_text() == "not a plot" and (run / "curves.png").is_symlink()
+    assert sorted(p.name for p in run.iterdir()) == ["curves.png", "metrics.csv"]  # no temp
+
+    link = tmp_path / "out.png"  # an --out that is a link is refused the same way
+    os.symlink(outside, link)
+    with pytest.raises(SystemExit, match=r"refusing to write .*out\.png: it is a symbolic link"):
+        plot.main([str(run), "--out", str(link)])
+    assert outside.read_text() == "not a plot"
+
+    os.unlink(run / "curves.png")  # without the link: written in place, atomically
+    assert plot.main([str(run)]) == run / "curves.png"
+    assert (run / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in run.iterdir()) == ["curves.png", "metrics.csv"]

@@ -1,27 +1,43 @@
-"""Run-folder guards: the lock, the writability check, strict atomic JSON, and a
-metrics.csv that survives resumes, new columns and kills mid-write."""
+"""Run-folder guards: the lock, the writability check, strict atomic JSON, a metrics.csv
+that survives resumes, new columns and kills mid-write, writes that never leave the run
+folder or go through a link, and a full disk reported in one line."""
 
 import csv
+import errno
 import json
+import logging
 import math
 import os
 import re
+import shutil
 import signal
+import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from experiments import evaluate
 from experiments.runfolder import (
     RunFolderLocked,
     RunLock,
+    UnsafePathError,
+    WriteError,
+    atomic_file,
+    atomic_path,
     check_run_dir_writable,
+    check_run_folder_links,
+    held_thread_output,
+    open_append,
     read_json,
+    storage_errno,
     write_json_atomic,
 )
-from experiments.runlog import RunLogger
+from experiments.runlog import LineageLog, RunLogger, TensorBoardScalars
+from tests.xla import subprocess_xla_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -267,3 +283,331 @@ def test_malformed_rows_are_dropped_and_a_headerless_file_restarts(tmp_path):
     logger.log({"env_steps": 110, "loss": 0.1}, 10)
     logger.close()
     assert _read(tmp_path) == [["env_steps", "loss"], ["110", "0.1"]]
+
+
+# Writes stay in the run folder and never go through a link
+
+
+def _outside(tmp_path) -> Path:
+    path = tmp_path / "precious.txt"
+    path.write_text("keep me")
+    return path
+
+
+def test_every_writer_refuses_a_link_in_one_line_and_leaves_its_target(tmp_path):
+    outside = _outside(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    link = run / "summary.json"
+    os.symlink(outside, link)
+    writers = {
+        "write_json_atomic": lambda: write_json_atomic(link, {"a": 1}),
+        "atomic_file": lambda: atomic_file(link).__enter__(),
+        "atomic_path": lambda: atomic_path(link, run).__enter__(),
+        "open_append": lambda: open_append(link),
+        "RunLock": lambda: RunLock(_linked(run, ".lock", outside)).acquire(),
+        "metrics.csv": lambda: _logger(_linked(run, "metrics.csv", outside), ["env_steps"]),
+        "lineage.csv": lambda: LineageLog(_linked(run, "lineage.csv", outside), ["env_steps"]),
+    }
+    for name, write in writers.items():
+        with pytest.raises(UnsafePathError) as info:
+            write()
+        message = str(info.value)
+        assert message.startswith("refusing to write "), name
+        assert "symbolic link" in message and "for safety" in message and "\n" not in message
+        assert outside.read_text() == "keep me", name
+    assert not [p for p in run.iterdir() if ".tmp" in p.name]  # no temporary file left
+
+
+def _linked(run: Path, name: str, target: Path) -> Path:
+    """`run` with `name` a link to `target`."""
+    if not (run / name).is_symlink():
+        os.symlink(target, run / name)
+    return run
+
+
+def test_atomic_path_replaces_in_place_and_keeps_a_libraries_suffix(tmp_path):
+    target = tmp_path / "curves.png"
+    target.write_bytes(b"old")
+    with atomic_path(target, tmp_path) as tmp:
+        assert tmp.parent == tmp_path and tmp.suffix == ".png" and tmp != target
+        tmp.write_bytes(b"new")
+        assert target.read_bytes() == b"old"  # replaced only when the block ends
+    assert target.read_bytes() == b"new"
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_bytes(b"half")
+        raise RuntimeError("the library failed")
+    assert target.read_bytes() == b"new" and sorted(tmp_path.iterdir()) == [target]
+
+
+def test_folders_that_lead_outside_the_run_are_refused_and_links_inside_it_are_not(tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    run = tmp_path / "run"
+    (run / "real").mkdir(parents=True)
+    os.symlink(outside, run / "videos")
+    os.symlink(run / "real", run / "inside")
+    with pytest.raises(UnsafePathError) as info:
+        write_json_atomic(run / "videos" / "eval.json", {}, run_dir=run)
+    assert str(info.value).startswith(f"refusing to write in {run / 'videos'}: it leads to")
+    assert "outside the run folder" in str(info.value) and "\n" not in str(info.value)
+    write_json_atomic(run / "inside" / "x.json", {"a": 1}, run_dir=run)
+    assert read_json(run / "real" / "x.json") == {"a": 1} and not any(outside.iterdir())
+    # The run folder itself may be a link (run folders kept on another disk).
+    os.symlink(run, tmp_path / "alias")
+    write_json_atomic(tmp_path / "alias" / "y.json", {"b": 2}, run_dir=tmp_path / "alias")
+    assert read_json(run / "y.json") == {"b": 2}
+
+
+def test_tensorboard_folder_linked_outside_is_refused_before_writing(tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink(outside, run / "tb")
+    with pytest.raises(UnsafePathError, match=r"it leads to .*outside the run folder"):
+        RunLogger(run, ["env_steps"], total_steps=10, progress=False)
+    assert not any(outside.iterdir())
+
+
+def test_run_folder_links_are_refused_before_a_run_starts(tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    check_run_folder_links(run)  # a new run folder passes, as does a missing one
+    check_run_folder_links(tmp_path / "missing")
+    cases = {
+        "checkpoints": "checkpoints: it is a symbolic link",
+        "tb": "tb: it leads to",
+        "member-0": "member-0: it leads to",
+        "config.json": "config.json: it is a symbolic link",
+    }
+    for name, problem in cases.items():
+        os.symlink(outside, run / name)
+        with pytest.raises(UnsafePathError, match=re.escape(problem)):
+            check_run_folder_links(run)
+        os.unlink(run / name)
+    (run / "member-1").mkdir()
+    os.symlink(outside / "m.csv", run / "member-1" / "metrics.csv")
+    with pytest.raises(UnsafePathError, match=r"member-1/metrics\.csv: it is a symbolic link"):
+        check_run_folder_links(run)
+
+
+def test_evaluate_refuses_a_videos_folder_linked_outside_before_building(tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "legacy_runs" / "acer", run)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.symlink(outside, run / "videos")
+    with pytest.raises(SystemExit) as info:
+        evaluate.main([str(run), "--episodes", "1", "--video", "--video-format", "gif"])
+    message = str(info.value)
+    assert message.startswith(f"error: refusing to write in {run / 'videos'}: it leads to")
+    assert "\n" not in message and not any(outside.iterdir())
+
+
+def _events(path: Path) -> list:
+    """The Event protos of a TensorBoard file, each record's framing and CRCs checked."""
+    from tensorboardX.proto.event_pb2 import Event
+    from tensorboardX.record_writer import masked_crc32c
+
+    data, events, i = path.read_bytes(), [], 0
+    while i < len(data):
+        header = data[i : i + 8]
+        (size,) = struct.unpack("<Q", header)
+        assert struct.unpack("<I", data[i + 8 : i + 12])[0] == masked_crc32c(header)
+        body = data[i + 12 : i + 12 + size]
+        assert struct.unpack("<I", data[i + 12 + size : i + 16 + size])[0] == masked_crc32c(body)
+        events.append(Event.FromString(body))
+        i += 16 + size
+    return events
+
+
+def _content(events) -> list:
+    out = []
+    for e in events:
+        if e.HasField("session_log"):
+            out.append(("session_log", e.step, e.session_log.status))
+        out += [(v.tag, e.step, v.simple_value) for v in e.summary.value]
+    return out
+
+
+def test_tensorboard_scalars_read_back_as_tensorboardx_writes_them(tmp_path):
+    """The same rows through tensorboardX's SummaryWriter and through TensorBoardScalars
+    give the same events: scalars, steps, and the purge marker of a resume."""
+    from tensorboardX import SummaryWriter
+
+    rows = [
+        {"env_steps": 30, "loss": 0.5, "return_mean": math.nan, "sps": 120},
+        {"env_steps": 40, "loss": 0.25, "return_mean": 9.5, "sps": 130},
+    ]
+    theirs = SummaryWriter(str(tmp_path / "theirs"), purge_step=20)
+    for row in rows:
+        for key, value in row.items():
+            if key != "env_steps" and math.isfinite(value):
+                theirs.add_scalar(key, value, row["env_steps"])
+    theirs.close()
+    ours = TensorBoardScalars(tmp_path / "ours", tmp_path, purge_step=20)
+    for row in rows:
+        ours.write(row, row["env_steps"])
+    ours.close()
+    (their_file,) = (tmp_path / "theirs").iterdir()
+    (our_file,) = (tmp_path / "ours").iterdir()
+    assert "tfevents" in our_file.name
+    expected = _content(_events(their_file))
+    assert ("session_log", 20, 1) in expected and ("loss", 40, 0.25) in expected
+    assert _content(_events(our_file)) == expected
+    assert _events(our_file)[0].file_version == "brain.Event:2"
+
+
+# A full disk
+
+
+def test_storage_errors_are_recognised_whatever_carries_them():
+    assert storage_errno(OSError(errno.ENOSPC, "No space left on device")) == errno.ENOSPC
+    assert storage_errno(OSError(errno.EDQUOT, "Disk quota exceeded")) == errno.EDQUOT
+    assert storage_errno(OSError(errno.EROFS, "Read-only file system")) == errno.EROFS
+    assert storage_errno(OSError(errno.EACCES, "Permission denied")) is None
+    tensorstore = "RESOURCE_EXHAUSTED: Error writing ...: No space left [os_error_code='28']"
+    assert storage_errno(ValueError(tensorstore)) == errno.ENOSPC
+    assert storage_errno(ValueError("NOT_FOUND: ... [os_error_code='2']")) is None
+    try:
+        try:
+            raise OSError(errno.EDQUOT, "Disk quota exceeded")
+        except OSError as err:
+            raise RuntimeError("write failed") from err
+    except RuntimeError as err:
+        assert storage_errno(err) == errno.EDQUOT
+    message = str(WriteError.of(OSError(errno.ENOSPC, "No space left on device"), "run/x.csv"))
+    assert message == "cannot write run/x.csv: No space left on device"
+
+
+class _Recorder:
+    """Stands in for the hooks and a logger's handler: what would have been printed."""
+
+    def __init__(self, monkeypatch):
+        self.seen = []
+        monkeypatch.setattr(threading, "excepthook", lambda a: self.seen.append(a.exc_value))
+        monkeypatch.setattr(sys, "unraisablehook", lambda u: self.seen.append(u.exc_value))
+        handler = logging.Handler()
+        handler.emit = lambda record: self.seen.append(record.getMessage())
+        for name in ("absl", "asyncio"):
+            logger = logging.getLogger(name)
+            logger.addHandler(handler)
+            monkeypatch.setattr(logger, "propagate", False)
+            monkeypatch.setattr(logger, "handlers", [handler])
+
+
+class _DelRaises:
+    def __init__(self, err):
+        self.err = err
+
+    def __del__(self):
+        raise self.err
+
+
+def _thread_noise(err: BaseException):
+    """What orbax's writer threads do when a write fails: a thread's exception, a log
+    record, and an unraisable exception of a callback."""
+
+    def fail():
+        raise err
+
+    thread = threading.Thread(target=fail)
+    thread.start()
+    thread.join()
+    logging.getLogger("absl").error("_SignalingThread.run() raised an exception: %s", err)
+    obj = _DelRaises(RuntimeError("Event loop is closed"))
+    del obj
+
+
+def test_thread_failures_are_held_and_the_callers_error_is_the_one_report(monkeypatch):
+    recorder = _Recorder(monkeypatch)
+    full = ValueError("RESOURCE_EXHAUSTED: Failed writing [os_error_code='28']")
+    with pytest.raises(ValueError), held_thread_output():
+        _thread_noise(full)
+        raise full
+    assert recorder.seen == []
+    # Later echoes of that full disk stay quiet (orbax's abandoned futures, at exit) ...
+    _thread_noise(OSError(errno.ENOSPC, "No space left on device"))
+    logging.getLogger("asyncio").error("Task exception was never retrieved", exc_info=full)
+    assert recorder.seen == []
+    # ... and everything else still reaches its hook or logger.
+    _thread_noise(KeyError("unrelated"))
+    obj = _DelRaises(ValueError("an unrelated unraisable"))
+    del obj
+    assert [str(x) for x in recorder.seen] == [
+        "'unrelated'",
+        "_SignalingThread.run() raised an exception: 'unrelated'",
+        "an unrelated unraisable",
+    ]  # not "Event loop is closed": after a full disk, that is orbax's echo
+
+
+def test_thread_output_of_a_block_that_succeeds_is_passed_on(monkeypatch):
+    recorder = _Recorder(monkeypatch)
+    with held_thread_output():
+        _thread_noise(KeyError("kept"))
+        assert recorder.seen == []  # held while the block runs
+    assert [str(x) for x in recorder.seen] == [
+        "'kept'",
+        "_SignalingThread.run() raised an exception: 'kept'",
+        "Event loop is closed",
+    ]
+
+
+_FULL_DISK_CASES = {
+    # the first checkpoint does not fit: orbax's writer threads fail
+    "checkpoint": ("300k", ["--checkpoint-every", "20"], "checkpoints/"),
+    # no checkpoint before the disk fills: metrics.csv or the TensorBoard file fails
+    "logs": ("300k", ["--checkpoint-every", "1000000"], "/run/"),
+}
+
+
+def _unshare_mount(folder: Path) -> list[str] | None:
+    """A command prefix that runs a command with a small tmpfs mounted at `folder` (a user
+    and mount namespace of its own: no root needed where those are allowed), or None."""
+    if shutil.which("unshare") is None:
+        return None
+    prefix = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c"]
+    probe = subprocess.run([*prefix, f"mount -t tmpfs tmpfs {folder}"], capture_output=True)
+    return prefix if probe.returncode == 0 else None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(_FULL_DISK_CASES))
+def test_full_disk_is_one_line_on_stderr(tmp_path, case):
+    size, flags, where = _FULL_DISK_CASES[case]
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    prefix = _unshare_mount(disk)
+    if prefix is None:
+        pytest.skip("cannot mount a small tmpfs here (unshare or user namespaces unavailable)")
+    argv = [
+        sys.executable, "-m", "experiments.train", "--run-dir", str(disk / "run"),
+        "--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-size", "400",
+        "--total-steps", "1000000", "--eval-episodes", "0", "--no-progress",
+        "--num-devices", "1", *flags,
+    ]  # fmt: skip
+    script = f'mount -t tmpfs -o size={size} tmpfs "$0" && exec "$@"'
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    env["XLA_FLAGS"] = subprocess_xla_flags()
+    proc = subprocess.run(
+        [*prefix, script, str(disk), *argv], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr[-3000:]
+    assert lines[0].startswith("error: cannot write ") and where in lines[0]
+    assert lines[0].endswith(": No space left on device")
+
+
+def test_two_tensorboard_writers_of_one_process_in_one_second_get_two_files(tmp_path, monkeypatch):
+    """A resume in the same process within the same second (tests, notebooks) opens a second
+    event file beside the first instead of failing on the name they would share."""
+    monkeypatch.setattr("experiments.runlog.time.time", lambda: 1_700_000_000.0)
+    first = TensorBoardScalars(tmp_path / "tb", tmp_path)
+    second = TensorBoardScalars(tmp_path / "tb", tmp_path)
+    assert first.path != second.path and first.path.exists() and second.path.exists()
+    first.close()
+    second.close()
