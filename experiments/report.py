@@ -14,6 +14,19 @@ RUNS are run folders, or folders holding run folders (a sweep's `runs/<sweep>/`)
   matches, with the difference named where it does not;
 - compute: measured throughput (summary.json) and what a paper-scale budget would cost.
 
+Runs are grouped by configuration: every config.json field but those
+`RUN_FIELDS_NOT_CONFIG`, `TOP_FIELDS_NOT_CONFIG` and `POPULATION_FIELDS_NOT_CONFIG` list (the
+seed, the env, where the run lives and ran). The runs of one configuration are its seeds;
+runs whose configurations differ are never pooled (two runs of one configuration, env and
+seed count once). A configuration is named by its sweep label, or its agent, and where two
+would share a name, by the fields they differ in (`ppo lr=0.001`): a `--vary` population's
+members are named by their own values (their `hp_<field>` columns). `report.json`'s `configs`
+holds each name's configuration.
+
+A run with no complete metrics row or no finished episode yet is skipped with a note; any
+other damaged field of a run's config.json, summary.json or metrics.csv is a one-line error
+naming the file and the field.
+
 Statistics are rliable's (`rliable.library`, `rliable.metrics`), not re-derived here.
 """
 
@@ -24,13 +37,20 @@ import csv
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from experiments.plot import read_metrics
-from experiments.runfolder import read_json
+from experiments.runfolder import (
+    WriteError,
+    atomic_file,
+    atomic_path,
+    check_run_dir_writable,
+    read_json,
+    strict_json_value,
+)
 
 REFERENCES = Path(__file__).parent / "references"
 # Paper-scale budgets `report` prices from measured throughput: name -> (env family, games,
@@ -70,6 +90,14 @@ class RunResult:
     curve_wall: np.ndarray = field(repr=False)
     curve_return: np.ndarray = field(repr=False)
     final_is_eval: bool = False
+    agent: str = ""
+    # The name the run's configuration goes by before `label_configs`: its sweep label or
+    # its agent.
+    base: str = ""
+    # Its configuration (`config_identity`: dotted config.json paths -> values) and that as
+    # one canonical text: runs with equal keys are seeds of one configuration.
+    config: dict = field(default_factory=dict, repr=False)
+    key: str = ""
 
 
 # ----------------------------------------------------------------------------- references
@@ -128,66 +156,367 @@ def normalizer(env_id: str):
 # ----------------------------------------------------------------------------- reading runs
 
 
+# config.json fields that do not make two runs different configurations, listed here and
+# nowhere else. Runs whose configs differ only in these are seeds of one configuration and
+# are pooled; any other difference (the agent, every agent_config field, the budget, reward
+# clipping, evolution, a field added later) keeps them apart, under labels that name it.
+# Fields of the run options block (`run`, or `args` in run folders of early versions):
+RUN_FIELDS_NOT_CONFIG = (
+    "seed",  # what the pooled runs differ in
+    "env",  # the report's other axis: a configuration is compared over envs
+    "run_dir", "exp_name", "resume",  # where the run lives and its name
+    "preset",  # a preset's name: the values it set are in the other fields
+    # How a population drew its members' hyper-parameters: a member's own values (its
+    # hp_<field> columns, or its config) are compared instead, so `--vary lr=A,B` member i
+    # pools with the single run `--lr` of its value, as the population README promises.
+    "num_seeds", "vary", "sweep_lr",
+    # Where and how fast it ran: devices, processes, envpool threads.
+    "num_threads", "num_devices", "coordinator_address", "num_processes", "process_id",
+    # Display, run-time checks, checkpoints, a job's time limit, evaluation precision.
+    "progress", "debug", "checkpoint_every", "keep_checkpoints", "max_minutes", "eval_episodes",
+)  # fmt: skip
+# Top-level fields: derived from the env or the config, or the software and machine.
+TOP_FIELDS_NOT_CONFIG = (
+    "env_spec", "replay_bytes_per_transition", "jax", "python", "devices", "processes",
+)  # fmt: skip
+# Of a population member's `population` block: its index (a config field all the same when
+# the population evolves: its members exchange weights, so they are not seeds of one
+# another), the population's size, its hyper-parameters (`hparams`: the same values as its
+# agent_config, which is compared) and since when it has had them (`since`).
+POPULATION_FIELDS_NOT_CONFIG = ("member", "of", "hparams", "since")
+
+
+class RunSkipped(Exception):
+    """A run with nothing to report yet (no complete metrics row, or no finished episode):
+    skipped with a note, as documented."""
+
+
 def find_runs(paths: list[str]) -> list[Path]:
-    """Run folders (with config.json and metrics.csv) at or under `paths`. A population
-    (`--num-seeds P`) is found as its P member folders, `<run>/member-<i>/`: P seeds."""
-    found = []
+    """Run folders (with config.json and metrics.csv) at or under `paths`, each once. A
+    population (`--num-seeds P`) is found as its P member folders, `<run>/member-<i>/`."""
+    found: dict[Path, Path] = {}
     for p in map(Path, paths):
         if not p.exists():
             raise ValueError(f"{p} does not exist")
         if (p / "config.json").is_file() and (p / "metrics.csv").is_file():
-            found.append(p)
+            runs = [p]
         else:
-            found += sorted(
+            runs = sorted(
                 c.parent for c in p.rglob("config.json") if (c.parent / "metrics.csv").is_file()
             )
+        for run in runs:
+            found.setdefault(run.resolve(), run)
     if not found:
         raise ValueError(f"no run folders (config.json + metrics.csv) under {', '.join(paths)}")
-    return found
+    return list(found.values())
 
 
-def load_result(path: Path) -> RunResult | None:
-    """One run's numbers; None (with a note) when it has no complete row yet."""
-    config = read_json(path / "config.json", "run config")
-    run = config.get("run") or config.get("args") or {}
-    agent, env, seed = (
-        run.get("agent", config.get("agent")),
-        run.get("env"),
-        int(run.get("seed", 0)),
-    )
-    m = read_metrics(path)
-    steps, ret, wall = (np.asarray(m[k], float) for k in ("env_steps", "return_mean", "wall_s"))
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _field(where: str, name: str, value, what: str) -> ValueError:
+    return ValueError(f"{where}: {name} must be {what}, got {value!r}")
+
+
+def _text(data: dict, name: str, where: str, prefix: str = "") -> str:
+    value = data.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise _field(where, prefix + name, value, "a non-empty string")
+    return value
+
+
+def _cell(where: str, name: str, cell: str, low: float = 0.0) -> float:
+    try:
+        value = float(cell)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= low):
+        what = "a finite number" + ("" if low == -math.inf else f" >= {low:g}")
+        raise ValueError(f"{where}: {name} must be {what}, got {cell!r}")
+    return value
+
+
+def read_curve(path: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """The env_steps, return_mean and wall_s columns of `path`/metrics.csv, and the first
+    row's `hp_<field>` values (a population member's hyper-parameters). A last line without
+    its newline is a live run's half-written row and is left out; an empty or `nan`
+    return_mean is an iteration before the first finished episode. Anything else that is
+    not as train writes it is a one-line ValueError naming the file, line and column;
+    RunSkipped when there is no complete row yet."""
+    metrics = path / "metrics.csv"
+    try:
+        text = metrics.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else err
+        raise ValueError(f"{metrics} cannot be read: {reason}") from None
+    lines = text.split("\n")[:-1]  # the text after the last newline: a half-written line
+    try:
+        rows = list(csv.reader(lines))
+    except csv.Error as err:
+        raise ValueError(f"{metrics} is not CSV: {err}") from None
+    if not rows or not any(rows[0]):
+        raise ValueError(f"{metrics} has no header line")
+    header = rows[0]
+    missing = [c for c in ("env_steps", "return_mean", "wall_s") if c not in header]
+    if missing:
+        raise ValueError(f"{metrics} has no column {', '.join(missing)}")
+    col = {name: header.index(name) for name in header}
+    steps, returns, walls = [], [], []
+    hparams: dict[str, float] = {}
+    for number, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        where = f"{metrics} line {number}"
+        if len(row) != len(header):
+            raise ValueError(f"{where}: {len(row)} cells for the header's {len(header)} columns")
+
+        step = _cell(where, "env_steps", row[col["env_steps"]])
+        if steps and step < steps[-1]:
+            raise ValueError(f"{where}: env_steps {row[col['env_steps']]} is below the previous "
+                             f"row's {steps[-1]:g}")  # fmt: skip
+        cell = row[col["return_mean"]]
+        if cell.strip().lower() in ("", "nan"):
+            ret = math.nan
+        else:
+            ret = _cell(where, "return_mean", cell, -math.inf)
+        steps.append(step)
+        returns.append(ret)
+        walls.append(_cell(where, "wall_s", row[col["wall_s"]]))
+        values = {
+            name[3:]: _cell(where, name, row[i], -math.inf)
+            for i, name in enumerate(header)
+            if name.startswith("hp_")
+        }
+        hparams = hparams if len(steps) > 1 else values
+    if not steps:
+        raise RunSkipped("no rows in metrics.csv yet")
+    columns = {"env_steps": steps, "return_mean": returns, "wall_s": walls}
+    return {k: np.asarray(v, float) for k, v in columns.items()}, hparams
+
+
+def read_summary(path: Path) -> dict:
+    """summary.json's numbers the report uses (`{}` without the file): eval_return_mean
+    (absent, null or NaN: not evaluated), wall_s (absent, null or NaN: metrics.csv's) and
+    sps (absent, null or NaN: not measured). Another value of one of them is a one-line
+    ValueError naming the file and the field."""
+    file = path / "summary.json"
+    if not file.is_file():
+        return {}
+    summary = read_json(file, "summary")
+    where = f"summary {file}"
+    out = {}
+    for name, low in (("eval_return_mean", -math.inf), ("wall_s", 0.0), ("sps", 0.0)):
+        value = summary.get(name)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue
+        if not (_is_number(value) and math.isfinite(value) and value >= low):
+            what = "a finite number" + ("" if low == -math.inf else f" >= {low:g}")
+            raise _field(where, name, value, what + " or null")
+        out[name] = float(value)
+    return out
+
+
+def read_config(path: Path) -> tuple[dict, str, str, int]:
+    """(config.json, agent, env, seed), each field the report reads checked: a one-line
+    ValueError naming the file and the field otherwise."""
+    file = path / "config.json"
+    config = read_json(file, "run config")
+    where = f"run config {file}"
+    block = "run" if "run" in config else "args" if "args" in config else None
+    if block is None:
+        raise ValueError(f"{where}: has no run block (`run`, or `args` in early versions)")
+    run = config[block]
+    if not isinstance(run, dict):
+        raise _field(where, block, run, "an object")
+    for name in ("agent_config", "population"):
+        if name in config and not isinstance(config[name], dict):
+            raise _field(where, name, config[name], "an object")
+    agent = _text(run, "agent", where, f"{block}.") if "agent" in run else None
+    if "agent" in config or agent is None:
+        top = _text(config, "agent", where)
+        if agent is not None and agent != top:
+            raise _field(where, f"{block}.agent", agent, f"the agent {top!r} of field agent")
+        agent = top
+    env = _text(run, "env", where, f"{block}.")
+    seed = run.get("seed")
+    if type(seed) is not int or seed < 0:
+        raise _field(where, f"{block}.seed", seed, "an integer >= 0")
+    evolve = run.get("evolve", "none")
+    if not isinstance(evolve, str):
+        raise _field(where, f"{block}.evolve", evolve, "a string")
+    member = config.get("population", {}).get("member", 0)
+    if type(member) is not int or member < 0:
+        raise _field(where, "population.member", member, "an integer >= 0")
+    return config, agent, env, seed
+
+
+def _flatten(value, prefix: str, out: dict) -> dict:
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            _flatten(item, f"{prefix}.{key}" if prefix else str(key), out)
+    else:
+        out[prefix] = value
+    return out
+
+
+def config_identity(config: dict, hparams: dict[str, float] | None = None) -> dict:
+    """The fields (dotted paths -> values) that make a run's configuration: config.json
+    without the fields `*_NOT_CONFIG` list. A non-evolving population member's own
+    hyper-parameters (`hparams`, its hp_<field> columns) replace the agent_config values
+    they overrode; an evolving population's member index stays a field."""
+    config = dict(config)
+    for name in TOP_FIELDS_NOT_CONFIG:
+        config.pop(name, None)
+    block = "run" if "run" in config else "args"
+    options = config[block]
+    config[block] = {k: v for k, v in options.items() if k not in RUN_FIELDS_NOT_CONFIG}
+    population = config.pop("population", None)
+    if population is not None:
+        evolving = options.get("evolve", "none") != "none"
+        drawn = bool(options.get("vary") or options.get("sweep_lr"))
+        keep = {
+            k: v
+            for k, v in population.items()
+            if k not in POPULATION_FIELDS_NOT_CONFIG or (k == "member" and evolving)
+        }
+        if hparams and not evolving:
+            config["agent_config"] = {**config.get("agent_config", {}), **hparams}
+        elif drawn and not evolving:  # values drawn, but not logged: members stay apart
+            keep["member"] = population.get("member")
+        if keep:
+            config["population"] = keep
+    return _flatten(config, "", {})
+
+
+def _base_label(path: Path, agent: str, env: str, seed: int) -> str:
+    """A sweep's label (its runs are <label>-<env>-seed<k>[-<grid values>]), else the agent."""
+    slug = re.escape(env.replace("/", "-"))
+    match = re.fullmatch(rf"(.+)-{slug}-seed{seed}(-.+)?", path.name)
+    return match.group(1) if match else agent
+
+
+def _load(path: Path) -> RunResult:
+    config, agent, env, seed = read_config(path)
+    curve, hparams = read_curve(path)
+    steps, ret, wall = curve["env_steps"], curve["return_mean"], curve["wall_s"]
     ok = np.isfinite(ret)
     if not ok.any():
-        return None
-    summary = {}
-    if (path / "summary.json").is_file():
-        summary = read_json(path / "summary.json", "summary")
+        raise RunSkipped("no episode finished yet")
+    summary = read_summary(path)
     final = summary.get("eval_return_mean")
-    final_is_eval = final is not None
-    if final is None:
-        final = float(ret[ok][-1])
-    # A sweep names its runs <label>-<env>-seed<k>[-<grid>]: the label and grid values tell
-    # apart two configurations of one agent.
-    match = re.fullmatch(rf"(.+)-{re.escape(str(env))}-seed{seed}(.*)", path.name)
-    algo = match.group(1) + match.group(2) if match else (agent or "?")
-    frames = 4 if atari_game(env) else 1
+    identity = config_identity(config, hparams)
+    base = _base_label(path, agent, env, seed)
     return RunResult(
         path,
-        algo,
+        base,
         env,
         seed,
-        float(final),
+        float(ret[ok][-1]) if final is None else final,
         float(np.max(ret[ok])),
         int(steps[-1]),
-        float(summary.get("wall_s", wall[-1])),
-        float(summary.get("sps", math.nan)),
-        frames,
+        summary.get("wall_s", float(wall[-1])),
+        summary.get("sps", math.nan),
+        4 if atari_game(env) else 1,
         steps[ok],
         wall[ok],
         ret[ok],
-        final_is_eval,
+        final is not None,
+        agent,
+        base,
+        identity,
+        json.dumps(identity, sort_keys=True, default=str),
     )
+
+
+def load_result(path: Path) -> RunResult | None:
+    """One run's numbers; None when it has nothing to report yet (no complete metrics row,
+    or no finished episode). Its `algo` is its sweep label or agent until `label_configs`
+    names its configuration among others. A damaged field of its files is a one-line
+    ValueError naming the file and the field."""
+    try:
+        return _load(path)
+    except RunSkipped:
+        return None
+
+
+def load_results(paths: list[str], warn=None) -> list[RunResult]:
+    """The runs at or under `paths`, labelled by configuration (`label_configs`). A run with
+    nothing to report yet is skipped, and so is a second run of the same configuration,
+    env and seed; `warn` gets a line for each."""
+    warn = warn or (lambda line: print(line, file=sys.stderr))
+    results: list[RunResult] = []
+    seen: dict[tuple, Path] = {}
+    for path in find_runs(paths):
+        try:
+            r = _load(path)
+        except RunSkipped as why:
+            warn(f"skipping {path}: {why}")
+            continue
+        first = seen.setdefault((r.key, r.env, r.seed), path)
+        if first != path:
+            warn(f"skipping {path}: the same configuration, env and seed as {first}")
+            continue
+        results.append(r)
+    if not results:
+        raise ValueError("no run has a finished episode")
+    return label_configs(results)
+
+
+def _value_text(value) -> str:
+    if value is _UNSET:
+        return "unset"
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+_UNSET = object()
+
+
+def label_configs(results: list[RunResult]) -> list[RunResult]:
+    """`results` with one label (`algo`) per configuration: runs of one configuration share
+    it, and no two configurations do. A configuration is named by its sweep label, or its
+    agent; configurations that would share a name get the fields they differ in appended
+    (`ppo lr=0.001`, `ppo lr=0.0003`)."""
+    groups: dict[str, list[RunResult]] = {}
+    for r in results:
+        groups.setdefault(r.key, []).append(r)
+    names = {}
+    for key, runs in groups.items():
+        bases = [r.base for r in runs]
+        names[key] = min(set(bases), key=lambda b: (-bases.count(b), b))
+    by_name: dict[str, list[str]] = {}
+    for key, name in names.items():
+        by_name.setdefault(name, []).append(key)
+    labels = {}
+    for name, keys in by_name.items():
+        if len(keys) == 1:
+            labels[keys[0]] = name
+            continue
+        configs = [groups[k][0].config for k in keys]
+        paths = sorted({p for c in configs for p in c})
+        differ = [p for p in paths if len({_value_text(c.get(p, _UNSET)) for c in configs}) > 1]
+        leaves = [path.rsplit(".", 1)[-1] for path in differ]
+        shown = [
+            leaf if leaves.count(leaf) == 1 else p for p, leaf in zip(differ, leaves, strict=True)
+        ]
+        for key, config in zip(keys, configs, strict=True):
+            # The fields this configuration sets: one that only another sets is not named
+            # (two configurations that name the same values are one configuration).
+            named = [
+                f"{shown_as}={_value_text(config[path])}"
+                for shown_as, path in zip(shown, differ, strict=True)
+                if path in config
+            ]
+            labels[key] = " ".join([name, *named])
+    texts, counts = list(labels.values()), {}
+    for key in sorted(labels):  # texts that still coincide (formatting): numbered
+        text = labels[key]
+        if texts.count(text) > 1:
+            counts[text] = counts.get(text, 0) + 1
+            labels[key] = f"{text} #{counts[text]}"
+    for r in results:
+        r.algo = labels[r.key]
+    return results
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -377,8 +706,9 @@ def published(results: list[RunResult], rows: list[dict] | None = None) -> list[
         key = atari_game(env) or env
         mine = [r for r in results if r.algo == algo and r.env == env]
         ours = our_protocol(mine)
+        agent = mine[0].agent or algo.split("-")[0]  # a configuration has one agent
         for row in rows:
-            if row["env"] != key or algo.split("-")[0] != row["agent"]:
+            if row["env"] != key or agent != row["agent"]:
                 continue
             diffs = protocol_differences(row, ours)
             out.append(
@@ -418,8 +748,7 @@ def plot_published(matches: list[dict], path: Path) -> None:
         ax.set_ylabel("final return")
         ax.grid(alpha=0.3)
     axes[0][0].legend()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def compute_estimates(results: list[RunResult]) -> list[dict]:
@@ -444,6 +773,15 @@ def compute_estimates(results: list[RunResult]) -> list[dict]:
                 }
             out.append(entry)
     return out
+
+
+def save_figure(fig, path: Path) -> None:
+    """`fig` as a PNG at `path`, replaced atomically (never through a link), then closed."""
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path, path.parent) as tmp:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    plt.close(fig)
 
 
 def _fmt(mean: float, half: float) -> str:
@@ -471,7 +809,10 @@ def write_report(
         f"{len({r.env for r in results})} envs. "
         "Final = evaluation return at the end of training (full episodes, no reward clipping), "
         "else the last training mean; best = best moving-window training mean. "
-        "Mean ± 95% CI (Student t) over seeds.",
+        "Mean ± 95% CI (Student t) over seeds. An algorithm is one configuration: runs whose "
+        "config.json differ in more than the seed, the env and where they ran are never "
+        "pooled, and names that would coincide carry the fields that differ "
+        "(report.json `configs` has each one's whole configuration).",
         "",
     ]
     data: dict = {"runs": [], "envs": {}, "aggregates": {}}
@@ -549,8 +890,7 @@ def write_report(
             algorithms=sorted(scores),
             xlabel="Normalised score",
         )
-        fig.savefig(out / "aggregates.png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
+        save_figure(fig, out / "aggregates.png")
         md += ["![aggregates](aggregates.png)", ""]
 
         taus = np.linspace(0.0, max(1.05, max(float(np.max(s)) for s in scores.values())), 81)
@@ -560,8 +900,7 @@ def write_report(
             prof, taus, performance_profile_cis=prof_ci, ax=ax, xlabel=r"normalised score ($\tau$)"
         )
         ax.legend(list(prof), loc="upper right")
-        fig.savefig(out / "performance_profile.png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
+        save_figure(fig, out / "performance_profile.png")
         md += [
             "## Performance profile",
             "",
@@ -605,8 +944,7 @@ def write_report(
             }
         axes[1].set_xscale("log")
         axes[0].legend()
-        fig.savefig(out / "sample_efficiency.png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
+        save_figure(fig, out / "sample_efficiency.png")
         md += ["![sample efficiency](sample_efficiency.png)", ""]
 
     pub = published(results)
@@ -665,9 +1003,22 @@ def write_report(
     data["compute"] = compute_estimates(results)
     md.append("")
     md += ["## Runs", "", *[f"- `{r.path}`: {r.algo} {r.env} seed {r.seed}" for r in results], ""]
-    (out / "report.md").write_text("\n".join(md))
-    (out / "report.json").write_text(json.dumps(data, indent=1, default=float))
+    data["configs"] = configs_json(results)
+    with atomic_file(out / "report.md", run_dir=out) as f:
+        f.write("\n".join(md))
+    with atomic_file(out / "report.json", run_dir=out) as f:  # strict JSON: NaN is null
+        f.write(json.dumps(strict_json_value(data), indent=1, default=float, allow_nan=False))
     return data
+
+
+def configs_json(results: list[RunResult]) -> dict:
+    """{label: its agent, its configuration (dotted config.json paths -> values, without
+    the fields `*_NOT_CONFIG` list), and its runs}: what each label of the report is."""
+    out: dict = {}
+    for r in results:
+        entry = out.setdefault(r.algo, {"agent": r.agent, "config": r.config, "runs": []})
+        entry["runs"].append(str(r.path))
+    return out
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -686,17 +1037,17 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--title", help="report title")
     ns = p.parse_args(argv)
     try:
-        results = []
-        for path in find_runs(ns.runs):
-            r = load_result(path)
-            if r is None:
-                print(f"skipping {path}: no episode finished yet")
-            else:
-                results.append(r)
-        if not results:
-            raise ValueError("no run has a finished episode")
+        if ns.reps < 1:
+            raise ValueError(f"--reps must be >= 1, got {ns.reps}")
+        if not ns.out.strip():
+            raise ValueError("--out must be a folder, got ''")
+        try:
+            check_run_dir_writable(ns.out, what="folder")
+        except ValueError as err:
+            raise ValueError(f"--out: {err}") from None
+        results = load_results(ns.runs)
         write_report(results, Path(ns.out), ns.reps, ns.title)
-    except ValueError as err:
+    except (ValueError, WriteError) as err:
         raise SystemExit(f"error: {err}") from None
     print(f"report of {len(results)} runs -> {Path(ns.out) / 'report.md'}")
     return Path(ns.out) / "report.md"

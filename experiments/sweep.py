@@ -8,7 +8,8 @@ A sweep is agents × envs × seeds × overrides. Every run is an ordinary
 `evaluate`, `plot`, `--resume` and `report` work on it as on any run. The sweep knows agents
 only through the flags their config dataclasses declare; nothing here names an agent.
 
-The SPEC is a YAML file or a Python file defining `SPEC`, a dict of the same fields:
+The SPEC is a YAML file or a Python file defining `SPEC`, a dict of the same fields (an
+optional field given as null is the same as leaving it out):
 
 ```yaml
 name: classic              # the sweep's folder: runs/classic/
@@ -27,9 +28,23 @@ Resuming: the run folders are the truth. A run whose summary.json says it reache
 `total_steps` is skipped; one with a config.json is continued with `--resume`; the others
 start afresh. The sweep's state file (`runs/<sweep>/sweep_state.json`, written atomically)
 records every launch (fresh or resume, slot, pid, exit code), for the table and for audits.
+A damaged state file (not JSON, or a field of the wrong type) is set aside as
+`sweep_state.json.damaged` with a warning naming the field, and a new one is started: the run
+folders, not this file, decide what runs. A run folder whose summary.json or config.json is
+damaged is not "done": a warning names the file and field, and the run is resumed as any
+unfinished one (train's `--resume` then refuses a damaged config.json with one line).
 Runs die with the sweep: each gets SIGTERM when the sweep process dies (even by kill -9),
 and then checkpoints and stops as on Ctrl-C; a restarted sweep waits for such a run to
 release its folder before resuming it, so no run is ever executed twice at once.
+
+Big grids: the grid is never expanded whole. A grid of up to `CHECK_ALL` runs has every
+run's command line checked by train's parser before anything starts; a bigger one checks
+each agent × env with every grid value once (at most `CHECK_ALL` command lines) up front,
+then each run just before it starts (or is printed by `--dry-run`): a run refused then is
+marked `invalid`, with the reason, and the others go on. A sweep of more than `MAX_RUNS`
+runs is refused with one line (its state file and live table hold every run; split it into
+several sweeps); `--dry-run` prints the grid's size at once and then streams its runs, so
+`--dry-run | head` shows any grid.
 
 `--backend submitit` submits the same runs to SLURM through submitit (README: "Sweeps and
 reports"); `--submitit-local` runs them with submitit's LocalExecutor.
@@ -37,27 +52,49 @@ reports"); `--submitit-local` runs them with submitit's LocalExecutor.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
+import io
 import itertools
+import math
 import os
 import runpy
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from experiments.runfolder import RunFolderLocked, RunLock, read_json, write_json_atomic
+from experiments.runfolder import (
+    RunFolderLocked,
+    RunLock,
+    UnsafePathError,
+    WriteError,
+    open_append,
+    read_json,
+    write_json_atomic,
+)
 
 STATE_NAME = "sweep_state.json"
 LOG_DIR = ".logs"
-# Chosen by the sweep for each run; a spec may not set them.
-MANAGED = frozenset({"agent", "env", "seed", "run_dir", "exp_name", "resume", "preset"})
-# Flags passed again on --resume (the others are read back from the run folder).
-RESUME_FLAGS = ("total_steps", "max_minutes", "eval_episodes", "eval_greedy", "num_threads")
+# Chosen by the sweep for each run; a spec may not set them (progress: the sweep's runs write
+# to log files, always with --no-progress).
+MANAGED = frozenset({"agent", "env", "seed", "run_dir", "exp_name", "resume", "preset", "progress"})
+# Flags passed again on --resume (the others are read back from the run folder; hooks never
+# are: a resumed run must be given its hooks again).
+RESUME_FLAGS = ("total_steps", "max_minutes", "eval_episodes", "eval_greedy", "num_threads",
+                "reshape_reward", "preprocess_obs")  # fmt: skip
+# Runs of one sweep at most: the state file and the live table hold every run.
+MAX_RUNS = 10_000
+# Command lines checked by train's parser before a sweep starts (all of them in a grid this
+# small; else each agent x env with every grid value once, and each run as it comes up).
+CHECK_ALL = 128
+# Seeds are < 2**30 (experiments.args.RunArgs: envpool's int32 env seeds are derived from it).
+MAX_SEED = 2**30
 SPEC_FIELDS = ("name", "agents", "envs", "seeds", "set", "grid", "slots", "cpus", "devices",
                "device_env", "retries", "root")  # fmt: skip
 
@@ -86,15 +123,94 @@ class Run:
 
 
 @dataclass(frozen=True)
+class Entry:
+    """One `agents` entry of a spec: its run-name label, agent, preset and flags (the spec's
+    `set`, then the entry's own `set`)."""
+
+    label: str
+    agent: str
+    preset: str | None
+    flags: tuple[tuple[str, Any], ...]
+
+
+class RunGrid(Sequence):
+    """The runs of a sweep, agents × envs × grid points × seeds, made one at a time when
+    indexed or iterated: a grid of 10**6 points costs nothing until its runs are used.
+    Order: by agent entry, then env, then grid point (the last grid key fastest), then seed."""
+
+    def __init__(self, entries, envs, grid, seeds):
+        self.entries = tuple(entries)
+        self.envs = tuple(envs)
+        self.grid = tuple((key, tuple(values)) for key, values in grid)
+        self.seeds = tuple(seeds)
+        self.points = math.prod(len(values) for _, values in self.grid)
+
+    def __len__(self) -> int:
+        return len(self.entries) * len(self.envs) * self.points * len(self.seeds)
+
+    def shape(self) -> str:
+        """'2 agents × 3 envs × 4 grid points × 5 seeds'."""
+        parts = [(len(self.entries), "agent"), (len(self.envs), "env"),
+                 (self.points, "grid point"), (len(self.seeds), "seed")]  # fmt: skip
+        return " × ".join(f"{n:,} {word}{'' if n == 1 else 's'}" for n, word in parts)
+
+    def run(self, entry: Entry, env: str, combo: tuple, seed: int) -> Run:
+        flags = dict(entry.flags)
+        flags.update((key, value) for (key, _), value in zip(self.grid, combo, strict=True))
+        suffix = "".join(f"-{k}={_slug(v)}" for (k, _), v in zip(self.grid, combo, strict=True))
+        # A namespaced id (MinAtar/Breakout-v1, ALE/Pong-v5) names one folder, not two.
+        name = f"{entry.label}-{_env_slug(env)}-seed{seed}{suffix}"
+        return Run(name, entry.agent, env, seed, entry.preset, tuple(flags.items()))
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"run {index} of a grid of {n}")
+        index %= n
+        rest, s = divmod(index, len(self.seeds))
+        rest, point = divmod(rest, self.points)
+        e, v = divmod(rest, len(self.envs))
+        combo = []
+        for _, values in reversed(self.grid):
+            point, i = divmod(point, len(values))
+            combo.append(values[i])
+        return self.run(self.entries[e], self.envs[v], tuple(reversed(combo)), self.seeds[s])
+
+    def __iter__(self):
+        values = [v for _, v in self.grid]
+        for entry, env in itertools.product(self.entries, self.envs):
+            for combo in itertools.product(*values):
+                for seed in self.seeds:
+                    yield self.run(entry, env, combo, seed)
+
+    def cover(self) -> list[Run]:
+        """Runs that between them use each agent entry with each env, and every grid value
+        (the other keys at their first value), with the first seed."""
+        out = []
+        first = tuple(values[0] for _, values in self.grid)
+        for entry, env in itertools.product(self.entries, self.envs):
+            out.append(self.run(entry, env, first, self.seeds[0]))
+            for k, (_, values) in enumerate(self.grid):
+                for value in values[1:]:
+                    combo = (*first[:k], value, *first[k + 1 :])
+                    out.append(self.run(entry, env, combo, self.seeds[0]))
+        return out
+
+
+@dataclass(frozen=True)
 class Sweep:
     name: str
-    runs: tuple[Run, ...]
+    runs: Sequence[Run]
     slots: int = 1
     cpus: tuple[tuple[int, ...], ...] | None = None
     devices: tuple[str, ...] | None = None
     device_env: str = "CUDA_VISIBLE_DEVICES"
     retries: int = 0
     root: str = "runs"
+    # Runs whose command lines were not all checked up front: check each as it comes up.
+    check_each: bool = False
 
     @property
     def folder(self) -> Path:
@@ -168,20 +284,22 @@ def _check_overrides(values, where: str, agent_fields: set[str] | None) -> dict:
 
 
 def _seeds(value) -> list[int]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        _need(1 <= value <= 10_000, "seeds", f"must be >= 1, got {value}")
+    if type(value) is int:
+        _need(1 <= value <= 10_000, "seeds", f"must be a count in [1, 10000], got {value}")
         return list(range(value))
-    ok = isinstance(value, list) and value and all(type(s) is int and s >= 0 for s in value)
-    _need(bool(ok), "seeds", f"must be a count or a list of seeds >= 0, got {value!r}")
+    ok = isinstance(value, list) and value and all(type(s) is int for s in value)
+    _need(bool(ok), "seeds", f"must be a count or a list of seeds, got {value!r}")
+    bad = [s for s in value if not 0 <= s < MAX_SEED]
+    _need(not bad, "seeds", f"must be in [0, 2**30), got {bad[0]}" if bad else "")
     _need(len(set(value)) == len(value), "seeds", f"has duplicates: {value}")
     return list(value)
 
 
 def _cpus(value, slots: int) -> tuple[tuple[int, ...], ...] | None:
-    if value in (None, False, "none"):
+    if value is None or value is False or value == "none":
         return None
     available = sorted(os.sched_getaffinity(0))
-    if value in ("auto", True):
+    if value is True or value == "auto":
         per = max(1, len(available) // slots)
         groups = [available[i * per : (i + 1) * per] or available for i in range(slots)]
         return tuple(tuple(g) for g in groups)
@@ -198,16 +316,27 @@ def _slug(value) -> str:
     return "".join(c if c.isalnum() or c in ".,_+" else "_" for c in text)
 
 
+def _env_slug(env: str) -> str:
+    return env.replace("/", "-")
+
+
 def parse_spec(data: dict, validate: bool = True) -> Sweep:
     """The Sweep of a raw spec dict. A bad field is a one-line SpecError naming it
-    (`agents[1]`, `set.learning_rate`, ...). `validate`: also parse every run's command line
-    with experiments.train's parser, so a bad value fails before anything runs."""
+    (`agents[1]`, `set.learning_rate`, ...). An optional field that is None is left out.
+    `validate`: also parse runs' command lines with experiments.train's parser, so a bad
+    value fails before anything runs: every run of a grid of up to `CHECK_ALL`, else the
+    `RunGrid.cover` (at most `CHECK_ALL` of it), and the sweep checks each run as it comes
+    up (`Sweep.check_each`). The grid is not expanded: this takes the same time for 10 runs
+    as for 10**6."""
     from agents.registry import get_agent
 
-    unknown = sorted(set(data) - set(SPEC_FIELDS))
+    _need(isinstance(data, dict), "spec", f"must be a mapping of fields, got {data!r}")
+    required = ("name", "agents", "envs")
+    data = {k: v for k, v in data.items() if v is not None or k in required}
+    unknown = sorted(set(data) - set(SPEC_FIELDS), key=str)
     _need(
         not unknown,
-        unknown[0] if unknown else "",
+        str(unknown[0]) if unknown else "",
         f"unknown field; fields: {', '.join(SPEC_FIELDS)}",
     )
     name = data.get("name")
@@ -219,15 +348,30 @@ def parse_spec(data: dict, validate: bool = True) -> Sweep:
         _need(key in data, key, "is missing")
         value = data[key]
         _need(isinstance(value, list) and value, key, f"must be a non-empty list, got {value!r}")
-    common = _check_overrides(data.get("set") or {}, "set", None)
-    grid = data.get("grid") or {}
+    common = _check_overrides(data.get("set", {}), "set", None)
+    grid = data.get("grid", {})
     _need(isinstance(grid, dict), "grid", f"must be a mapping of flag: [values], got {grid!r}")
     for key, values in grid.items():
+        _need(isinstance(key, str), "grid", f"flag names must be strings, got {key!r}")
         _need(
             isinstance(values, list) and values,
             f"grid.{key}",
             f"must be a non-empty list, got {values!r}",
         )
+        slugs: dict[str, Any] = {}
+        for j, value in enumerate(values):
+            ok = _scalar(value) or (isinstance(value, list) and all(map(_scalar, value)))
+            _need(
+                ok,
+                f"grid.{key}[{j}]",
+                f"must be a number, string, bool or list of them, got {value!r}",
+            )
+            other = slugs.setdefault(_slug(value), value)
+            _need(
+                other is value,
+                f"grid.{key}",
+                f"values {other!r} and {value!r} make the same run name",
+            )
     slots = data.get("slots", 1)
     _need(type(slots) is int and slots >= 1, "slots", f"must be an integer >= 1, got {slots!r}")
     retries = data.get("retries", 0)
@@ -243,6 +387,9 @@ def parse_spec(data: dict, validate: bool = True) -> Sweep:
             "devices",
             f"must be a non-empty list, got {devices!r}",
         )
+        for i, d in enumerate(devices):
+            ok = (type(d) is int and d >= 0) or (isinstance(d, str) and d.strip() != "")
+            _need(ok, f"devices[{i}]", f"must be a device index or 'i,j,...', got {d!r}")
         devices = tuple(str(d) for d in devices)
     device_env = data.get("device_env", "CUDA_VISIBLE_DEVICES")
     _need(
@@ -259,20 +406,20 @@ def parse_spec(data: dict, validate: bool = True) -> Sweep:
             f"envs[{i}]",
             f"must be an env id, got {env!r}",
         )
-    _need(len(set(data["envs"])) == len(data["envs"]), "envs", "has duplicates")
+    env_slugs = [_env_slug(env) for env in data["envs"]]
+    _need(len(set(env_slugs)) == len(env_slugs), "envs", f"has duplicates: {data['envs']}")
 
-    runs: list[Run] = []
-    grid_keys = list(grid)
+    entries: list[Entry] = []
     for i, entry in enumerate(data["agents"]):
         where = f"agents[{i}]"
         if isinstance(entry, str):
             entry = {"agent": entry}
         _need(
-            isinstance(entry, dict) and "agent" in entry,
+            isinstance(entry, dict) and isinstance(entry.get("agent"), str),
             where,
             f"must be a name or {{agent: NAME, ...}}, got {entry!r}",
         )
-        bad = sorted(set(entry) - {"agent", "preset", "set", "label"})
+        bad = sorted(set(entry) - {"agent", "preset", "set", "label"}, key=str)
         _need(
             not bad,
             f"{where}.{bad[0] if bad else ''}",
@@ -284,6 +431,7 @@ def parse_spec(data: dict, validate: bool = True) -> Sweep:
             raise SpecError(f"{where}.agent: {err}") from None
         preset = entry.get("preset")
         if preset is not None:
+            _need(isinstance(preset, str), f"{where}.preset", f"must be a name, got {preset!r}")
             try:
                 spec.split_preset(preset)
             except ValueError as err:
@@ -292,45 +440,63 @@ def parse_spec(data: dict, validate: bool = True) -> Sweep:
         own = _check_overrides(entry.get("set") or {}, f"{where}.set", fields)
         _check_overrides(common, "set", fields)
         _check_overrides({k: v[0] for k, v in grid.items()}, "grid", fields)
-        label = entry.get("label") or spec.name
+        label = spec.name if entry.get("label") is None else entry["label"]
         _need(
-            isinstance(label, str) and "/" not in label,
+            isinstance(label, str) and label.strip() != "" and "/" not in label,
             f"{where}.label",
             f"must be a name, got {label!r}",
         )
-        for env, combo in itertools.product(data["envs"], itertools.product(*grid.values())):
-            for seed in seeds:
-                flags = {**common, **own, **dict(zip(grid_keys, combo, strict=True))}
-                suffix = "".join(f"-{k}={_slug(v)}" for k, v in zip(grid_keys, combo, strict=True))
-                # A namespaced id (MinAtar/Breakout-v1, ALE/Pong-v5) names one folder, not two.
-                env_slug = env.replace("/", "-")
-                run_name = f"{label}-{env_slug}-seed{seed}{suffix}"
-                runs.append(Run(run_name, spec.name, env, seed, preset, tuple(flags.items())))
-    names = [r.name for r in runs]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise SpecError(f"agents: two entries make the same run {dupes[0]!r}; give them a label")
+        entries.append(Entry(label, spec.name, preset, tuple({**common, **own}.items())))
+    # Run names are <label>-<env>-seed<k>[-<grid values>]: distinct labels, envs and grid
+    # values (checked above) make distinct names, unless a label and an env run together.
+    prefixes: dict[str, str] = {}
+    for entry, env in itertools.product(entries, env_slugs):
+        other = prefixes.setdefault(f"{entry.label}-{env}", entry.label)
+        if other != entry.label or sum(e.label == entry.label for e in entries) > 1:
+            raise SpecError(
+                f"agents: two entries make the same run {entry.label}-{env}-seed..; "
+                "give them a label"
+            )
+    runs = RunGrid(entries, data["envs"], grid.items(), seeds)
     sweep = Sweep(
-        name, tuple(runs), slots, _cpus(data.get("cpus"), slots), devices, device_env, retries, root
+        name, runs, slots, _cpus(data.get("cpus"), slots), devices, device_env, retries, root
     )
-    if validate:
-        for run in runs:
-            check_run(run)
-    return sweep
+    return check_sweep(sweep) if validate else sweep
+
+
+def check_sweep(sweep: Sweep) -> Sweep:
+    """`sweep` once train's parser accepts its runs' command lines (a SpecError naming the
+    first run it refuses otherwise): all of them in a grid of up to `CHECK_ALL` runs, else
+    the grid's cover (at most `CHECK_ALL` of it), and the sweep returned checks each run as
+    it comes up (`check_each`)."""
+    runs = sweep.runs
+    check_each = len(runs) > CHECK_ALL
+    cover = runs.cover() if isinstance(runs, RunGrid) else list(runs)
+    for run in cover[:CHECK_ALL] if check_each else runs:
+        check_run(run)
+    return dataclasses.replace(sweep, check_each=check_each)
 
 
 def check_run(run: Run) -> None:
     """Parse the run's command line with experiments.train's parser (builds nothing)."""
     from experiments.args import parse
 
+    printed = io.StringIO()
     try:
         argv = train_argv(run, Path("/nonexistent"), resuming=False)
-        parse(argv[argv.index("--agent") :])
+        # tyro prints its usage errors as a box of text: keep its first line of substance.
+        with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(printed):
+            parse(argv[argv.index("--agent") :])
     except (ValueError, SystemExit) as err:
-        text = str(err).removeprefix("error: ")
-        raise SpecError(
-            f"run {run.name}: {text.splitlines()[0] if text else 'bad flags'}"
-        ) from None
+        text = str(err).removeprefix("error: ") if isinstance(err, ValueError) else ""
+        lines = [line.strip("│| \t") for line in printed.getvalue().splitlines()]
+        lines = [
+            line
+            for line in lines
+            if not set(line) <= set("╭╮╰╯─-+= ") and not line.lower().endswith("error")
+        ]
+        reason = (text.splitlines() or lines or ["bad flags"])[0]
+        raise SpecError(f"run {run.name}: {reason}") from None
 
 
 # ----------------------------------------------------------------------------- a run's state
@@ -368,22 +534,51 @@ def train_argv(run: Run, run_dir: Path, resuming: bool) -> list[str]:
     return [*argv, "--no-progress"]
 
 
-def run_state(run_dir: Path) -> str:
+def run_state(run_dir: Path, problems: list[str] | None = None) -> str:
     """'done' (summary.json says the run reached its total_steps), 'partial' (a run was
-    started there: resume it) or 'new'."""
-    summary = run_dir / "summary.json"
-    if summary.is_file():
+    started there: resume it) or 'new'. A damaged summary.json or config.json makes a run
+    not done; what is wrong (file and field, one line) is appended to `problems`."""
+    if (run_dir / "summary.json").is_file():
         try:
-            data = read_json(summary, "summary")
-            total = read_json(run_dir / "config.json", "config")["run"]["total_steps"]
-        except (ValueError, KeyError, TypeError):
-            data, total = {}, None
-        if data.get("stopped_by") == "total_steps" and total is not None:
-            if data.get("env_steps", -1) >= total:
+            if reached_total(run_dir):
                 return "done"
+        except ValueError as err:
+            if problems is not None:
+                problems.append(str(err))
     if (run_dir / "config.json").exists() or (run_dir / "checkpoints").exists():
         return "partial"
     return "new"
+
+
+def reached_total(run_dir: Path) -> bool:
+    """Whether the run's summary.json says it stopped at its config's total_steps; a
+    one-line ValueError naming the file and field when one it needs is damaged."""
+    path = run_dir / "summary.json"
+    summary = read_json(path, "summary")
+    stopped = summary.get("stopped_by")
+    if not isinstance(stopped, str):
+        raise ValueError(f"summary {path}: stopped_by must be a string, got {stopped!r}")
+    if stopped != "total_steps":
+        return False
+    steps = summary.get("env_steps")
+    if not _is_number(steps) or not math.isfinite(steps) or steps < 0:
+        raise ValueError(f"summary {path}: env_steps must be a number >= 0, got {steps!r}")
+    path = run_dir / "config.json"
+    config = read_json(path, "run config")
+    block = "run" if "run" in config else "args"  # `args`: run folders of early versions
+    options = config.get(block)
+    if not isinstance(options, dict):
+        raise ValueError(f"run config {path}: {block} must be an object, got {options!r}")
+    total = options.get("total_steps")
+    if type(total) is not int or total < 1:
+        raise ValueError(
+            f"run config {path}: {block}.total_steps must be an integer >= 1, got {total!r}"
+        )
+    return steps >= total
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def folder_busy(run_dir: Path) -> bool:
@@ -456,7 +651,7 @@ class LocalBackend:
 
     def start(self, argv: list[str], slot: int, log: Path):
         env = {**os.environ, **self.sweep.slot_env(slot), "PYTHONUNBUFFERED": "1"}
-        with open(log, "ab") as out:
+        with open_append(log, self.sweep.folder, binary=True) as out:  # never through a link
             return subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -550,6 +745,30 @@ class SubmititBackend:
 # ----------------------------------------------------------------------------- the scheduler
 
 
+def check_state(state: dict, path: Path) -> dict:
+    """`state` (a sweep_state.json) if every field the scheduler reads has its type: `runs`
+    an object of run records (objects), each record's `launches` a list of objects and
+    its `status` a string, `sweeps` a list. Else a one-line ValueError naming the field."""
+
+    def need(ok: bool, where: str, what: str, value):
+        if not ok:
+            raise ValueError(f"sweep state {path}: {where} must be {what}, got {value!r}")
+
+    runs = state.get("runs", {})
+    need(isinstance(runs, dict), "runs", "an object of run records", runs)
+    for name, rec in runs.items():
+        need(isinstance(rec, dict), f"runs.{name}", "an object", rec)
+        launches = rec.get("launches", [])
+        need(isinstance(launches, list), f"runs.{name}.launches", "a list", launches)
+        for i, launch in enumerate(launches):
+            need(isinstance(launch, dict), f"runs.{name}.launches[{i}]", "an object", launch)
+        status = rec.get("status", "")
+        need(isinstance(status, str), f"runs.{name}.status", "a string", status)
+    sweeps = state.get("sweeps", [])
+    need(isinstance(sweeps, list), "sweeps", "a list", sweeps)
+    return state
+
+
 @dataclass
 class Scheduler:
     """Runs a sweep's pending runs on its slots; see the module docstring."""
@@ -567,29 +786,46 @@ class Scheduler:
 
     # state file
     def _load_state(self) -> dict:
-        if self.state_path.exists():
-            try:
-                return read_json(self.state_path, "sweep state")
-            except ValueError as err:
-                print(f"warning: {err}; starting a new state file", file=sys.stderr)
-        return {}
+        """The state file's records; a damaged file is set aside (a warning line names the
+        field) and a new one started: the run folders, not this file, decide what runs."""
+        if not self.state_path.exists():
+            return {}
+        try:
+            return check_state(read_json(self.state_path, "sweep state"), self.state_path)
+        except ValueError as err:
+            aside = self.state_path.with_name(STATE_NAME + ".damaged")
+            n = 1
+            while aside.exists():
+                aside = self.state_path.with_name(f"{STATE_NAME}.damaged-{n}")
+                n += 1
+            os.replace(self.state_path, aside)
+            print(f"warning: {err}; set aside as {aside}, starting a new state file",
+                  file=sys.stderr)  # fmt: skip
+            return {}
 
     def _save(self):
         write_json_atomic(self.state_path, self.state)
 
     def _record(self, run: Run) -> dict:
-        return self.state["runs"].setdefault(run.name, {"launches": []})
+        rec = self.state["runs"].setdefault(run.name, {})
+        rec.setdefault("launches", [])
+        return rec
 
     def run(self) -> dict:
         """Run every pending run; returns {run name: final status}."""
+        big = too_big(self.sweep)
+        if big:
+            raise SystemExit(f"error: {big}")
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / LOG_DIR).mkdir(exist_ok=True)
         try:
             lock = RunLock(self.folder).acquire()  # one sweep process per sweep folder
-        except RunFolderLocked as err:
+        except (RunFolderLocked, UnsafePathError) as err:
             raise SystemExit(f"error: sweep {self.sweep.name}: {err}") from None
         try:
             return self._run()
+        except (UnsafePathError, WriteError) as err:  # a link in the sweep folder, a full disk
+            raise SystemExit(f"error: sweep {self.sweep.name}: {err}") from None
         finally:
             lock.close()
 
@@ -604,13 +840,18 @@ class Scheduler:
         for run in self.sweep.runs:
             rec = self._record(run)
             rec.update(agent=run.agent, env=run.env, seed=run.seed)
-            if run_state(run.run_dir(self.folder)) == "done":
+            problems: list[str] = []
+            state = run_state(run.run_dir(self.folder), problems)
+            for problem in problems:
+                print(f"warning: {problem}; so the run is not done", file=sys.stderr)
+            if state == "done":
                 rec["status"] = "done"
             else:
                 rec["status"] = "queued"
                 pending.append(run)
         self._save()
         tries = {r.name: 0 for r in pending}
+        checked: set[str] = set()
         free = list(range(self.sweep.slots))
         active: dict[str, Launch] = {}
         stop = _StopFlag()
@@ -637,6 +878,13 @@ class Scheduler:
                             self._record(run)["status"] = "waiting"
                             continue
                         pending.remove(run)
+                        if self.sweep.check_each and run.name not in checked:
+                            try:
+                                check_run(run)
+                            except SpecError as err:
+                                self._refused(run, str(err))
+                                continue
+                            checked.add(run.name)
                         active[run.name] = self._start(run, free.pop(0))
                     self._save()
                     display.update(active)
@@ -653,7 +901,13 @@ class Scheduler:
         finally:
             self._save()
         display.final()
-        return {name: rec["status"] for name, rec in self.state["runs"].items()}
+        return {run.name: self.state["runs"][run.name]["status"] for run in self.sweep.runs}
+
+    def _refused(self, run: Run, error: str):
+        """A run whose command line train's parser refuses: never started."""
+        rec = self._record(run)
+        rec.update(status="invalid", error=error)
+        print(f"invalid: {error}; the others go on", file=sys.stderr)
 
     def _start(self, run: Run, slot: int) -> Launch:
         run_dir = run.run_dir(self.folder)
@@ -727,10 +981,7 @@ class _Display:
         for run in self.s.sweep.runs:
             rec = self.s.state["runs"].get(run.name, {})
             row = latest_metrics(run.run_dir(self.s.folder))
-            total = run.total_steps
-            steps = row.get("env_steps", "")
-            if steps and total:
-                steps = f"{int(float(steps)):,}/{total:,}"
+            steps = _steps(row.get("env_steps"), run.total_steps)
             launch = active.get(run.name)
             table.add_row(
                 run.name,
@@ -774,14 +1025,25 @@ class _Display:
 
             Console(width=140).print(self.table())
         counts: dict[str, int] = {}
-        for rec in self.s.state["runs"].values():
-            counts[rec["status"]] = counts.get(rec["status"], 0) + 1
+        for run in self.s.sweep.runs:
+            status = self.s.state["runs"][run.name]["status"]
+            counts[status] = counts.get(status, 0) + 1
         print(
             "sweep "
             + self.s.sweep.name
             + ": "
             + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
         )
+
+
+def _steps(text, total) -> str:
+    """'1,000/20,000' from metrics.csv's env_steps cell and the run's total_steps ('' for a
+    cell that is not a number)."""
+    try:
+        done = int(float(text))
+    except (TypeError, ValueError, OverflowError):
+        return ""
+    return f"{done:,}/{total:,}" if type(total) is int else f"{done:,}"
 
 
 def _fmt(text, digits: int = 1) -> str:
@@ -794,17 +1056,64 @@ def _fmt(text, digits: int = 1) -> str:
 # ----------------------------------------------------------------------------- command line
 
 
-def parse_set(items: list[str]) -> dict:
+def parse_set(items: list[str], flag: str = "--set") -> dict:
     """`--set k=v` items: YAML scalars (`1e-3`, `true`, `[1, 2]`)."""
     import yaml
 
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SpecError(f"--set: expected FLAG=VALUE, got {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
+        if not sep or not key.strip():
+            raise SpecError(f"{flag}: expected FLAG=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            reason = str(err).splitlines()[0]
+            raise SpecError(f"{flag} {key.strip()}: not a YAML value: {reason}") from None
     return out
+
+
+def too_big(sweep: Sweep) -> str | None:
+    """Why `sweep` is too big to run (more than `MAX_RUNS` runs), or None."""
+    n = len(sweep.runs)
+    if n <= MAX_RUNS:
+        return None
+    shape = sweep.runs.shape() if isinstance(sweep.runs, RunGrid) else f"{n:,} runs"
+    return (
+        f"sweep {sweep.name} has {n:,} runs ({shape}); a sweep runs at most {MAX_RUNS:,} "
+        "(its state file and table hold every run): split the grid into several sweeps"
+    )
+
+
+def dry_run(sweep: Sweep) -> dict:
+    """Print the grid's size at once, then each run's state and command line as it is made
+    (checked first when `sweep.check_each`): a grid of any size starts printing at once.
+    Returns {name: "invalid"} of the runs train's parser refuses."""
+    runs = sweep.runs
+    shape = f" ({runs.shape()})" if isinstance(runs, RunGrid) else ""
+    refused = {}
+    try:
+        print(f"sweep {sweep.name}: {len(runs):,} runs{shape} -> {sweep.folder}", flush=True)
+        big = too_big(sweep)
+        if big:
+            print(f"note: running it is refused: {big}", file=sys.stderr)
+        for run in runs:
+            run_dir = run.run_dir(sweep.folder)
+            problems: list[str] = []
+            state = run_state(run_dir, problems)
+            for problem in problems:
+                print(f"warning: {problem}; so the run is not done", file=sys.stderr)
+            if sweep.check_each:
+                try:
+                    check_run(run)
+                except SpecError as err:
+                    state, refused[run.name] = "invalid", "invalid"
+                    print(f"error: {err}", file=sys.stderr)
+            print(f"{state:8s} {' '.join(train_argv(run, run_dir, False)[3:])}")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `--dry-run | head`: the reader has seen enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return refused
 
 
 def cli_spec(ns) -> dict:
@@ -813,7 +1122,12 @@ def cli_spec(ns) -> dict:
 
     if not ns.agents or not ns.envs:
         raise SpecError("the CLI form needs --agents and --envs (or give a SPEC file)")
-    seeds = [int(s) for s in split(ns.seeds)] if "," in ns.seeds else int(ns.seeds)
+    try:
+        seeds = [int(s) for s in split(ns.seeds)] if "," in ns.seeds else int(ns.seeds)
+    except ValueError:
+        raise SpecError(
+            f"--seeds: expected a count or comma-separated seeds, got {ns.seeds!r}"
+        ) from None
     data = {"agents": split(ns.agents), "envs": split(ns.envs), "seeds": seeds}
     data["set"] = parse_set(ns.set)
     data["name"] = ns.name or "sweep-" + "-".join(data["agents"])
@@ -850,22 +1164,23 @@ def main(argv: list[str] | None = None) -> dict:
         if ns.spec and (ns.agents or ns.envs):
             raise SpecError("give a SPEC file or --agents/--envs, not both")
         data = load_spec(ns.spec) if ns.spec else cli_spec(ns)
-        if ns.spec and ns.set:
+        if ns.spec and ns.set and isinstance(data.get("set") or {}, dict):
             data["set"] = {**(data.get("set") or {}), **parse_set(ns.set)}
         for key in ("name", "root", "slots", "cpus", "retries"):
             if getattr(ns, key) is not None:
                 data[key] = getattr(ns, key)
-        sweep = parse_spec(data)
+        sweep = parse_spec(data, validate=False)
+        big = None if ns.dry_run else too_big(sweep)
+        if big:  # refused before its command lines are checked: nothing else to say
+            raise SpecError(big)
+        sweep = check_sweep(sweep)
         backend = None
         if ns.backend == "submitit":
-            backend = SubmititBackend(sweep, ns.submitit_local, parse_set(ns.slurm))
+            backend = SubmititBackend(sweep, ns.submitit_local, parse_set(ns.slurm, "--slurm"))
     except SpecError as err:
         raise SystemExit(f"error: {err}") from None
     if ns.dry_run:
-        for run in sweep.runs:
-            run_dir = run.run_dir(sweep.folder)
-            print(f"{run_state(run_dir):8s} {' '.join(train_argv(run, run_dir, False)[3:])}")
-        return {}
+        return dry_run(sweep)
     print(f"sweep {sweep.name}: {len(sweep.runs)} runs, {sweep.slots} slot(s) -> {sweep.folder}")
     live = False if ns.no_live else None
     result = Scheduler(sweep, backend, live=live).run()
@@ -880,9 +1195,13 @@ if __name__ == "__main__":
 
 __all__ = [
     "Run",
+    "RunGrid",
     "Scheduler",
     "SpecError",
     "Sweep",
+    "check_run",
+    "check_sweep",
+    "dry_run",
     "load_spec",
     "main",
     "parse_spec",

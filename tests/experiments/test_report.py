@@ -2,6 +2,7 @@
 hand-computed values, and the whole report on fake run folders."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -188,3 +189,364 @@ def test_published_scores_file():
     assert by[("acer", "breakout", "Schulman")] == 456.4  # PPO paper Table 6
     assert by[("a2c", "qbert", "OpenAI")] == 2047.07  # Baselines Atari10M table
     assert by[("reactor", "pong", "Gruslys")] == 20.7
+
+
+# ----------------------------------------------------------------------------- damaged runs
+
+
+def real_run(root, name, env="CartPole-v1", seed=0, final=400.0, agent="ppo", run=None,
+             agent_config=None, top=None, columns=None, summary=None):  # fmt: skip
+    """A run folder laid out as train writes it: config.json with run options, agent config
+    and the derived fields; metrics.csv with 4 rows (plus `columns`: name -> 4 cells);
+    summary.json."""
+    d = root / name
+    d.mkdir(parents=True)
+    options = {"agent": agent, "env": env, "seed": seed, "total_steps": 1000,
+               "run_dir": str(d), "exp_name": None, "resume": None, "preset": None,
+               "num_seeds": 1, "vary": [], "sweep_lr": None, "evolve": "none",
+               "num_threads": 0, "num_devices": None, "coordinator_address": None,
+               "num_processes": 1, "process_id": 0, "progress": False, "debug": False,
+               "checkpoint_every": 500, "keep_checkpoints": 3, "max_minutes": None,
+               "eval_episodes": 20, "eval_greedy": False, "return_window": 20,
+               "reward_clip": None} | (run or {})  # fmt: skip
+    config = {"agent": agent, "run": options,
+              "agent_config": {"lr": 0.001, "num_envs": 8, "hidden": [64, 64]}
+              | (agent_config or {}),
+              "env_spec": {"env_id": env}, "jax": "0.4.0",
+              "replay_bytes_per_transition": 0} | (top or {})  # fmt: skip
+    (d / "config.json").write_text(json.dumps(config))
+    extra = columns or {}
+    lines = ["env_steps,return_mean,wall_s" + "".join("," + c for c in extra)]
+    for i, s in enumerate((250, 500, 750, 1000)):
+        lines.append(f"{s},{final * s / 1000},{s / 100}" + "".join(
+            f",{cells[i]}" for cells in extra.values()))  # fmt: skip
+    (d / "metrics.csv").write_text("\n".join(lines) + "\n")
+    summary = {"wall_s": 10.0, "sps": 100.0, "eval_return_mean": final} | (summary or {})
+    (d / "summary.json").write_text(json.dumps(summary))
+    return d
+
+
+def exits(argv, capsys) -> str:
+    """The one line `report.main(argv)` exits with; nothing may reach stderr besides it."""
+    with pytest.raises(SystemExit) as exit_info:
+        report.main(argv)
+    message = exit_info.value.code
+    assert isinstance(message, str) and message.startswith("error: "), message
+    assert "\n" not in message and not capsys.readouterr().err
+    return message
+
+
+MISSING = object()
+
+
+def _set(data: dict, dotted: str, value):
+    *parents, leaf = dotted.split(".")
+    for key in parents:
+        data = data[key]
+    if value is MISSING:
+        data.pop(leaf, None)
+    else:
+        data[leaf] = value
+
+
+JSON_DAMAGE = {"missing": MISSING, "null": None, "int": 7, "string": "3", "list": [1],
+               "dict": {"a": 1}, "nan string": "NaN", "nan": math.nan, "bool": True}  # fmt: skip
+# (file, field) -> damages that are valid values or documented defaults; every other damage
+# must be one line naming the file and the field.
+JSON_ACCEPTED = {
+    ("config.json", "agent"): {"missing"},  # the run block's agent
+    ("config.json", "run.agent"): {"missing"},  # the top-level agent
+    ("config.json", "run.env"): {"string", "nan string"},  # env ids are names
+    ("config.json", "run.seed"): {"int"},
+    ("config.json", "run.evolve"): {"missing", "string", "nan string"},  # a config field
+    ("config.json", "run"): set(),
+    ("config.json", "agent_config"): {"missing", "dict"},
+    ("config.json", "population"): {"missing", "dict"},
+    ("config.json", "population.member"): {"missing", "int"},
+    ("summary.json", "eval_return_mean"): {"missing", "null", "nan", "int"},
+    ("summary.json", "wall_s"): {"missing", "null", "nan", "int"},
+    ("summary.json", "sps"): {"missing", "null", "nan", "int"},
+}
+
+
+@pytest.mark.parametrize("damage", list(JSON_DAMAGE))
+@pytest.mark.parametrize("file, name", list(JSON_ACCEPTED))
+def test_every_json_field_report_reads_damaged(tmp_path, capsys, file, name, damage):
+    d = real_run(tmp_path / "runs", "r", top={"population": {"member": 0, "of": 1}})
+    data = json.loads((d / file).read_text())
+    _set(data, name, JSON_DAMAGE[damage])
+    (d / file).write_text(json.dumps(data))  # NaN as the NaN literal of lenient writers
+    argv = [str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--reps", "10"]
+    if damage in JSON_ACCEPTED[(file, name)]:
+        (r,) = report.load_results(argv[:1])
+        assert r.final in (400.0, 7.0) and not capsys.readouterr().err  # 7: the damage
+        return
+    message = exits(argv, capsys)
+    assert str(d / file) in message and name in message, message
+    assert not (tmp_path / "out").exists()
+
+
+CSV_DAMAGE = {"missing": None, "empty": "", "word": "abc", "list": '"[1, 2]"',
+              "dict": "\"{'a': 1}\"", "nan string": "NaN", "inf": "inf",
+              "negative": "-5"}  # fmt: skip
+CSV_ACCEPTED = {
+    "env_steps": set(),
+    "return_mean": {"empty", "nan string", "negative"},  # no episode yet / a return
+    "wall_s": set(),
+    "hp_lr": {"missing", "negative"},  # a member's value; no column: none logged
+}
+
+
+@pytest.mark.parametrize("damage", list(CSV_DAMAGE))
+@pytest.mark.parametrize("column", list(CSV_ACCEPTED))
+def test_every_metrics_column_report_reads_damaged(tmp_path, capsys, column, damage):
+    member = {"population": {"member": 0, "of": 2}}
+    d = real_run(tmp_path / "runs", "r", top=member, columns={"hp_lr": [0.001] * 4})
+    header, *rows = (d / "metrics.csv").read_text().splitlines()
+    i = header.split(",").index(column)
+    cell = CSV_DAMAGE[damage]
+    if cell is None:  # the column is missing
+        keep = [j for j in range(len(header.split(","))) if j != i]
+        header = ",".join(header.split(",")[j] for j in keep)
+        rows = [",".join(row.split(",")[j] for j in keep) for row in rows]
+    else:
+        cells = rows[1].split(",")
+        cells[i] = cell
+        rows[1] = ",".join(cells)
+    (d / "metrics.csv").write_text("\n".join([header, *rows]) + "\n")
+    argv = [str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
+    if damage in CSV_ACCEPTED[column]:
+        (r,) = report.load_results(argv[:1])
+        assert r.final == 400.0 and not capsys.readouterr().err
+        return
+    message = exits(argv, capsys)
+    assert str(d / "metrics.csv") in message and column in message, message
+    if cell is not None:
+        assert "line 3" in message, message
+
+
+def test_damaged_files_of_the_issue(tmp_path, capsys):
+    """The cases that ended in tracebacks: each is one line naming the file and field."""
+    runs, out = tmp_path / "runs", str(tmp_path / "out")
+    d = real_run(runs, "r", run={"seed": {"a": 1}})
+    assert "run.seed must be an integer >= 0, got {'a': 1}" in exits(
+        [str(runs), "--out", out], capsys
+    )
+    _set(config := json.loads((d / "config.json").read_text()), "run.seed", 0)
+    config["run"]["env"] = None
+    (d / "config.json").write_text(json.dumps(config))
+    assert "run.env must be a non-empty string, got None" in exits(
+        [str(runs), "--out", out], capsys
+    )
+    config["run"]["env"] = "CartPole-v1"
+    (d / "config.json").write_text(json.dumps(config))
+    (d / "summary.json").write_text(json.dumps({"sps": [1, 2]}))
+    assert "summary.json: sps must be" in exits([str(runs), "--out", out], capsys)
+    (d / "summary.json").write_text("[1]")
+    assert "holds a JSON array" in exits([str(runs), "--out", out], capsys)
+    (d / "summary.json").unlink()  # optional: the last training mean is the final return
+    (d / "metrics.csv").write_text('env_steps,return_mean,wall_s\n10,"[1, 2]",1\n')
+    assert "line 2: return_mean must be a finite number" in exits([str(runs), "--out", out], capsys)
+    (d / "metrics.csv").write_text("env_steps,return_mean,wall_s\n10,5,1\n20,6\n")
+    assert "line 3: 2 cells for the header's 3 columns" in exits([str(runs), "--out", out], capsys)
+    (d / "metrics.csv").write_text("env_steps,return_mean,wall_s\n20,5,1\n10,6,2\n")
+    assert "line 3: env_steps 10 is below" in exits([str(runs), "--out", out], capsys)
+    (d / "metrics.csv").write_text("")
+    assert "has no header line" in exits([str(runs), "--out", out], capsys)
+    # A live run's half-written last line is left out, as documented.
+    (d / "metrics.csv").write_text("env_steps,return_mean,wall_s\n10,5,1\n20,6")
+    (r,) = report.load_results([str(runs)])
+    assert r.env_steps == 10 and r.final == 5.0
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [(["--reps", "0"], "--reps must be >= 1, got 0"), (["--reps", "-3"], "--reps must be >= 1"),
+     (["--out", "FILE"], "exists and is not a folder"), (["--out", "FILE/sub"], "is a file"),
+     (["--out", " "], "--out must be a folder")],
+)  # fmt: skip
+def test_bad_flags_are_one_line_before_reading(tmp_path, capsys, argv, needle):
+    (tmp_path / "FILE").write_text("x")
+    argv = [a.replace("FILE", str(tmp_path / "FILE")) for a in argv]
+    base = ["--out", str(tmp_path / "out")] if "--out" not in argv else []
+    message = exits([str(tmp_path / "nothing-here"), *base, *argv], capsys)
+    assert needle in message and "does not exist" not in message  # flags first
+    assert (tmp_path / "FILE").read_text() == "x"
+
+
+def test_a_header_only_run_is_skipped_not_the_report(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        real_run(runs, f"ppo-CartPole-v1-seed{seed}", seed=seed)
+    starting = runs / "ppo-CartPole-v1-seed2"
+    starting.mkdir()
+    (starting / "config.json").write_text(
+        (runs / "ppo-CartPole-v1-seed0" / "config.json").read_text()
+    )
+    (starting / "metrics.csv").write_text("env_steps,return_mean,wall_s\n")
+    waiting = real_run(runs, "ppo-CartPole-v1-seed3", seed=3)
+    (waiting / "metrics.csv").write_text("env_steps,return_mean,wall_s\n10,nan,1\n20,,2\n")
+    (waiting / "summary.json").unlink()
+    md = report.main([str(runs), "--out", str(tmp_path / "out"), "--reps", "10"])
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"skipping {starting}: no rows in metrics.csv yet",
+                   f"skipping {waiting}: no episode finished yet"]  # fmt: skip
+    assert "| ppo | 2 |" in md.read_text()
+
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def report_of(tmp_path, capsys=None) -> tuple[dict, str]:
+    md = report.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--reps", "10"])
+    return json.loads((tmp_path / "out" / "report.json").read_text()), md.read_text()
+
+
+def test_two_configs_sharing_a_seed_are_not_two_seeds(tmp_path):
+    real_run(tmp_path / "runs", "a", seed=0, final=100.0, agent_config={"lr": 0.001})
+    real_run(tmp_path / "runs", "b", seed=0, final=300.0, agent_config={"lr": 0.0003})
+    data, text = report_of(tmp_path)
+    assert data["envs"]["CartPole-v1"] == {
+        "ppo lr=0.0003": {"final": [300.0, None], "best": [300.0, None], "seeds": 1},
+        "ppo lr=0.001": {"final": [100.0, None], "best": [100.0, None], "seeds": 1},
+    }
+    assert "| ppo lr=0.001 | 1 | 100.0 |" in text and "| ppo | 2 |" not in text
+    assert data["configs"]["ppo lr=0.001"]["config"]["agent_config.lr"] == 0.001
+    assert data["configs"]["ppo lr=0.001"]["runs"] == [str(tmp_path / "runs" / "a")]
+
+
+NOT_CONFIG_VALUES = {"seed": 5, "env": "Acrobot-v1", "run_dir": "/elsewhere", "exp_name": "x",
+                     "resume": "/r", "preset": "ppo-classic", "num_seeds": 4,
+                     "vary": ["lr=0.1,0.2"], "sweep_lr": "0.1,0.2", "num_threads": 4,
+                     "num_devices": 2, "coordinator_address": "h:1", "num_processes": 2,
+                     "process_id": 1, "progress": True, "debug": True,
+                     "checkpoint_every": 7, "keep_checkpoints": 9, "max_minutes": 3.0,
+                     "eval_episodes": 5}  # fmt: skip
+
+
+def test_the_not_config_list_is_the_one_tested():
+    assert set(NOT_CONFIG_VALUES) == set(report.RUN_FIELDS_NOT_CONFIG)
+
+
+@pytest.mark.parametrize("name", report.RUN_FIELDS_NOT_CONFIG)
+def test_runs_differing_only_where_nothing_is_learned_are_pooled(tmp_path, name):
+    real_run(tmp_path / "runs", "one", seed=1)
+    other = {"seed": 2} | {name: NOT_CONFIG_VALUES[name]}
+    real_run(tmp_path / "runs", "two", env=other.pop("env", "CartPole-v1"), run=other,
+             top={"jax": "0.5", "python": "3.12", "env_spec": {"x": 1}})  # fmt: skip
+    results = report.load_results([str(tmp_path / "runs")])
+    assert [r.algo for r in results] == ["ppo", "ppo"], name
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"run": {"total_steps": 2000}}, {"run": {"reward_clip": True}},
+     {"run": {"eval_greedy": True}}, {"run": {"return_window": 100}},
+     {"run": {"evolve": "pbt"}}, {"agent_config": {"hidden": [32]}},
+     {"agent_config": {"reshape_reward": "mod:fn"}}, {"top": {"git_commit": "abc"}},
+     {"agent": "a2c"}],
+)  # fmt: skip
+def test_runs_differing_in_anything_else_are_apart(tmp_path, change):
+    real_run(tmp_path / "runs", "one", seed=1)
+    real_run(tmp_path / "runs", "two", seed=2, **change)
+    labels = {r.path.name: r.algo for r in report.load_results([str(tmp_path / "runs")])}
+    if "agent" in change:
+        assert labels == {"one": "ppo", "two": "a2c"}
+        return
+    (field,) = next(iter(change.values()))  # the one field changed: named where it is set
+    assert labels["two"].startswith(f"ppo {field}=") and labels["one"] != labels["two"]
+
+
+def population(root, name, values, evolve="none", seed=10, layout="member config"):
+    """A --num-seeds P population of fakes with --vary lr=VALUES (member i: values[i]), its
+    member configs as train writes them (the member's own values in agent_config and in
+    `population.hparams`), or as earlier versions did (the base value; hp_lr column only)."""
+    for i, lr in enumerate(values):
+        block = {"member": i, "of": len(values)}
+        if layout == "member config":
+            block |= {"hparams": {"lr": lr}, "since": {"generation": 0, "env_steps": 0}}
+        real_run(root / name, f"member-{i}", seed=seed + i, final=100.0 * (i + 1),
+                 run={"num_seeds": len(values), "vary": ["lr=" + ",".join(map(str, values))],
+                      "evolve": evolve, "exp_name": name},
+                 agent_config={"lr": lr if layout == "member config" else 0.00025},
+                 top={"population": block}, columns={"hp_lr": [lr] * 4})  # fmt: skip
+
+
+@pytest.mark.parametrize("layout", ["member config", "hp columns only"])
+def test_a_varied_population_is_labelled_by_its_values(tmp_path, layout):
+    population(tmp_path / "runs", "pop", [0.001, 0.0003, 0.001, 0.0003], layout=layout)
+    real_run(tmp_path / "runs", "single", seed=0, final=50.0, agent_config={"lr": 0.001})
+    data, text = report_of(tmp_path)
+    by = data["envs"]["CartPole-v1"]
+    assert sorted(by) == ["ppo lr=0.0003", "ppo lr=0.001"]
+    # Members 0 and 2 (lr 0.001) pool with the single run of --lr 0.001, as the population
+    # README promises: a member with --vary lr=X is the single run with --lr X.
+    assert by["ppo lr=0.001"]["seeds"] == 3 and by["ppo lr=0.0003"]["seeds"] == 2
+    assert by["ppo lr=0.0003"]["final"][0] == pytest.approx(300.0)  # members 1 and 3
+    assert "| ppo lr=0.001 | 3 |" in text
+
+
+def test_an_evolving_populations_members_are_never_pooled(tmp_path):
+    # Each member's config holds the values it has now (PBT changes them), and its index.
+    population(tmp_path / "runs", "pbt", [0.001, 0.001], evolve="pbt")
+    population(tmp_path / "runs", "old", [0.001, 0.001], evolve="pbt", layout="hp only")
+    results = report.load_results([str(tmp_path / "runs")])
+    assert sorted(r.algo for r in results) == [
+        "ppo lr=0.00025 member=0",  # the layout of earlier versions: the base value
+        "ppo lr=0.00025 member=1",
+        "ppo lr=0.001 member=0",
+        "ppo lr=0.001 member=1",
+    ]
+
+
+def test_a_population_without_logged_values_keeps_members_apart(tmp_path):
+    for i in range(2):  # --vary, but no hp_ columns to say which member had which value
+        real_run(tmp_path / "runs", f"member-{i}", seed=i, run={"vary": ["lr=0.1,0.2"],
+                 "num_seeds": 2}, top={"population": {"member": i, "of": 2}})  # fmt: skip
+    assert sorted(r.algo for r in report.load_results([str(tmp_path / "runs")])) == [
+        "ppo member=0",
+        "ppo member=1",
+    ]
+
+
+def test_sweep_labels_are_kept_and_clashes_named_by_full_paths(tmp_path):
+    runs = tmp_path / "runs"
+    real_run(runs, "ppo-CartPole-v1-seed0-lr=0.1", agent_config={"lr": 0.1})
+    real_run(runs, "ppo-CartPole-v1-seed0-lr=0.2", agent_config={"lr": 0.2})
+    real_run(runs, "big-CartPole-v1-seed0", agent_config={"num_envs": 64})
+    real_run(runs, "big-Acrobot-v1-seed0", env="Acrobot-v1", agent_config={"num_envs": 64})
+    # Two configurations that differ in fields of the same name in two blocks.
+    real_run(runs, "x1", run={"tau": 1}, agent_config={"tau": 1})
+    real_run(runs, "x2", run={"tau": 2}, agent_config={"tau": 2}, seed=1)
+    labels = {r.path.name: r.algo for r in report.load_results([str(runs)])}
+    assert labels == {
+        "ppo-CartPole-v1-seed0-lr=0.1": "ppo lr=0.1",
+        "ppo-CartPole-v1-seed0-lr=0.2": "ppo lr=0.2",
+        "big-CartPole-v1-seed0": "big",  # one label over both envs
+        "big-Acrobot-v1-seed0": "big",
+        # Only the fields each sets are named: tau is unset in the lr runs.
+        "x1": "ppo lr=0.001 agent_config.tau=1 run.tau=1",
+        "x2": "ppo lr=0.001 agent_config.tau=2 run.tau=2",
+    }
+
+
+def test_the_same_run_twice_counts_once(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    real_run(runs, "a", seed=0)
+    real_run(runs, "copy-of-a", seed=0, run={"run_dir": "/moved"})
+    real_run(runs, "b", seed=1)
+    # The same folder given twice (and under its parent) is read once, silently.
+    results = report.load_results([str(runs), str(runs / "a")])
+    assert [r.path.name for r in results] == ["a", "b"]
+    assert capsys.readouterr().err.splitlines() == [
+        f"skipping {runs / 'copy-of-a'}: the same configuration, env and seed as {runs / 'a'}"
+    ]
+
+
+def test_published_scores_match_by_agent_not_label(tmp_path):
+    real_run(tmp_path / "runs", "mine-CartPole-v1-seed0", agent="ppo")
+    (r,) = report.load_results([str(tmp_path / "runs")])
+    rows = [{"agent": "ppo", "env": "CartPole-v1", "score": "490", "frames": "1000",
+             "starts": "none", "sticky": "false", "eval": "eval", "source": "x"}]  # fmt: skip
+    (match,) = report.published([r], rows)
+    assert r.algo == "mine" and match["matches"]

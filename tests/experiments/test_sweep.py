@@ -7,6 +7,7 @@ seconds. docs/results/sweep-acceptance/ holds the same checks on real runs.
 
 import itertools
 import json
+import math
 import os
 import signal
 import subprocess
@@ -50,6 +51,7 @@ def invocations(folder: Path) -> list[dict]:
         ({"agents": [{"agent": "ppo", "lr": 1}]}, "agents[0].lr"),
         ({"set": {"learning_rat": 0.1}}, "set.learning_rat"),
         ({"set": {"seed": 3}}, "set.seed"),
+        ({"set": {"progress": True}}, "set.progress"),  # runs always get --no-progress
         ({"seeds": 0}, "seeds"),
         ({"seeds": [1, 1]}, "seeds"),
         ({"slots": 0}, "slots"),
@@ -108,7 +110,8 @@ def test_resume_argv_keeps_only_what_resume_may_change(tmp_path):
 def test_cli_form(tmp_path, capsys):
     sw.main(["--agents", "acer,ppo", "--envs", "CartPole-v1,Acrobot-v1", "--seeds", "3",
              "--set", "total_steps=20000", "--root", str(tmp_path), "--dry-run"])  # fmt: skip
-    lines = capsys.readouterr().out.splitlines()
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.startswith("sweep sweep-acer-ppo: 12 runs (2 agents × 2 envs × 1 grid point")
     assert len(lines) == 12 and all(line.startswith("new") for line in lines)
     assert all("--total-steps 20000" in line for line in lines)
     with pytest.raises(SystemExit, match=r"set\.bogus"):
@@ -208,6 +211,7 @@ def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path, fake):
 # ----------------------------------------------------------------------------- kill -9
 
 
+@pytest.mark.slow
 def test_kill9_of_a_run_and_of_the_sweep_then_restart(tmp_path):
     (tmp_path / "k.yaml").write_text(
         f"name: k\nroot: {tmp_path}\nagents: [ppo, a2c]\nenvs: [CartPole-v1]\nseeds: 2\n"
@@ -261,3 +265,313 @@ def test_submitit_backend_in_local_mode(tmp_path, fake):
     assert set(result.values()) == {"done"}
     starts = [r for r in invocations(sweep.folder) if r["event"] == "start"]
     assert sorted(r["mode"] for r in starts) == ["fresh", "fresh"]
+
+
+# ----------------------------------------------------------------------------- damaged input
+
+
+def one_line_exit(main, argv, capsys) -> str:
+    """The one-line `error: ...` that `main(argv)` exits with (nothing else on stderr)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    message = exit_info.value.code
+    assert isinstance(message, str) and message.startswith("error: "), message
+    assert "\n" not in message and not capsys.readouterr().err
+    return message
+
+
+@pytest.mark.parametrize(
+    "seeds, needle",
+    [("x", "--seeds: expected a count"), ("1,x", "--seeds: expected a count"),
+     ("-1", "seeds: must be a count in [1, 10000]"), ("0", "seeds: must be a count"),
+     ("1,1", "seeds: has duplicates"), ("3,-2", "seeds: must be in [0, 2**30)"),
+     (str(2**30) + ",0", "seeds: must be in [0, 2**30)"), ("20000", "seeds: must be a count")],
+)  # fmt: skip
+def test_cli_seeds_are_checked(seeds, needle, tmp_path, capsys):
+    argv = ["--agents", "ppo", "--envs", "CartPole-v1", "--seeds", seeds, "--dry-run"]
+    assert needle in one_line_exit(sw.main, [*argv, "--root", str(tmp_path)], capsys)
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [(["--set", "lr=[1,"], "--set lr: not a YAML value"), (["--set", "=1"], "--set: expected"),
+     (["--set", "lr={a: 1}"], "set.lr: must be a number"),
+     (["--slots", "0"], "slots: must be an integer >= 1"),
+     (["--retries", "-1"], "retries: must be an integer >= 0"),
+     (["--cpus", "3"], "cpus: must be 'auto'"), (["--name", "a/b"], "name: must be a folder"),
+     (["--backend", "submitit", "--slurm", "x"], "--slurm: expected")],
+)  # fmt: skip
+def test_cli_flags_are_checked(argv, needle, tmp_path, capsys):
+    base = ["--agents", "ppo", "--envs", "CartPole-v1", "--root", str(tmp_path), "--dry-run"]
+    assert needle in one_line_exit(sw.main, [*base, *argv], capsys)
+
+
+# Every field of the spec, damaged in each way: None is the default for an optional field
+# (the spec reads as if it were left out); anything else wrong is one line naming the field.
+SPEC_DAMAGE = {"missing": "MISSING", "null": None, "int": 7, "string": "NaN",
+               "list": [["x"]], "dict": {"a": 1}, "nan": math.nan, "bool": True}  # fmt: skip
+OPTIONAL = {"seeds", "set", "grid", "slots", "cpus", "devices", "device_env", "retries",
+            "root"}  # fmt: skip
+# (field, damage) pairs that are valid values: `seeds: 7` is 7 seeds, `cpus: true` is auto...
+VALID = {("seeds", "int"), ("slots", "int"), ("retries", "int"), ("cpus", "bool"),
+         ("name", "string"), ("root", "string"), ("device_env", "string"),
+         ("cpus", "missing"), ("agents[0].preset", "missing"), ("agents[0].set", "missing"),
+         ("agents[0].label", "missing"), ("agents[0].label", "string"),
+         ("agents[0].preset", "null"), ("agents[0].set", "null"),
+         ("agents[0].label", "null")}  # fmt: skip
+
+
+def _damaged_spec(tmp_path, name, value):
+    entry = {"agent": "ppo", "preset": "ppo-classic", "set": {"num_envs": 4}, "label": "p"}
+    data = spec(tmp_path, seeds=1, agents=[entry], grid={"lr": [0.001]}, slots=1, cpus="none",
+                devices=["0"], device_env="CUDA_VISIBLE_DEVICES", retries=0)  # fmt: skip
+    target, key = (data["agents"][0], name.split(".")[1]) if "." in name else (data, name)
+    if value == "MISSING":
+        target.pop(key)
+    else:
+        target[key] = value
+    return data
+
+
+@pytest.mark.parametrize("damage", list(SPEC_DAMAGE))
+@pytest.mark.parametrize(
+    "name", [*sw.SPEC_FIELDS, "agents[0].agent", "agents[0].preset", "agents[0].set",
+             "agents[0].label"],
+)  # fmt: skip
+def test_every_spec_field_damaged(name, damage, tmp_path):
+    data = _damaged_spec(tmp_path, name, SPEC_DAMAGE[damage])
+    defaulted = damage in ("missing", "null") and name in OPTIONAL
+    try:
+        sweep = sw.parse_spec(data, validate=False)
+    except sw.SpecError as err:
+        message = str(err)
+        assert "\n" not in message
+        assert (name, damage) not in VALID and not defaulted, message
+        field = name if name != "agents[0].agent" else "agents[0]"
+        assert message.startswith(field), message
+        return
+    assert (name, damage) in VALID or defaulted, f"{name}={SPEC_DAMAGE[damage]!r} accepted"
+    assert len(sweep.runs) >= 1
+
+
+def test_grid_values_are_each_checked(tmp_path):
+    with pytest.raises(sw.SpecError, match=r"^grid\.lr\[1\]: must be a number"):
+        sw.parse_spec(spec(tmp_path, grid={"lr": [0.1, {"a": 1}]}), validate=False)
+    with pytest.raises(sw.SpecError, match=r"^grid\.lr: values 0\.1 and '0\.1' make the same"):
+        sw.parse_spec(spec(tmp_path, grid={"lr": [0.1, "0.1"]}), validate=False)
+    with pytest.raises(sw.SpecError, match=r"^envs: has duplicates"):
+        sw.parse_spec(spec(tmp_path, envs=["ALE/Pong-v5", "ALE-Pong-v5"]), validate=False)
+    with pytest.raises(sw.SpecError, match="give them a label"):
+        sw.parse_spec(spec(tmp_path, agents=["ppo", {"agent": "ppo"}]), validate=False)
+    # A word for a number is train's own parser's error, as one line (not tyro's box).
+    with pytest.raises(sw.SpecError) as err:
+        sw.parse_spec(spec(tmp_path, grid={"lr": [0.1, "x"]}))
+    assert str(err.value) == (
+        "run ppo-CartPole-v1-seed0-lr=x: Error parsing --lr: could not convert string to float: 'x'"
+    )
+
+
+def _finished_run(folder: Path, name: str, summary: dict, total=2000):
+    d = folder / name
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps({"run": {"total_steps": total}}))
+    (d / "summary.json").write_text(json.dumps(summary))
+    return d
+
+
+@pytest.mark.parametrize(
+    "summary, total, field",
+    [({"env_steps": 2000}, 2000, "stopped_by"),
+     ({"env_steps": 2000, "stopped_by": None}, 2000, "stopped_by"),
+     ({"env_steps": 2000, "stopped_by": ["total_steps"]}, 2000, "stopped_by"),
+     ({"stopped_by": "total_steps"}, 2000, "env_steps"),
+     ({"stopped_by": "total_steps", "env_steps": [2000]}, 2000, "env_steps"),
+     ({"stopped_by": "total_steps", "env_steps": "NaN"}, 2000, "env_steps"),
+     ({"stopped_by": "total_steps", "env_steps": {"a": 1}}, 2000, "env_steps"),
+     ({"stopped_by": "total_steps", "env_steps": 2000}, "2000", "run.total_steps"),
+     ({"stopped_by": "total_steps", "env_steps": 2000}, None, "run.total_steps"),
+     ({"stopped_by": "total_steps", "env_steps": 2000}, [2000], "run.total_steps")],
+)  # fmt: skip
+def test_run_state_of_damaged_files_is_partial_with_the_field_named(
+    tmp_path, summary, total, field
+):
+    d = _finished_run(tmp_path, "r", summary, total)
+    problems = []
+    assert sw.run_state(d, problems) == "partial"
+    assert len(problems) == 1 and field in problems[0] and str(d) in problems[0], problems
+    (d / "summary.json").write_text("{not json")
+    problems = []
+    assert sw.run_state(d, problems) == "partial" and "not valid JSON" in problems[0]
+
+
+def test_a_done_run_with_a_damaged_summary_is_resumed_with_a_warning(tmp_path, fake, capsys):
+    sweep = sw.parse_spec(spec(tmp_path, seeds=1), validate=False)
+    assert sw.Scheduler(sweep, poll_s=0.02, live=False).run() == {"ppo-CartPole-v1-seed0": "done"}
+    d = sweep.runs[0].run_dir(sweep.folder)
+    summary = json.loads((d / "summary.json").read_text())
+    (d / "summary.json").write_text(json.dumps(summary | {"stopped_by": ["total_steps"]}))
+    capsys.readouterr()
+    assert sw.Scheduler(sweep, poll_s=0.02, live=False).run() == {"ppo-CartPole-v1-seed0": "done"}
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line]
+    assert warnings == [
+        f"warning: summary {d / 'summary.json'}: stopped_by must be a string, got "
+        "['total_steps']; so the run is not done"
+    ]
+    assert [r["mode"] for r in invocations(sweep.folder) if r["event"] == "start"] == [
+        "fresh",
+        "resume",
+    ]
+
+
+def test_live_table_survives_damaged_metrics(tmp_path):
+    sweep = sw.parse_spec(spec(tmp_path, seeds=1), validate=False)
+    d = sweep.runs[0].run_dir(sweep.folder)
+    d.mkdir(parents=True)
+    (d / "metrics.csv").write_text("env_steps,return_mean,wall_s\ninf,[1],x\n")
+    s = sw.Scheduler(sweep, live=False)
+    s.state = {"runs": {}}
+    sw._Display(s).table()  # no exception
+    assert sw._steps("inf", 10) == "" and sw._steps("abc", 10) == ""
+    assert sw._steps("500.0", 2000) == "500/2,000" and sw._steps("500", "2000") == "500"
+
+
+STATE_DAMAGE = [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "holds a JSON array"),
+    ('{"runs": [1]}', "runs must be an object"),
+    ('{"runs": {"ppo-CartPole-v1-seed0": 3}}', "runs.ppo-CartPole-v1-seed0 must be an object"),
+    ('{"runs": {"x": {"launches": 3}}}', "runs.x.launches must be a list"),
+    ('{"runs": {"x": {"launches": {"a": 1}}}}', "runs.x.launches must be a list"),
+    ('{"runs": {"x": {"launches": [null]}}}', "runs.x.launches[0] must be an object"),
+    ('{"runs": {"x": {"status": ["done"]}}}', "runs.x.status must be a string"),
+    ('{"runs": {"x": {"status": null}}}', "runs.x.status must be a string"),
+    ('{"sweeps": {"pid": 1}}', "sweeps must be a list"),
+    ('{"sweeps": "NaN"}', "sweeps must be a list"),
+]
+
+
+@pytest.mark.parametrize("text, needle", STATE_DAMAGE)
+def test_damaged_state_file_is_set_aside(tmp_path, fake, capsys, text, needle):
+    sweep = sw.parse_spec(spec(tmp_path, seeds=1), validate=False)
+    sweep.folder.mkdir(parents=True)
+    path = sweep.folder / sw.STATE_NAME
+    path.write_text(text)
+    assert sw.Scheduler(sweep, poll_s=0.02, live=False).run() == {"ppo-CartPole-v1-seed0": "done"}
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(warnings) == 1 and needle in warnings[0] and str(path) in warnings[0], warnings
+    assert (sweep.folder / (sw.STATE_NAME + ".damaged")).read_text() == text  # kept, as it was
+    state = json.loads(path.read_text())
+    assert state["runs"]["ppo-CartPole-v1-seed0"]["status"] == "done"
+
+
+@pytest.mark.parametrize(
+    "state",
+    [{}, {"runs": {}}, {"runs": {"ppo-CartPole-v1-seed0": {}}},
+     {"runs": {"old-run": {"launches": []}}, "name": 3, "sweeps": []}],
+)  # fmt: skip
+def test_state_file_with_fields_left_out_is_used(tmp_path, fake, capsys, state):
+    sweep = sw.parse_spec(spec(tmp_path, seeds=1), validate=False)
+    sweep.folder.mkdir(parents=True)
+    (sweep.folder / sw.STATE_NAME).write_text(json.dumps(state))
+    result = sw.Scheduler(sweep, poll_s=0.02, live=False).run()
+    assert result == {"ppo-CartPole-v1-seed0": "done"}  # a record of another run: not ours
+    assert "warning" not in capsys.readouterr().err
+    assert not (sweep.folder / (sw.STATE_NAME + ".damaged")).exists()
+
+
+# ----------------------------------------------------------------------------- big grids
+
+
+def big_spec(tmp_path, points=10):
+    """agents 2 x envs 5 x grid points**4 x seeds 10: 10**6 runs at points=10."""
+    grid = {"lr": [round(0.001 * (i + 1), 4) for i in range(points)],
+            "gae_lambda": [round(0.9 + 0.005 * i, 4) for i in range(points)],
+            "clip_eps": [round(0.1 + 0.01 * i, 3) for i in range(points)],
+            "value_weight": [round(0.1 * (i + 1), 2) for i in range(points)]}  # fmt: skip
+    envs = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "Pong-v5"]
+    agents = ["ppo", {"agent": "ppo", "label": "ppo2", "set": {"num_envs": 4}}]
+    return spec(tmp_path, agents=agents, envs=envs, grid=grid, seeds=10)
+
+
+def test_a_million_run_grid_is_not_expanded(tmp_path):
+    start = time.monotonic()
+    sweep = sw.parse_spec(big_spec(tmp_path), validate=False)
+    runs = sweep.runs
+    assert len(runs) == 10**6 and time.monotonic() - start < 5
+    assert runs.shape() == "2 agents × 5 envs × 10,000 grid points × 10 seeds"
+    # Indexing agrees with iteration (the order the sweep runs them in) at both ends.
+    head = list(itertools.islice(iter(runs), 25))
+    assert head == [runs[i] for i in range(25)] and runs[-1] == runs[10**6 - 1]
+    assert (
+        runs[-1].name
+        == "ppo2-Pong-v5-seed9-lr=0.01-gae_lambda=0.945-clip_eps=0.19-value_weight=1.0"
+    )
+    assert dict(runs[-1].flags) == {"total_steps": 2000, "num_envs": 4, "lr": 0.01,
+                                    "gae_lambda": 0.945, "clip_eps": 0.19,
+                                    "value_weight": 1.0}  # fmt: skip
+    assert (
+        runs[12345].name
+        == "ppo-CartPole-v1-seed5-lr=0.002-gae_lambda=0.91-clip_eps=0.13-value_weight=0.5"
+    )
+    # The up-front check: each agent x env with every grid value once, not 10**6 runs.
+    assert len(runs.cover()) == 2 * 5 * (1 + 4 * 9)
+
+
+def test_small_grid_order_and_names_are_unchanged(tmp_path):
+    data = spec(tmp_path, agents=["ppo", "a2c"], envs=["CartPole-v1", "MinAtar/Breakout-v1"],
+                seeds=[3, 5], grid={"lr": [0.1, 0.2], "gae_lambda": [0.9, 0.95]})  # fmt: skip
+    runs = sw.parse_spec(data, validate=False).runs
+    expected = [
+        f"{a}-{e.replace('/', '-')}-seed{s}-lr={lr}-gae_lambda={g}"
+        for a, e, lr, g, s in itertools.product(
+            ["ppo", "a2c"], data["envs"], [0.1, 0.2], [0.9, 0.95], [3, 5]
+        )
+    ]
+    assert [r.name for r in runs] == expected == [runs[i].name for i in range(len(runs))]
+    assert runs[1:3] == list(runs)[1:3]
+
+
+@pytest.mark.slow
+def test_a_sweep_over_the_limit_is_refused_and_dry_run_streams(tmp_path):
+    (tmp_path / "big.yaml").write_text(json.dumps(big_spec(tmp_path)))  # JSON is YAML
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "experiments.sweep", str(tmp_path / "big.yaml")]
+    refused = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.strip().splitlines() == [
+        "error: sweep s has 1,000,000 runs (2 agents × 5 envs × 10,000 grid points × 10 "
+        "seeds); a sweep runs at most 10,000 (its state file and table hold every run): "
+        "split the grid into several sweeps"
+    ]
+    assert not (tmp_path / "s").exists()
+    # --dry-run: the size at once, then the runs as they are made; a reader that stops
+    # (`| head`) ends it without a traceback.
+    one = big_spec(tmp_path) | {"agents": ["ppo"], "envs": ["CartPole-v1"]}  # a short cover
+    (tmp_path / "big.yaml").write_text(json.dumps(one))
+    proc = subprocess.Popen([*cmd, "--dry-run"], cwd=REPO, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    lines = [proc.stdout.readline() for _ in range(3)]
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert lines[0].startswith("sweep s: 100,000 runs (1 agent × 1 env × 10,000 grid points")
+    assert lines[1].startswith("new      --agent ppo --env CartPole-v1 --seed 0 ")
+    assert "Traceback" not in err and "running it is refused" in err, err
+
+
+def test_runs_past_the_upfront_check_are_checked_as_they_come(tmp_path, fake, capsys, monkeypatch):
+    # The up-front check covers each grid value once; a bad combination of two values it
+    # did not try is refused when its run comes up: marked invalid, and the others run.
+    monkeypatch.setattr(sw, "CHECK_ALL", 2)
+    data = spec(tmp_path, seeds=1, grid={"num_seeds": [1, 2], "num_processes": [1, 2]})
+    sweep = sw.parse_spec(data)
+    assert sweep.check_each and len(sweep.runs) == 4
+    bad = "ppo-CartPole-v1-seed0-num_seeds=2-num_processes=2"
+    assert sw.dry_run(sweep) == {bad: "invalid"}
+    out, err = capsys.readouterr()
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["new", "new", "new", "invalid"]
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: run {bad}: --num-seeds")
+    result = sw.Scheduler(sweep, poll_s=0.02, live=False).run()
+    assert result == {r.name: "invalid" if r.name == bad else "done" for r in sweep.runs}
+    state = json.loads((sweep.folder / sw.STATE_NAME).read_text())
+    assert state["runs"][bad]["error"].startswith(f"run {bad}: --num-seeds")
+    assert not (sweep.folder / bad).exists()
