@@ -14,6 +14,7 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -32,16 +33,85 @@ def check(ok: bool, name: str, value: Any, allowed: str) -> None:
         raise ConfigError(f"{flag(name)} must be {allowed}, got {value!r}")
 
 
-def check_applies(config, active: bool, switch: str, *names: str) -> None:
-    """A flag that has no effect is an error: unless `active`, each named field must keep its
-    default (`switch` says what turns them on, e.g. "--rnd-coef > 0")."""
-    if active:
-        return
+# "Only with" tables. A config (or experiments.args.RunArgs) may declare, next to its fields,
+#
+#     ONLY_WITH: ClassVar[dict[str, str]] = {"priority_exponent": "prioritized", ...}
+#
+# mapping a field to the switch without which it has no effect. A switch is `name` (on when
+# the field is truthy), `!name` (on when it is falsy), `name>N` (on when above the number N)
+# or `name=a|b` (on when the field's value, as text, is one of the words). `check_only_with`
+# turns a flag that would do nothing into a one-line error naming the missing switch.
+
+
+def _switch_on(config, switch: str) -> bool:
+    if switch.startswith("!"):
+        return not getattr(config, switch[1:])
+    if ">" in switch:
+        name, _, bound = switch.partition(">")
+        return getattr(config, name) > float(bound)
+    if "=" in switch:
+        name, _, words = switch.partition("=")
+        return str(getattr(config, name)) in words.split("|")
+    return bool(getattr(config, switch))
+
+
+def describe_switch(switch: str) -> str:
+    """A switch as the command line says it: `--prioritized`, `--no-noisy`, `--rnd-coef > 0`,
+    `--evolve pbt or cem`."""
+    if switch.startswith("!"):
+        return flag("no_" + switch[1:])
+    if ">" in switch:
+        name, _, bound = switch.partition(">")
+        return f"{flag(name)} > {bound}"
+    if "=" in switch:
+        name, _, words = switch.partition("=")
+        return f"{flag(name)} {' or '.join(words.split('|'))}"
+    return flag(switch)
+
+
+def _switch_field(switch: str) -> str:
+    return switch.lstrip("!").partition(">")[0].partition("=")[0]
+
+
+def check_only_with(config, given: Iterable[str] | None = None, name_of=flag) -> None:
+    """Raise `ConfigError("--field needs --switch")` for a field of `config`'s `ONLY_WITH`
+    table (see above) that is set while its switch is off.
+
+    `given`: the fields the user set explicitly (the command line's flags); a preset's values
+    are not in it, so `--preset dqn-atari --noisy` keeps the preset's ε schedule, while
+    `--noisy --eps-end 0.1` is an error. None (a config's own `__post_init__`): the fields
+    whose value differs from the class default count as set, but only for switches that are
+    off by default (opt-in features such as --prioritized in DQN), so that a preset's values
+    for a feature on by default survive the user switching it off. `name_of` names a field
+    in the message (default: its flag)."""
+    table = getattr(type(config), "ONLY_WITH", {})
     defaults = {f.name: f.default for f in dataclasses.fields(config)}
-    for name in names:
-        value = getattr(config, name)
-        if value != defaults[name]:
-            raise ConfigError(f"{flag(name)} applies only with {switch}, got {value!r}")
+    if given is None:
+        opt_in = {
+            switch
+            for switch in set(table.values())
+            if not _switch_on(types.SimpleNamespace(**defaults), switch)
+        }
+        given = [
+            name
+            for name, switch in table.items()
+            if switch in opt_in and getattr(config, name) != defaults[name]
+        ]
+    given = set(given)
+    for name, switch in table.items():
+        if name in given and not _switch_on(config, switch):
+            raise ConfigError(f"{name_of(name)} needs {describe_switch(switch)}")
+
+
+def check_only_with_table(cls) -> None:
+    """A one-line ValueError unless every entry of `cls.ONLY_WITH` ties a field of `cls` to a
+    switch on another field (agents.registry checks every agent's config with it: a typo in
+    the table would silently disable a check)."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    for name, switch in getattr(cls, "ONLY_WITH", {}).items():
+        target = _switch_field(switch)
+        if name not in fields or target not in fields or target == name:
+            raise ValueError(f"{cls.__name__}.ONLY_WITH: bad entry {name!r}: {switch!r}")
 
 
 def check_positive_int(config, *names: str) -> None:
@@ -143,15 +213,10 @@ def from_dict(cls, data: Any, where: str, *, ignore_unknown: bool = False):
 
 
 def check_importance_annealing(config) -> None:
-    """`importance_exponent_steps` (prioritized replay's β annealing, DQN and R2D1): >= 0,
-    and 0 unless the config is `prioritized` (there are no importance weights to anneal)."""
+    """`importance_exponent_steps` (prioritized replay's β annealing, DQN and R2D1): >= 0 (its
+    `ONLY_WITH` entry ties it to --prioritized)."""
     steps = config.importance_exponent_steps
     check(steps >= 0, "importance_exponent_steps", steps, ">= 0")
-    check(
-        config.prioritized or not steps,
-        "importance_exponent_steps", steps,
-        "0 without --prioritized (no importance weights to anneal)",
-    )  # fmt: skip
 
 
 class ReplayWindow:

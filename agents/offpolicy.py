@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -58,8 +58,8 @@ from agents.base import AgentBase
 from agents.config import (
     ReplayWindow,
     check,
-    check_applies,
     check_floats_finite,
+    check_only_with,
     check_positive_int,
 )
 from agents.learning import (  # noqa: F401 (apply, grads_and_aux: re-exported for the learners)
@@ -133,6 +133,14 @@ class OffPolicyConfig(ReplayWindow):
     # AgentBase's microbatching of trace updates does not apply to transition batches.
     microbatch_traces = 0
 
+    # Flags that do nothing without their switch (agents.config.check_only_with); SAC and TD3
+    # extend the table.
+    ONLY_WITH: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("per_alpha", "per_beta", "per_beta_steps"), "prioritized"),
+        "obs_clip": "normalize_obs",
+        **dict.fromkeys(("rnd_lr", "rnd_features"), "rnd_coef>0"),
+    }
+
     def __post_init__(self):
         check_positive_int(
             self, "num_envs", "trace_len", "batch_size", "buffer_size", "n_step", "policy_delay",
@@ -152,8 +160,6 @@ class OffPolicyConfig(ReplayWindow):
         check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
         check(self.rnd_coef >= 0, "rnd_coef", self.rnd_coef, ">= 0")
         check(self.rnd_lr > 0, "rnd_lr", self.rnd_lr, "> 0")
-        check_applies(self, self.normalize_obs, "--normalize-obs", "obs_clip")
-        check_applies(self, self.rnd_coef > 0, "--rnd-coef > 0", "rnd_lr", "rnd_features")
         per_env = self.buffer_size // (self.num_envs * self.trace_len)
         need = self.min_traces_per_env  # the replay window (agents.config.ReplayWindow)
         sizes = f"num_envs={self.num_envs}, trace_len={self.trace_len}, n_step={self.n_step}"
@@ -166,6 +172,7 @@ class OffPolicyConfig(ReplayWindow):
             f"at least {need} slots per env (>= {need * self.num_envs * self.trace_len} for "
             f"{sizes})",
         )
+        check_only_with(self)  # last: a value out of range is named as such first
 
     @property
     def updates_per_iteration(self) -> int:

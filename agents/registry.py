@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.config import check_only_with_table
+
 # name -> package defining SPEC. One line per agent.
 BUILTIN: dict[str, str] = {
     "acer": "agents.acer",
@@ -45,6 +47,8 @@ class AgentSpec:
         (`RUN_PRESET_FIELDS`). A comment beside each preset names its source paper.
       default_preset: the preset used when none is given (an empty one means the defaults).
       description: one line for `--help`.
+      dict_obs: whether it takes dict (pytree) observations such as MiniGrid's; the runner
+        refuses an env that has them, before anything is built, for an agent that does not.
     """
 
     name: str
@@ -53,8 +57,10 @@ class AgentSpec:
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     default_preset: str | None = None
     description: str = ""
+    dict_obs: bool = False
 
     def __post_init__(self):
+        check_only_with_table(self.config_cls)
         fields = {f.name for f in dataclasses.fields(self.config_cls)}
         for preset, values in self.presets.items():
             bad = sorted(set(values) - fields - RUN_PRESET_FIELDS)

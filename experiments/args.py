@@ -15,11 +15,12 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import tyro
 
-from agents.config import flag
+from agents.config import check_only_with, flag
+from agents.hooks import hook_fields
 from agents.registry import AgentSpec, agent_names, all_specs, get_agent
 from experiments.runfolder import check_run_dir_writable
 
@@ -54,7 +55,8 @@ class RunArgs:
     resume: str | None = None
     """Resume the run in this folder from its latest complete checkpoint. Its saved options
     are used; only --total-steps, --max-minutes, --progress, the evaluation flags and where
-    it runs (devices, processes, threads) may change."""
+    it runs (devices, processes, threads) may change. Hooks (PPO, A2C: --reshape-reward,
+    --preprocess-obs) are never imported from the folder: give the run's again."""
 
     num_seeds: int = 1
     """Train this many independent learners in one program: member i is the run with seed
@@ -121,6 +123,14 @@ class RunArgs:
     """Debug mode: every loss checks its data at run time (actions in range, probabilities
     valid: agents.losses.checked), jax_debug_nans on, no TensorBoard. Slower."""
 
+    # Options that do nothing without their switch (agents.config.check_only_with).
+    ONLY_WITH: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("vary", "sweep_lr", "evolve"), "num_seeds>1"),
+        **dict.fromkeys(("evolve_every", "evolve_fraction"), "evolve=pbt|cem"),
+        **dict.fromkeys(("evolve_replace", "cem_std_max"), "evolve=cem"),
+        "eval_greedy": "eval_episodes>0",
+    }
+
     def __post_init__(self):
         def need(ok: bool, name: str, allowed: str):
             if not ok:
@@ -137,20 +147,8 @@ class RunArgs:
         )  # fmt: skip
 
         # Population options: a flag that does not apply is an error, not a silent no-op.
-        def given(name: str) -> bool:
-            return getattr(self, name) != RunArgs.__dataclass_fields__[name].default
-
-        evolve_flags = ("evolve_every", "evolve_fraction", "evolve_replace", "cem_std_max")
-        for name in ("vary", "sweep_lr", "evolve", *evolve_flags):
-            if given(name) and self.num_seeds == 1:
-                raise ValueError(f"{flag(name)} needs a population: add --num-seeds P (P > 1)")
         need(self.evolve in ("none", "pbt", "cem"), "evolve", '"none", "pbt" or "cem"')
-        for name in evolve_flags:
-            if given(name) and self.evolve == "none":
-                raise ValueError(f"{flag(name)} applies only with --evolve pbt or cem")
-        for name in ("evolve_replace", "cem_std_max"):
-            if given(name) and self.evolve != "cem":
-                raise ValueError(f"{flag(name)} applies only with --evolve cem")
+        check_only_with(self)
         every = self.evolve_every
         unset_ok = every is None and self.evolve == "none"
         need(unset_ok or (every or 0) >= 1, "evolve_every", ">= 1 (required with --evolve)")
@@ -250,14 +248,42 @@ def flag_value(argv: list[str], name: str) -> str | None:
     return value
 
 
-def explicit_flags(argv: list[str]) -> set[str]:
-    """Field names given explicitly on the command line (`--no-x` counts as `x`)."""
-    names = set()
+def _flag_names(argv: list[str]) -> list[str]:
+    """The field name of every flag in `argv`, in order (`--no-x` is `x`)."""
+    names = []
     for arg in argv:
         if arg.startswith("--") and len(arg) > 2:
             name = arg[2:].split("=", 1)[0].replace("-", "_")
-            names.add(name[3:] if name.startswith("no_") else name)
+            names.append(name[3:] if name.startswith("no_") else name)
     return names
+
+
+def explicit_flags(argv: list[str]) -> set[str]:
+    """Field names given explicitly on the command line (`--no-x` counts as `x`)."""
+    return set(_flag_names(argv))
+
+
+def check_given_once(argv: list[str]) -> None:
+    """A flag given twice is an error naming it: tyro keeps the last one, so `--vary lr=...
+    --vary discount=...` would drop lr without a word (`--x` and `--no-x` count as one flag)."""
+    seen = set()
+    for name in _flag_names(argv):
+        if name in seen:
+            hint = " with all its values (--vary A=... B=...)" if name == "vary" else ""
+            raise ValueError(
+                f"{flag(name)} is given twice (only the last would count); give it once{hint}"
+            )
+        seen.add(name)
+
+
+def check_given_apply(argv: list[str], args: TrainArgs) -> None:
+    """Every flag given explicitly (and every field --vary varies) has an effect: one that
+    needs a switch that is off is an error naming the switch (the configs' `ONLY_WITH`
+    tables; a preset's values are not checked here, the user did not give them)."""
+    given = explicit_flags(argv)
+    check_only_with(args.run, given)
+    check_only_with(args.config, given)
+    check_only_with(args.config, hparam_specs(args.run), name_of=lambda name: f"--vary {name}")
 
 
 def _fields(cls) -> set[str]:
@@ -300,6 +326,7 @@ def parse(
     argv: list[str], run_default: RunArgs | None = None, config_default: Any = None
 ) -> TrainArgs:
     """Parse `argv` for the agent it names. Defaults: the preset's, unless given (resume)."""
+    check_given_once(argv)
     name = flag_value(argv, "--agent")
     spec = lookup(name if name is not None else run_default.agent if run_default else "acer")
     check_flags(argv, spec)
@@ -321,7 +348,9 @@ def parse(
         config=(tyro.conf.OmitArgPrefixes,),
     )
     # Checked here, outside tyro: a bad value is our one-line ValueError, not tyro's box.
-    return TrainArgs(_recast(RunArgs, cli.run), _recast(spec.config_cls, cli.config))
+    args = TrainArgs(_recast(RunArgs, cli.run), _recast(spec.config_cls, cli.config))
+    check_given_apply(argv, args)
+    return args
 
 
 R = TypeVar("R")
@@ -388,9 +417,15 @@ def parse_train_args(argv: list[str] | None = None) -> TrainArgs:
         raise SystemExit(f"error: {err}") from None
 
 
-def resume_args(argv: list[str], saved: TrainArgs) -> TrainArgs:
+def resume_args(
+    argv: list[str], saved: TrainArgs, hooks: dict[str, str] | None = None
+) -> TrainArgs:
     """The saved args of a run with the changes `argv` may make on --resume: any other flag
-    that differs from the saved value is an error naming it."""
+    that differs from the saved value is an error naming it.
+
+    `saved` holds no hooks (experiments.common.load_run: a run folder's are never imported)
+    and `hooks` names those the run was trained with: each must be given again in `argv` (the
+    user's own choice of module, which is imported), and no other may be added."""
     agent = flag_value(argv, "--agent")
     if agent is not None and agent != saved.run.agent:
         raise ValueError(
@@ -402,10 +437,20 @@ def resume_args(argv: list[str], saved: TrainArgs) -> TrainArgs:
     if "run_dir" in explicit_flags(argv) and Path(new.run.run_dir) != Path(folder):
         raise ValueError(f"--run-dir {new.run.run_dir} differs from --resume {folder}")
     new = TrainArgs(dataclasses.replace(new.run, run_dir=folder), new.config)
+    hooks = hooks or {}
+    for name in hook_fields(new.config):
+        given, trained = getattr(new.config, name), hooks.get(name)
+        if trained is not None and given is None:
+            raise ValueError(
+                f"{flag(name)}: the resumed run was trained with {flag(name)} {trained!r}; "
+                "give it again on the command line (a run folder's hooks are never imported)"
+            )
+        if trained is None and given is not None:
+            raise ValueError(f"{flag(name)}: the resumed run was trained without {flag(name)}")
     for part in ("run", "config"):
         old_part, new_part = getattr(saved, part), getattr(new, part)
         for f in dataclasses.fields(old_part):
-            if f.name in RESUME_MAY_CHANGE:
+            if f.name in RESUME_MAY_CHANGE or f.name in hook_fields(new_part):
                 continue
             before, after = getattr(old_part, f.name), getattr(new_part, f.name)
             if before != after:

@@ -6,6 +6,6 @@ from agents.a2c.config import PRESETS, A2CConfig
 from agents.registry import AgentSpec
 
 DESCRIPTION = "A2C: one RMSprop step per rollout, n-step/GAE advantages; A3C's synchronous form"
-SPEC = AgentSpec("a2c", A2CConfig, A2CAgent, PRESETS, "a2c-classic", DESCRIPTION)
+SPEC = AgentSpec("a2c", A2CConfig, A2CAgent, PRESETS, "a2c-classic", DESCRIPTION, dict_obs=True)
 
 __all__ = ["SPEC", "A2CAgent", "A2CConfig"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from agents.config import check
 from agents.ppo.config import OnPolicyConfig
@@ -40,6 +41,11 @@ class A2CConfig(OnPolicyConfig):
     """RMSprop decay α (torch-ac's --optim-alpha, baselines' alpha)."""
     rmsprop_eps: float = 1e-8
     """RMSprop ε, added outside the square root as in PyTorch (torch-ac's --optim-eps)."""
+
+    ONLY_WITH: ClassVar[dict[str, str]] = {
+        **OnPolicyConfig.ONLY_WITH,
+        "gae_lambda": "n_step=0",  # n-step returns replace GAE
+    }
 
     def __post_init__(self):
         check(self.n_step >= 0, "n_step", self.n_step, ">= 0")

@@ -5,6 +5,6 @@ from agents.acer.config import PRESETS, ACERConfig
 from agents.registry import AgentSpec
 
 DESCRIPTION = "ACER: Retrace critic, truncated IS with bias correction, trust region"
-SPEC = AgentSpec("acer", ACERConfig, ACERAgent, PRESETS, "acer-classic", DESCRIPTION)
+SPEC = AgentSpec("acer", ACERConfig, ACERAgent, PRESETS, "acer-classic", DESCRIPTION, dict_obs=True)
 
 __all__ = ["SPEC", "ACERAgent", "ACERConfig"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
-from agents.config import check, check_floats_finite, check_positive_int
+from agents.config import check, check_floats_finite, check_only_with, check_positive_int
 
 DEFAULT_SDN_SAMPLES = 5  # ACER §5.1
 DEFAULT_LOG_STD_INIT = math.log(0.5)
@@ -75,6 +76,13 @@ class ACERConfig:
     """Continuous actions only: the initial state-independent log σ of the Gaussian policy,
     in normalised action units ([−1, 1] spans the env's bounds; None: log 0.5, σ = 0.5)."""
 
+    # Flags that do nothing without their switch (agents.config.check_only_with): the
+    # averaged policy serves the trust region alone; replay batches need replay updates.
+    ONLY_WITH: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("trust_region_delta", "tau"), "trust_region"),
+        **dict.fromkeys(("batch_size", "start_train_at"), "replay_ratio>0"),
+    }
+
     def __post_init__(self):
         check_positive_int(self, "num_envs", "trace_len", "batch_size", "buffer_size")
         check_floats_finite(self)
@@ -116,6 +124,7 @@ class ACERConfig:
                     getattr(self, name),
                     f"divisible by --microbatch-traces {self.microbatch_traces}",
                 )
+        check_only_with(self)  # last: a value out of range is named as such first
 
     @property
     def sdn_n(self) -> int:

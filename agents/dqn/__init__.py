@@ -6,6 +6,6 @@ from agents.dqn.config import PRESETS, DQNConfig
 from agents.registry import AgentSpec
 
 DESCRIPTION = "DQN: double, dueling, prioritized, n-step; --distributional gives C51"
-SPEC = AgentSpec("dqn", DQNConfig, DQNAgent, PRESETS, "dqn-classic", DESCRIPTION)
+SPEC = AgentSpec("dqn", DQNConfig, DQNAgent, PRESETS, "dqn-classic", DESCRIPTION, dict_obs=False)
 
 __all__ = ["SPEC", "DQNAgent", "DQNConfig"]

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 from agents.config import (
     ReplayWindow,
     check,
-    check_applies,
     check_floats_finite,
     check_importance_annealing,
+    check_only_with,
     check_positive_int,
 )
 
@@ -97,14 +98,27 @@ class DQNConfig(ReplayWindow):
     """NoisyNet exploration (Fortunato et al. 2018, arXiv:1706.10295) instead of ε-greedy:
     the Q head's linear layers get learnt factorised Gaussian noise (σ0 = 0.5), drawn anew
     every acting step (independently per env) and every update (online and target networks
-    independently). ε is 0: the --eps-* schedule is not used (presets that set it still
-    combine with --noisy). Greedy evaluation uses the noise-free means, sampled evaluation
-    a noise draw."""
+    independently). ε is 0: the --eps-* schedule and --eval-epsilon are not used (an error
+    when given with --noisy; presets that set them still combine with it). Greedy
+    evaluation uses the noise-free means, sampled evaluation a noise draw."""
     hidden: tuple[int, ...] = (128, 128)
     """MLP torso widths for vector observations (Atari uses the Nature CNN)."""
     microbatch_traces: int = 0
     """Traces per gradient chunk inside an update (0: no split). On XLA:CPU chunks of about
     32 frames are fastest."""
+
+    # Flags that do nothing without their switch (agents.config.check_only_with). The ε
+    # schedule is ε-greedy's: presets that set it still combine with --noisy.
+    ONLY_WITH: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(
+            ("priority_exponent", "importance_exponent", "importance_exponent_steps",
+             "priority_eta"),
+            "prioritized",
+        ),
+        **dict.fromkeys(("num_atoms", "v_min", "v_max"), "distributional"),
+        "huber_delta": "!distributional",  # C51's loss is a cross-entropy
+        **dict.fromkeys(("eps_start", "eps_end", "eps_decay_steps", "eval_epsilon"), "!noisy"),
+    }  # fmt: skip
 
     def __post_init__(self):
         check_positive_int(
@@ -131,9 +145,6 @@ class DQNConfig(ReplayWindow):
         for name in ("eps_start", "eps_end", "eval_epsilon"):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
         check(self.eps_decay_steps >= 0, "eps_decay_steps", self.eps_decay_steps, ">= 0")
-        check_applies(
-            self, not self.noisy, "ε-greedy exploration (without --noisy)", "eval_epsilon"
-        )
         check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
         check(self.microbatch_traces >= 0, "microbatch_traces", self.microbatch_traces, ">= 0")
         if self.microbatch_traces:
@@ -143,6 +154,7 @@ class DQNConfig(ReplayWindow):
                 f"divisible by --microbatch-traces {self.microbatch_traces}",
             )  # fmt: skip
         self._check_buffer()
+        check_only_with(self)  # last: a value out of range is named as such first
 
     # The sampled window reaches `lookahead` steps past a trace (agents.config.ReplayWindow):
     # the replay needs that many more whole traces per env.

@@ -6,6 +6,6 @@ from agents.ppo.config import PRESETS, OnPolicyConfig, PPOConfig
 from agents.registry import AgentSpec
 
 DESCRIPTION = "PPO: clipped surrogate, GAE, epochs x minibatches; discrete or Gaussian"
-SPEC = AgentSpec("ppo", PPOConfig, PPOAgent, PRESETS, "ppo-classic", DESCRIPTION)
+SPEC = AgentSpec("ppo", PPOConfig, PPOAgent, PRESETS, "ppo-classic", DESCRIPTION, dict_obs=True)
 
 __all__ = ["SPEC", "OnPolicyConfig", "PPOAgent", "PPOConfig"]

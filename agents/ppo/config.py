@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from agents.config import check, check_floats_finite, check_positive_int
-from agents.hooks import check_hook
+from agents.config import check, check_floats_finite, check_only_with, check_positive_int
+from agents.hooks import check_hooks
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,21 @@ class OnPolicyConfig:
     batch before the network (acting and learning; before --normalize-obs). Must be
     jittable and keep the leading batch dimensions."""
 
+    # The hook fields and the positional arguments the learner calls each with (agents.hooks
+    # checks a hook's signature against them; a run folder's hooks are never imported).
+    HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "reshape_reward": ("obs", "action", "reward", "done"),
+        "preprocess_obs": ("obs",),
+    }
+
+    # Flags that do nothing without their switch (agents.config.check_only_with); PPO and A2C
+    # extend the table.
+    ONLY_WITH: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("recurrence", "refresh_memories", "prev_action_reward"), "lstm_size>0"),
+        "obs_clip": "normalize_obs",
+        "scaled_reward_clip": "normalize_reward",
+    }
+
     # Constants of the agent (a subclass sets them; the learner reads them).
     epochs: ClassVar[int] = 1
     num_minibatches: ClassVar[int] = 1
@@ -119,18 +134,12 @@ class OnPolicyConfig:
         check(self.lstm_size >= 0, "lstm_size", self.lstm_size, ">= 0")
         check(self.recurrence >= 0, "recurrence", self.recurrence, ">= 0")
         if self.recurrence:
-            check(self.lstm_size > 0, "recurrence", self.recurrence, "0 without --lstm-size")
             check(
                 self.trace_len % self.recurrence == 0,
                 "recurrence",
                 self.recurrence,
                 f"a divisor of --trace-len {self.trace_len}",
             )
-        if self.prev_action_reward:
-            check(
-                self.lstm_size > 0, "prev_action_reward", True,
-                "off without --lstm-size (a recurrent policy)",
-            )  # fmt: skip
         check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
         check(self.scaled_reward_clip > 0, "scaled_reward_clip", self.scaled_reward_clip, "> 0")
         check(self.microbatch_traces >= 0, "microbatch_traces", self.microbatch_traces, ">= 0")
@@ -142,8 +151,8 @@ class OnPolicyConfig:
                 self.microbatch_traces,
                 f"a divisor of the {per_minibatch} samples of a minibatch",
             )
-        check_hook(self, "reshape_reward")
-        check_hook(self, "preprocess_obs")
+        check_hooks(self)
+        check_only_with(self)  # last: a value out of range is named as such first
 
     @property
     def bptt(self) -> int:
@@ -187,6 +196,11 @@ class PPOConfig(OnPolicyConfig):
     """Normalise advantages to mean 0, std 1 per minibatch (over all devices)."""
     adam_eps: float = 1e-5
     """Adam ε."""
+
+    ONLY_WITH: ClassVar[dict[str, str]] = {
+        **OnPolicyConfig.ONLY_WITH,
+        "anneal_clip": "anneal_steps>0",  # ε decays with the learning rate
+    }
 
     def __post_init__(self):
         check_positive_int(self, "epochs", "num_minibatches")

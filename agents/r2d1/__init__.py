@@ -6,6 +6,8 @@ from agents.r2d1.config import PRESETS, R2D1Config
 from agents.registry import AgentSpec
 
 DESCRIPTION = "R2D1: recurrent DQN with stored states, burn-in, value rescaling, sequence PER"
-SPEC = AgentSpec("r2d1", R2D1Config, R2D1Agent, PRESETS, "r2d1-classic", DESCRIPTION)
+SPEC = AgentSpec(
+    "r2d1", R2D1Config, R2D1Agent, PRESETS, "r2d1-classic", DESCRIPTION, dict_obs=False
+)
 
 __all__ = ["SPEC", "R2D1Agent", "R2D1Config"]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 from agents.config import (
     ReplayWindow,
     check,
     check_floats_finite,
     check_importance_annealing,
+    check_only_with,
     check_positive_int,
     check_sequence_window,
 )
@@ -94,6 +96,16 @@ class R2D1Config(ReplayWindow):
     microbatch_traces: int = 0
     """Sequences per gradient chunk inside an update (0: no split)."""
 
+    # Flags that do nothing without their switch (agents.config.check_only_with).
+    ONLY_WITH: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(
+            ("priority_exponent", "importance_exponent", "importance_exponent_steps",
+             "priority_eta"),
+            "prioritized",
+        ),
+        **dict.fromkeys(("eps_start", "eps_end", "eps_decay_steps"), "!apex_epsilon"),
+    }  # fmt: skip
+
     def __post_init__(self):
         check_positive_int(
             self, "num_envs", "trace_len", "seq_len", "batch_size", "buffer_size", "n_step",
@@ -132,6 +144,7 @@ class R2D1Config(ReplayWindow):
             f"num_envs={self.num_envs}, trace_len={self.trace_len}, seq_len={self.seq_len}, "
             f"burn_in={self.burn_in})",
         )
+        check_only_with(self)  # last: a value out of range is named as such first
 
     # The replay window (agents.config.ReplayWindow): burn-in before the sampled trace, the
     # rest of the learnt sequence and the n-step look-ahead after it.

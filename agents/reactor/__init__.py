@@ -5,6 +5,8 @@ from agents.reactor.config import PRESETS, ReactorConfig
 from agents.registry import AgentSpec
 
 DESCRIPTION = "Reactor: distributional Retrace, β-LOO, prioritized sequence replay, LSTM"
-SPEC = AgentSpec("reactor", ReactorConfig, ReactorAgent, PRESETS, "reactor-classic", DESCRIPTION)
+SPEC = AgentSpec(
+    "reactor", ReactorConfig, ReactorAgent, PRESETS, "reactor-classic", DESCRIPTION, dict_obs=True
+)
 
 __all__ = ["SPEC", "ReactorAgent", "ReactorConfig"]

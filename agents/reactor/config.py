@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.config import check, check_floats_finite, check_positive_int
+from agents.config import check, check_floats_finite, check_only_with, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,11 @@ class ReactorConfig:
     microbatch_traces: int = 0
     """Sequences per gradient chunk inside an update (0: no split)."""
 
+    # Flags that do nothing without their switch (agents.config.check_only_with).
+    ONLY_WITH: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("num_atoms", "v_min", "v_max"), "distributional"
+    )
+
     def __post_init__(self):
         check_positive_int(
             self, "num_envs", "trace_len", "batch_size", "buffer_size", "num_atoms",
@@ -125,6 +130,7 @@ class ReactorConfig:
             f"at least 3 sequences per env (>= {3 * self.num_envs * self.trace_len} for "
             f"num_envs={self.num_envs}, trace_len={self.trace_len})",
         )
+        check_only_with(self)  # last: a value out of range is named as such first
 
     def replace(self, **changes) -> ReactorConfig:
         return dataclasses.replace(self, **changes)

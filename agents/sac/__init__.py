@@ -6,6 +6,6 @@ from agents.sac.agent import SACAgent
 from agents.sac.config import PRESETS, SACConfig
 
 DESCRIPTION = "SAC: soft actor-critic, continuous or discrete, critic ensembles (REDQ)"
-SPEC = AgentSpec("sac", SACConfig, SACAgent, PRESETS, "sac-classic", DESCRIPTION)
+SPEC = AgentSpec("sac", SACConfig, SACAgent, PRESETS, "sac-classic", DESCRIPTION, dict_obs=False)
 
 __all__ = ["SPEC", "SACAgent", "SACConfig"]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from agents.config import check, check_applies, check_positive_int, check_sequence_window
+from agents.config import check, check_positive_int, check_sequence_window
 from agents.offpolicy import OffPolicyConfig
 
 
@@ -69,15 +70,19 @@ class SACConfig(OffPolicyConfig):
     window's burn-in and learnt steps (agents/sac/recurrent.py); off: keep the states stored
     at acting time."""
 
+    # Flags that do nothing without their switch (agents.config.check_only_with).
+    ONLY_WITH: ClassVar[dict[str, str]] = {
+        **OffPolicyConfig.ONLY_WITH,
+        **dict.fromkeys(("alpha_lr", "target_entropy", "target_entropy_scale"), "autotune"),
+        "overwrite_mu": "target=vtrace",
+        **dict.fromkeys(("lstm_size", "seq_len", "burn_in", "refresh_stored_state"), "recurrent"),
+    }
+
     def __post_init__(self):
         # The sequence layout first: the replay window the base checks depend on.
         check_positive_int(self, "trace_len", "lstm_size", "seq_len")
         if self.recurrent:
             check_sequence_window(self)
-        check_applies(
-            self, self.recurrent, "--recurrent", "lstm_size", "seq_len", "burn_in",
-            "refresh_stored_state",
-        )  # fmt: skip
         super().__post_init__()
         check(self.alpha_lr > 0, "alpha_lr", self.alpha_lr, "> 0")
         check(self.init_alpha > 0, "init_alpha", self.init_alpha, "> 0")
@@ -102,12 +107,6 @@ class SACConfig(OffPolicyConfig):
         )
         check(self.actor_q in ("min", "mean"), "actor_q", self.actor_q, '"min" or "mean"')
         check(self.target in ("n-step", "vtrace"), "target", self.target, '"n-step" or "vtrace"')
-        check(
-            not self.overwrite_mu or self.target == "vtrace",
-            "overwrite_mu",
-            self.overwrite_mu,
-            "off unless --target vtrace",
-        )
         if self.recurrent:
             check(self.target == "n-step", "target", self.target, '"n-step" with --recurrent')
             check(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from agents.config import check
 from agents.offpolicy import OffPolicyConfig
@@ -27,6 +28,12 @@ class TD3Config(OffPolicyConfig):
     """Clip of the target smoothing noise c."""
     policy_delay: int = 2
     """Update the actor and the targets every this many critic updates (TD3: 2)."""
+
+    # Flags that do nothing without their switch (agents.config.check_only_with).
+    ONLY_WITH: ClassVar[dict[str, str]] = {
+        **OffPolicyConfig.ONLY_WITH,
+        "noise_clip": "target_noise>0",
+    }
 
     def __post_init__(self):
         super().__post_init__()

@@ -17,13 +17,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import types
 import typing
 from pathlib import Path
 
 import pytest
 
-from agents.config import flag
+from agents.config import describe_switch, flag
 from agents.registry import BUILTIN, get_agent
 from experiments import (
     bench_losses,
@@ -32,9 +33,11 @@ from experiments import (
     bench_throughput,
     evaluate,
     plot,
+    preflight,
+    runner,
     train,
 )
-from experiments.args import RunArgs, cli
+from experiments.args import RunArgs, cli, parse
 from experiments.runner import Runner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,7 +195,7 @@ GENERIC_TRAIN = [
 # Cross-field rules, places, names: (argv, text the message must hold).
 EXPLICIT_TRAIN = [
     (["--agent", "dqnn"], "--agent"),
-    (["--agent", "acer", "--agent", "dqnn"], "--agent"),  # the last one counts, as in tyro
+    (["--agent", "acer", "--agent", "dqnn"], "--agent"),
     (["--agent", "dqn", "--distributional", "--value-rescale"], "--value-rescale"),
     (["--agent", "dqn", "--num-atoms", "1"], "--num-atoms"),
     (["--agent", "dqn", "--buffer-size", "64"], "--buffer-size"),
@@ -263,15 +266,217 @@ EXPLICIT_TRAIN = [
         ["--env", "Pong-v5", "--num-envs", "2", "--num-devices", "1", "--buffer-size", str(10**11)],
         "--buffer-size",
     ),
+    # A flag given twice: tyro would keep the last one without a word.
+    (["--agent", "acer", "--agent", "acer"], "--agent is given twice"),
+    (["--lr", "1e-3", "--lr", "1e-4"], "--lr is given twice"),
+    (["--hidden", "8", "--hidden=16"], "--hidden is given twice"),
+    (["--agent", "dqn", "--prioritized", "--no-prioritized"], "--prioritized is given twice"),
+    (["--num-seeds", "2", "--vary", "lr=1e-3,1e-4", "--vary", "discount=0.9,0.99"],
+     "--vary is given twice"),
+    # Flags that would do nothing without their switch (every table entry is below too).
+    (["--agent", "dqn", "--priority-exponent", "0.9"], "--priority-exponent needs --prioritized"),
+    (["--agent", "dqn", "--v-max", "500"], "--v-max needs --distributional"),
+    (["--agent", "dqn", "--noisy", "--eps-end", "0.1"], "--eps-end needs --no-noisy"),
+    (["--agent", "sac", "--no-autotune", "--num-seeds", "2", "--vary", "alpha_lr=1e-3,1e-4"],
+     "--vary alpha_lr needs --autotune"),
+    # Dict observations for an agent that takes arrays only (every agent: further below).
+    (["--agent", "dqn", "--env", "MiniGrid-Empty-5x5-v0"], "takes array observations only"),
+    # Sizes that cannot fit, checked before any env is made or anything compiled.
+    (["--hidden", "1000000", "1000000"], "--hidden 1000000 1000000: the learner state needs"),
+    (["--agent", "ppo", "--num-envs", "3000000000"], "--num-envs 3,000,000,000 is more envs"),
+    (["--num-seeds", "1000000000"], "--num-seeds 1,000,000,000: 1,000,000,000 members x"),
+    (["--num-seeds", "100000", "--hidden", "2048", "2048"], "--num-seeds 100,000: 100,000 members"),
+    (["--agent", "ppo", "--num-envs", "100000000", "--trace-len", "1000"],
+     "--num-envs 100,000,000"),
+]  # fmt: skip
+
+
+# Every entry of every `ONLY_WITH` table (agents.config.check_only_with): the field given
+# explicitly, at its default, with its switch off is an error naming the switch; with the
+# switch on it is accepted.
+
+# Values for fields whose default is None or empty (the others are given their default).
+SAMPLE = {"vary": "lr=1e-3,1e-4", "sweep_lr": "1e-3,1e-4", "evolve_every": "10",
+          "target_entropy": "-1.0"}  # fmt: skip
+# Switches on by default that cannot be turned off by the generic rule below, and switches
+# that need other flags to be on.
+SWITCH_OFF = {"n_step=0": ["--n-step", "3"]}
+SWITCH_ON = {
+    "evolve=pbt|cem": ["--num-seeds", "2", "--evolve", "pbt", "--evolve-every", "10"],
+    "evolve=cem": ["--num-seeds", "2", "--evolve", "cem", "--evolve-every", "10"],
+}
+
+
+def _given(cls, name: str) -> list[str]:
+    default = {f.name: f.default for f in dataclasses.fields(cls)}[name]
+    if isinstance(default, bool):
+        return [flag(name) if default else flag("no_" + name)]
+    if name in SAMPLE:
+        return [flag(name), SAMPLE[name]]
+    if isinstance(default, tuple):
+        return [flag(name), *map(str, default)]
+    return [f"{flag(name)}={default}"]
+
+
+def _switch_words(cls, switch: str, on: bool) -> list[str]:
+    """Command-line words that turn `switch` on or off (none when it already is)."""
+    name = switch.lstrip("!").partition(">")[0].partition("=")[0]
+    default = {f.name: f.default for f in dataclasses.fields(cls)}[name]
+    if switch.startswith("!"):
+        return [flag("no_" + name)] if on else [flag(name)] if not default else []
+    if ">" in switch:
+        bound = switch.partition(">")[2]
+        return [flag(name), str(int(bound) + 1)] if on else [flag(name), bound] * (default > 0)
+    if "=" in switch:
+        words = switch.partition("=")[2].split("|")
+        if on:
+            return SWITCH_ON.get(switch, [flag(name), words[0]])
+        return SWITCH_OFF[switch] if str(default) in words else []
+    return [flag(name)] if on else [flag("no_" + name)] if default else []
+
+
+def _without(words: list[str], drop: str) -> list[str]:
+    """`words` less the flag `drop` and its value."""
+    i = words.index(drop) if drop in words else -1
+    return words if i < 0 else words[:i] + words[i + 2 :]
+
+
+ONLY_WITH_PARTS = [(part, cls, prefix) for part, (cls, prefix) in {
+    "run": (RunArgs, ["--agent", "acer"]),
+    **{name: (get_agent(name).config_cls, ["--agent", name]) for name in sorted(BUILTIN)},
+}.items()]  # fmt: skip
+ONLY_WITH_OFF = [
+    pytest.param(
+        [*prefix, *_switch_words(cls, switch, on=False), *_given(cls, name)],
+        f"{flag(name)} needs {describe_switch(switch)}",
+        id=f"{part}:{name}-needs-{switch}",
+    )
+    for part, cls, prefix in ONLY_WITH_PARTS
+    for name, switch in cls.ONLY_WITH.items()
+]
+ONLY_WITH_ON = [
+    pytest.param(
+        [*prefix, *_without(_switch_words(cls, switch, on=True), flag(name)), *_given(cls, name)],
+        id=f"{part}:{name}-with-{switch}",
+    )
+    for part, cls, prefix in ONLY_WITH_PARTS
+    for name, switch in cls.ONLY_WITH.items()
 ]
 
 
-@pytest.mark.parametrize("argv, needle", [*GENERIC_TRAIN, *EXPLICIT_TRAIN])
+@pytest.mark.parametrize("argv, needle", [*GENERIC_TRAIN, *EXPLICIT_TRAIN, *ONLY_WITH_OFF])
 def test_train_rejects_bad_flag_before_anything(argv, needle, tmp_path, no_training, capsys):
     run_dir = tmp_path / "run"
     message = rejected(train.main, ["--run-dir", str(run_dir), "--no-progress", *argv], capsys)
     assert needle in message, message
     assert not run_dir.exists() and not no_training
+
+
+@pytest.mark.parametrize("argv", ONLY_WITH_ON)
+def test_a_flag_with_its_switch_on_is_accepted(argv):
+    parse(argv)
+
+
+def test_only_with_cases_cover_every_agent():
+    """Every built-in agent declares its flags that need a switch (the tables are not empty
+    by accident) and the cases above are generated from all of them."""
+    for name in BUILTIN:
+        assert get_agent(name).config_cls.ONLY_WITH, name
+    assert len(ONLY_WITH_OFF) == len(ONLY_WITH_ON) > 50
+
+
+def test_a_preset_may_set_a_flag_whose_switch_the_user_turns_off():
+    """Only explicit flags are checked: a preset's values are not the user's."""
+    assert parse(["--agent", "dqn", "--preset", "dqn-atari", "--noisy"]).config.eps_end == 0.01
+    assert parse(["--agent", "reactor", "--preset", "reactor-atari", "--no-distributional"])
+
+
+# --------------------------------------------------------------------------- train: the env
+
+
+DICT_ENV = "MiniGrid-Empty-5x5-v0"
+
+
+@pytest.mark.parametrize("agent", sorted(BUILTIN))
+def test_dict_observations_are_taken_or_refused_up_front(agent, tmp_path, no_training, capsys):
+    """Every agent on a dict-observation env: one that takes them passes the up-front checks
+    (its agent built on the env's spec); any other is refused in one line naming the agent
+    and the env, before a run folder exists."""
+    argv = ["--agent", agent, "--env", DICT_ENV]
+    if get_agent(agent).dict_obs:
+        assert preflight.check_run(parse(argv)).pytree_obs
+        return
+    run_dir = tmp_path / "run"
+    message = rejected(train.main, [*argv, "--run-dir", str(run_dir)], capsys)
+    assert f"--agent {agent} takes array observations only; --env {DICT_ENV}" in message
+    assert not run_dir.exists() and not no_training
+
+
+@pytest.fixture
+def env_sizes(monkeypatch):
+    """The sizes every env made by the runner (and its probe) was asked for."""
+    sizes = []
+
+    def recording(make_env):
+        def make(env_id, num_envs, *args, **kwargs):
+            sizes.append(num_envs)
+            return make_env(env_id, num_envs, *args, **kwargs)
+
+        return make
+
+    monkeypatch.setattr(preflight, "make_env", recording(preflight.make_env))
+    monkeypatch.setattr(runner, "make_env", recording(runner.make_env))
+    return sizes
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--hidden", "1000000", "1000000"], "--hidden"),
+        (["--agent", "ppo", "--num-envs", "3000000000"], "--num-envs"),
+        (["--num-seeds", "1000000000"], "--num-seeds"),
+        (["--num-seeds", "100000"], "--num-seeds"),
+    ],
+)
+def test_sizes_are_refused_quickly_before_envs_are_made(
+    argv, needle, tmp_path, env_sizes, no_training, monkeypatch, capsys
+):
+    """Sizes that cannot fit are refused within seconds, before envpool is asked for more
+    than the one probe env (on a machine of 16 GiB, whatever this one has)."""
+    monkeypatch.setattr(preflight, "memory_bytes", lambda devices: (16 * 2**30, "host memory"))
+    t0 = time.perf_counter()
+    message = rejected(train.main, [*argv, "--run-dir", str(tmp_path / "run")], capsys)
+    assert time.perf_counter() - t0 < 20
+    assert message.startswith(f"error: {needle} "), message
+    assert env_sizes in ([], [1]) and not (tmp_path / "run").exists() and not no_training
+
+
+FOOTPRINT = preflight.Footprint(learner=2**20, parameters=2**17, replay=2**22, rollout=2**10)
+
+
+@pytest.mark.parametrize(
+    "argv, footprint, needle",
+    [
+        (["--num-seeds", "8"], FOOTPRINT, "--num-seeds 8: 8 members need 40.0 MiB (5.0 MiB each"),
+        ([], dataclasses.replace(FOOTPRINT, learner=2**26),
+         "--hidden 64 64: the learner state needs 64.0 MiB (131,072 parameters"),
+        (["--hidden", "8"], dataclasses.replace(FOOTPRINT, learner=2**26), "--hidden 8: the"),
+        ([], dataclasses.replace(FOOTPRINT, replay=2**26), "--buffer-size 50,000: the replay"),
+        ([], dataclasses.replace(FOOTPRINT, rollout=2**26), "--num-envs 16: one rollout of"),
+    ],
+)  # fmt: skip
+def test_memory_check_names_the_flag_behind_the_largest_part(argv, footprint, needle):
+    with pytest.raises(ValueError, match=r"more than the 32\.0 MiB of host memory") as err:
+        preflight.check_memory(parse(argv), footprint, (2**25, "host memory"))
+    assert str(err.value).startswith(needle), err.value
+    preflight.check_memory(parse(argv), FOOTPRINT, None)  # unknown memory: no check
+    if "--num-seeds" not in argv:
+        preflight.check_memory(parse(argv), footprint, (2**27, "host memory"))
+
+
+def test_memory_of_this_machine_is_known():
+    memory, where = preflight.memory_bytes(None)
+    assert memory > 2**28 and where
 
 
 def test_generic_cases_cover_every_numeric_and_text_flag():
