@@ -31,8 +31,11 @@ may vary (numbers the learner reads arithmetically; `discount` is written into t
 this module's rollout). `evolve` applies a PBT or CEM generation (agents/evolution.py).
 
 What an agent needs to take part: it is a `RolloutAgent` whose iteration is the base one
-(collect, `absorb`, then `updates_due` × `replay_update`), and whose pure functions do not
-read its seed (randomness comes from the keys in its states). It says so with
+(collect, `absorb`, then `updates_due` × `replay_update`), whose pure functions do not
+read its seed (randomness comes from the keys in its states), and whose learner has
+`reset_params(state, params) -> state`: the state restarted from new weights as its `init`
+starts its own (fresh optimiser states, target or averaged copies set to them), which CEM
+applies to the members it resamples. It says so with
 `supports_population = True` (and `population_conflict()` names a configuration that
 cannot, e.g. Reactor's decoupled actor thread). The rollout needs envpool's XLA step.
 
@@ -102,6 +105,11 @@ def check_population_support(agent) -> None:
     name = getattr(agent, "name", type(agent).__name__)
     if not getattr(agent, "supports_population", False):
         raise ConfigError(f"--num-seeds > 1 is not supported by --agent {name}")
+    if not callable(getattr(getattr(agent, "learner", None), "reset_params", None)):
+        raise ConfigError(
+            f"--num-seeds > 1 with --agent {name}: its learner has no "
+            "reset_params(state, params) (agents/population.py)"
+        )
     reason = agent.population_conflict() if hasattr(agent, "population_conflict") else None
     if reason:
         raise ConfigError(f"--num-seeds > 1 with --agent {name}: {reason}")
@@ -301,10 +309,11 @@ class Population:
                    std_max):  # fmt: skip
         """The device side of one generation (agents/evolution.py): every member takes its
         parent's whole learner state (weights, optimiser state, step count); members marked
-        `resampled` then draw new weights from the elites' Gaussian, with a fresh optimiser
-        state and every params-shaped copy (Polyak average, target network) set to the new
-        weights. A member that changed gets a new RNG stream (its parent's key folded with
-        its index), so two copies of one parent do not sample alike."""
+        `resampled` then draw new weights from the elites' Gaussian and restart from them as
+        their learner's `reset_params` says (fresh optimiser states, the Polyak average or
+        target networks set to the new weights). A member that changed gets a new RNG stream
+        (its parent's key folded with its index), so two copies of one parent do not sample
+        alike."""
         old, size = learner.member, self.size
         member = evolution.exploit(old, parent)
         index = jnp.arange(size)
@@ -314,23 +323,24 @@ class Population:
         if elites.shape[0]:
             noise = evolution.normal_like(key, old.params)
             params = evolution.cem_resample(old.params, elites, resampled, noise, std_max)
-            member = self._reset_resampled(member, params, resampled)
+            member = self._reset_resampled(member, params, hparams, resampled)
         return PopulationLearner(member, hparams)
 
-    def _reset_resampled(self, member, params, resampled):
-        first = self.members[0]
-        fresh = jax.vmap(first.learner.optimizer.init)(params)
-        structure = jax.tree.structure(member.params)
+    def _reset_resampled(self, member, params, hparams, resampled):
+        """Members marked `resampled` restart from their new `params` (`learner.reset_params`
+        of each member's learner, built with its own hyper-parameters: an optimiser state
+        may hold a learning rate); the others are kept."""
+
+        def reset(state, new_params, values):
+            return self._with(values).learner.reset_params(state, new_params)
+
+        fresh = jax.vmap(reset)(member, params, hparams)
 
         def pick(new, old):
             mask = resampled.reshape((-1,) + (1,) * (old.ndim - 1))
             return jnp.where(mask, new, old)
 
-        fields = {"params": params, "opt_state": jax.tree.map(pick, fresh, member.opt_state)}
-        for name, value in member._asdict().items():
-            if name not in fields and jax.tree.structure(value) == structure:
-                fields[name] = jax.tree.map(pick, params, value)
-        return member._replace(**fields)
+        return jax.tree.map(pick, fresh, member)
 
     def evolve(self, state: TrainState, plan, hparams: dict, key, std_max: float = 1.0):
         """Apply a generation's `plan` (agents.evolution.Plan) and the members' new

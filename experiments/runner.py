@@ -11,6 +11,7 @@ summary.json. Nothing here knows an agent by name.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import platform
 import signal
@@ -34,7 +35,13 @@ from envs import eval_env_seed, make_env, obs_spec_json, run_env_seed
 from experiments.args import TrainArgs, hparam_specs
 from experiments.checkpoint import Checkpointer
 from experiments.common import build_agent, checkpoint_tree, config_json, restore_checkpoint
-from experiments.runfolder import RunLock, check_run_dir_writable, write_json_atomic
+from experiments.preflight import check_run
+from experiments.runfolder import (
+    RunLock,
+    check_run_dir_writable,
+    check_run_folder_links,
+    write_json_atomic,
+)
 from experiments.runlog import LineageLog, RunLogger
 
 # Columns the runner writes before the agent's own metric_names.
@@ -49,6 +56,25 @@ RUN_COLUMNS = (
 def member_dir(run_dir: Path, i: int) -> Path:
     """Where member i of a population logs (metrics.csv, config.json, summary.json)."""
     return Path(run_dir) / f"member-{i}"
+
+
+# When a member's hyper-parameters took effect: as --vary drew them, from the start.
+DRAWN = {"generation": 0, "env_steps": 0}
+
+
+def member_config(args: TrainArgs, i: int, size: int, hparams: dict, since: dict) -> dict:
+    """member-<i>/config.json: the run's config as member i trains with it. `run.seed` is
+    its seed (seed + i) and `agent_config` holds its own values of the fields that vary
+    (`hparams`: field -> [P]; `run.vary` keeps the specs they were drawn from). `population`
+    repeats those values (`hparams`: field -> value, the float32 the member trains with, in
+    its shortest decimal) and says since when it has had them (`since`: the `generation`
+    that set them, 0 for --vary's draw, and the per-member `env_steps` it happened at)."""
+    values = {k: float(str(np.float32(v[i]))) for k, v in hparams.items()}
+    run = dataclasses.replace(args.run, seed=args.run.seed + i)
+    data = config_json(TrainArgs(run, args.config))
+    data["agent_config"].update(values)
+    data["population"] = {"member": i, "of": size, "hparams": values, "since": dict(since)}
+    return data
 
 
 class NonFiniteError(RuntimeError):
@@ -177,14 +203,18 @@ class PopulationLoop:
     (agents.evolution.Evolver) a generation runs when due, ranked by the members' return
     windows; members that took another's weights start a new window. `step` returns P rows,
     each with the member's hyper-parameters (`hp_<field>`) and, at a generation, its
-    `generation` and `parent`; `lineage` gets the generation's records."""
+    `generation` and `parent`; `lineage` gets the generation's records. `since[i]`: when
+    member i's hyper-parameters took effect (`member_config`), kept up to date here;
+    `write_configs(since)` is called after each generation (member configs rewritten)."""
 
     def __init__(
         self, pop, state, counters: list[Counters], return_window: int = 20, evolver=None,
-        lineage=None,
+        lineage=None, since: list[dict] | None = None, write_configs=None,
     ):  # fmt: skip
         self.agent, self.state = pop, state
         self.evolver, self.lineage = evolver, lineage
+        self.since = list(since) if since is not None else [dict(DRAWN)] * pop.size
+        self.write_configs = write_configs
         self.loops = [
             TrainLoop(m, None, c, return_window) for m, c in zip(pop.members, counters, strict=True)
         ]
@@ -209,13 +239,17 @@ class PopulationLoop:
             scores = [loop.return_mean for loop in self.loops]
             self.state, records = self.evolver.step(self.agent, self.state, scores, c.env_steps)
             if records is not None:
-                for loop, row, rec in zip(self.loops, rows, records, strict=True):
+                for i, (loop, row, rec) in enumerate(zip(self.loops, rows, records, strict=True)):
                     row.update(generation=rec["generation"], parent=rec["parent"])
                     if rec["parent"] != rec["member"] or rec["resampled"]:
                         loop.returns.clear()  # its scores were another member's learner's
                         loop.lengths.clear()
+                        # its hyper-parameters are its parent's, perturbed, from now on
+                        self.since[i] = {k: rec[k] for k in ("generation", "env_steps")}
                 if self.lineage is not None:
                     self.lineage.write(records)
+                if self.write_configs is not None:
+                    self.write_configs(self.since)
         return rows
 
 
@@ -305,6 +339,7 @@ class Runner:
         run = self.args.run
         procs = jax.process_count()
         check_divisible("--num-envs", self.args.config.num_envs, procs, "processes")
+        check_run(self.args)  # env count, observations, sizes: before any env is made
         if run.num_seeds > 1:
             return self._build_population()
         mesh = make_mesh(run.num_devices)
@@ -354,6 +389,7 @@ class Runner:
             enable_data_checks()
         if self.lead:
             check_run_dir_writable(self.run_dir)
+            check_run_folder_links(self.run_dir)  # nothing is written through a link
         env, agent = self._build()
         lock = None
         try:
@@ -385,6 +421,7 @@ class Runner:
         counters, last_ckpt = Counters(), "none"
         members = [Counters() for _ in range(agent.size)] if population else None
         generation = 0  # the last generation of an evolving population
+        since = None  # when each member's hyper-parameters took effect (PopulationLoop)
         if self.resuming and checkpointer.steps():  # damaged ones: set aside, or one error
             learner, meta, step = restore_checkpoint(checkpointer, state.learner)
             if population:
@@ -392,6 +429,9 @@ class Runner:
                 counters = members[0]
                 generation = meta.get("generation", 0)
                 agent.hparams = agent.member_hparams(learner)
+                # unknown (null) after a generation in a checkpoint of an older version
+                unknown = dict.fromkeys(DRAWN) if generation else DRAWN
+                since = meta.get("hparams_since", [unknown] * agent.size)
             else:
                 counters = Counters(**meta["counters"])
 
@@ -409,13 +449,12 @@ class Runner:
             self._write_config(agent, env)
         compile_s = agent.compile(state)
         folders = [member_dir(run_dir, i) for i in range(agent.size)] if population else [run_dir]
-        for i, folder in enumerate(folders if population else []):
-            folder.mkdir(exist_ok=True)
-            member_args = TrainArgs(dataclasses.replace(run, seed=run.seed + i), self.args.config)
-            write_json_atomic(
-                folder / "config.json",
-                {**config_json(member_args), "population": {"member": i, "of": agent.size}},
-            )
+        write_configs = None
+        if population and self.lead:
+            for folder in folders:
+                folder.mkdir(exist_ok=True)
+            write_configs = functools.partial(self._write_member_configs, agent, folders)
+            write_configs(since or [DRAWN] * agent.size)
         extra = []
         if population:
             extra = [f"hp_{k}" for k in agent.hparams]
@@ -443,7 +482,9 @@ class Runner:
                 if self.lead:
                     columns = [*LINEAGE_COLUMNS, *extra[: len(agent.hparams)]]
                     lineage = LineageLog(run_dir, columns, start_step=counters.env_steps)
-            loop = PopulationLoop(agent, state, members, run.return_window, evolver, lineage)
+            loop = PopulationLoop(
+                agent, state, members, run.return_window, evolver, lineage, since, write_configs
+            )
             counters = loop.counters
         else:
             loop = TrainLoop(agent, state, counters, run.return_window)
@@ -466,6 +507,7 @@ class Runner:
                             }
                             if loop.evolver is not None:
                                 meta["generation"] = loop.evolver.generation
+                            meta["hparams_since"] = loop.since
                         path = checkpointer.save(
                             counters.env_steps, checkpoint_tree(loop.state.learner), meta
                         )
@@ -525,6 +567,13 @@ class Runner:
             f"({summary['sps']:.0f} steps/s over all members) -> {run_dir}/summary.json"
         )
         return summary
+
+    def _write_member_configs(self, pop, folders, since: list[dict]):
+        """Every member's config.json (`member_config`), with the population's current
+        hyper-parameters; each file is replaced atomically."""
+        for i, folder in enumerate(folders):
+            data = member_config(self.args, i, pop.size, pop.hparams, since[i])
+            write_json_atomic(folder / "config.json", data)
 
     def _write_config(self, agent, env):
         spec = env.spec

@@ -63,6 +63,16 @@ class ACERGaussianLearner(ActorCriticLearner):
             key=key,
         )
 
+    def reset_params(self, state: LearnerState, params) -> LearnerState:
+        """`state` restarted from new weights `params` as `init` starts its own: a fresh
+        optimiser state and the Polyak average equal to them; the update count and key kept
+        (a population's CEM resampling, agents/population.py)."""
+        return state._replace(
+            params=params,
+            avg_params=jax.tree.map(jnp.copy, params),
+            opt_state=self.optimizer.init(params),
+        )
+
     def policy(self, params, obs):
         """(mean `[..., D]`, log_std `[..., D]`) of the policy at observations `[..., obs]`."""
         mean, log_std = self.network.apply(params, obs, method=self.network.policy)

@@ -67,6 +67,16 @@ class ACERLearner(ActorCriticLearner):
             key=key,
         )
 
+    def reset_params(self, state: LearnerState, params) -> LearnerState:
+        """`state` restarted from new weights `params` as `init` starts its own: a fresh
+        optimiser state and the Polyak average equal to them; the update count and key kept
+        (a population's CEM resampling, agents/population.py)."""
+        return state._replace(
+            params=params,
+            avg_params=jax.tree.map(jnp.copy, params),
+            opt_state=self.optimizer.init(params),
+        )
+
     def _forward(self, params, obs, first, core_state):
         if self.config.lstm_size:
             (logits, q), _ = self.network.apply(params, obs, first, core_state)

@@ -100,6 +100,16 @@ class DQNLearner:
             key=key,
         )
 
+    def reset_params(self, state: DQNLearnerState, params) -> DQNLearnerState:
+        """`state` restarted from new weights `params` as `init` starts its own: a fresh
+        optimiser state and the target network equal to them; the counts and key kept (a
+        population's CEM resampling, agents/population.py)."""
+        return state._replace(
+            params=params,
+            target_params=jax.tree.map(jnp.copy, params),
+            opt_state=self.optimizer.init(params),
+        )
+
     # ------------------------------------------------------------------ the loss
     def unroll(self, params, target_params, batch: TraceBatch, noise=(None, None)) -> Unrolled:
         """Feed-forward: the online network on x_0..x_{L−1} (gradient) and x_L..x_{L+n−1},

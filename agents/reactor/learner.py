@@ -71,6 +71,16 @@ class ReactorLearner(ActorCriticLearner):
             key=key,
         )
 
+    def reset_params(self, state: ReactorLearnerState, params) -> ReactorLearnerState:
+        """`state` restarted from new weights `params` as `init` starts its own: a fresh
+        optimiser state and the target network equal to them; the counts and key kept (a
+        population's CEM resampling, agents/population.py)."""
+        return state._replace(
+            params=params,
+            target_params=jax.tree.map(jnp.copy, params),
+            opt_state=self.optimizer.init(params),
+        )
+
     def loss(self, params, batch: TraceBatch, normaliser, target_params):
         """Loss summed over the batch ÷ `normaliser` (T·B), its summed statistics and the new
         per-sequence priorities `[B]`."""

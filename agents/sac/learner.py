@@ -89,14 +89,29 @@ class SACLearner:
             params=params,
             target_critic=jax.tree.map(jnp.copy, critic),  # distinct buffers: both donated
             log_alpha=log_alpha,
-            opt_state={
-                "actor": self.optimizers["actor"].init(actor),
-                "critic": self.optimizers["critic"].init(critic),
-                "alpha": self.optimizers["alpha"].init(log_alpha),
-            },
+            opt_state=self.init_opt_state(params, log_alpha),
             step=jnp.zeros((), jnp.int32),
             key=key,
             env_steps=jnp.zeros((), jnp.int32),
+        )
+
+    def init_opt_state(self, params, log_alpha) -> dict:
+        """Fresh states of the three optimisers (actor, critic, temperature)."""
+        return {
+            "actor": self.optimizers["actor"].init(params["actor"]),
+            "critic": self.optimizers["critic"].init(params["critic"]),
+            "alpha": self.optimizers["alpha"].init(log_alpha),
+        }
+
+    def reset_params(self, state: SACState, params) -> SACState:
+        """`state` restarted from new weights `params` as `init` starts its own: fresh states
+        of every optimiser and the target critic equal to the new critic; log α (whose
+        optimiser restarts too), the counts, key and statistics kept (a population's CEM
+        resampling, agents/population.py)."""
+        return state._replace(
+            params=params,
+            target_critic=jax.tree.map(jnp.copy, params["critic"]),
+            opt_state=self.init_opt_state(params, state.log_alpha),
         )
 
     def init_networks(self, k_actor, k_critic, sample_obs):

@@ -77,6 +77,16 @@ class TD3Learner:
             env_steps=jnp.zeros((), jnp.int32),
         )
 
+    def reset_params(self, state: TD3State, params) -> TD3State:
+        """`state` restarted from new weights `params` as `init` starts its own: fresh states
+        of both optimisers and the target networks equal to them; the counts, key and
+        statistics kept (a population's CEM resampling, agents/population.py)."""
+        return state._replace(
+            params=params,
+            target_params=jax.tree.map(jnp.copy, params),
+            opt_state={k: self.optimizers[k].init(v) for k, v in params.items()},
+        )
+
     def targets(self, state: TD3State, batch: TraceBatch, key):
         """Critic targets `[B]` of step 0 of each window."""
         cfg = self.config
