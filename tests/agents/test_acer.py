@@ -75,6 +75,7 @@ def _learner(**cfg):
     return learner, state
 
 
+@pytest.mark.slow
 def test_microbatched_update_equals_whole_batch():
     batch = _random_batch(jax.random.PRNGKey(1))
     whole, state = _learner(trust_region=True)
@@ -93,6 +94,7 @@ def test_microbatched_update_equals_whole_batch():
     assert float(m1["tr_active"]) > 0
 
 
+@pytest.mark.slow
 def test_loss_gradient_matches_losses_composition():
     """The learner's gradient equals the gradient of the loss built directly from
     agents.losses (no trust region), so the wiring adds nothing and drops nothing."""
@@ -125,6 +127,7 @@ def test_loss_gradient_matches_losses_composition():
     )
 
 
+@pytest.mark.slow
 def test_trust_region_inactive_when_average_equals_policy():
     """k = π − π_avg = 0, so the projected gradient is the plain one (ACER eq. 13)."""
     on, state = _learner(trust_region=True)

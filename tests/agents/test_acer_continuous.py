@@ -104,6 +104,7 @@ def test_actions_are_clipped_and_scaled_to_the_env_bounds(pendulum):
 # --------------------------------------------------------------------------- learner
 
 
+@pytest.mark.slow
 def test_loss_gradient_matches_losses_composition():
     """The learner's gradient equals that of the loss composed directly from agents.losses
     (no trust region): the wiring adds nothing and drops nothing."""
@@ -151,6 +152,7 @@ def test_loss_gradient_matches_losses_composition():
         assert np.any(np.asarray(jax.tree.leaves(g_learner["params"][name])[0]) != 0), name
 
 
+@pytest.mark.slow
 def test_microbatched_update_equals_whole_batch_with_an_active_trust_region():
     """The update's noise is drawn before the batch is split, so a split update is the
     same update."""
@@ -171,6 +173,7 @@ def test_microbatched_update_equals_whole_batch_with_an_active_trust_region():
     assert not np.array_equal(np.asarray(s1.key), np.asarray(state.key))  # the key moved on
 
 
+@pytest.mark.slow
 def test_trust_region_inactive_when_average_equals_policy():
     on, state = _learner(trust_region=True)
     off, _ = _learner(trust_region=False)
@@ -203,6 +206,7 @@ def test_agent_iterations_learn_from_fresh_and_replayed_traces(pendulum):
 # --------------------------------------------------------------------------- end to end
 
 
+@pytest.mark.slow
 def test_train_resume_evaluate(tmp_path):
     from tests.experiments.test_train_smoke import run
 

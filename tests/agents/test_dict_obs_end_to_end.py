@@ -15,6 +15,8 @@ from agents.parallel import DATA, make_mesh, place_rollout
 from agents.protocol import TrainState
 from envs import make_env
 
+pytestmark = pytest.mark.slow  # the slow tier (README: Tests): a learning run
+
 ENV, N, T = "MiniGrid-DoorKey-5x5-v0", 2, 4
 
 

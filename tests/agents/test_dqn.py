@@ -237,6 +237,7 @@ def test_importance_exponent_is_annealed_to_one_in_env_steps(env_steps):
     np.testing.assert_allclose(np.asarray(state.params), w0 - lr * grad, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_train_resume_evaluate_subprocess(tmp_path):
     run = tmp_path / "dqn"
     tiny = ["--num-envs", "4", "--trace-len", "2", "--batch-size", "4", "--buffer-size", "400",
@@ -256,6 +257,7 @@ def test_train_resume_evaluate_subprocess(tmp_path):
     assert "return" in ev.stdout.lower()
 
 
+@pytest.mark.slow
 def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
     """--noisy: ε is 0; each env's action is the argmax of Q under its own noise draw
     (resampled every step); greedy evaluation uses the means; updates draw fresh noise and
@@ -298,6 +300,11 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
 
 
 def test_noisy_flags():
-    with pytest.raises(ValueError, match=r"--eval-epsilon applies only with ε-greedy"):
-        DQNConfig(noisy=True, eval_epsilon=0.05)
-    assert DQNConfig(noisy=True, eps_end=0.01).noisy  # presets' ε schedules combine
+    from experiments.args import parse
+
+    # ε-greedy's flags given with --noisy are errors; a preset's ε schedule combines with it.
+    for extra in (["--eval-epsilon", "0.05"], ["--eps-end", "0.01"], ["--eps-decay-steps", "9"]):
+        with pytest.raises(ValueError, match=rf"{extra[0]} needs --no-noisy"):
+            parse(["--agent", "dqn", "--noisy", *extra])
+    assert parse(["--agent", "dqn", "--preset", "dqn-atari", "--noisy"]).config.eps_end == 0.01
+    assert DQNConfig(noisy=True, eps_end=0.01).noisy

@@ -29,7 +29,7 @@ def _run(agent, iterations=5):
     return updates
 
 
-@pytest.mark.parametrize("devices", [1, 2])
+@pytest.mark.parametrize("devices", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_acer_programs_trace_once(devices):
     cfg = ACERConfig(num_envs=4, trace_len=5, batch_size=4, buffer_size=400, replay_ratio=2.0)
     agent = ACERAgent(cfg, make_env("CartPole-v1", 4, 0), mesh=make_mesh(devices))
@@ -37,6 +37,7 @@ def test_acer_programs_trace_once(devices):
     assert len(set(updates[1:])) > 1 or sum(updates) > 5  # Poisson counts vary: no retrace
 
 
+@pytest.mark.slow
 def test_reactor_programs_trace_once():
     cfg = ReactorConfig(
         num_envs=4, trace_len=8, batch_size=4, buffer_size=4 * 8 * 4, start_train_at=0,

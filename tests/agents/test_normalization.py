@@ -76,6 +76,7 @@ def test_running_stats_merged_over_devices_equal_one_device():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent_cls, cfg_cls", [(SACAgent, SACConfig), (TD3Agent, TD3Config)])
 def test_off_policy_agents_store_raw_and_learn_and_act_normalised(agent_cls, cfg_cls):
     env = make_env("Pendulum-v1", 2, 0)
@@ -125,6 +126,6 @@ def test_off_policy_agents_store_raw_and_learn_and_act_normalised(agent_cls, cfg
 
 
 def test_obs_clip_without_normalize_obs_is_an_error():
-    with pytest.raises(ValueError, match="--obs-clip applies only with --normalize-obs"):
+    with pytest.raises(ValueError, match="--obs-clip needs --normalize-obs"):
         SACConfig(**TINY, obs_clip=3.0)
     assert SACConfig(**TINY, normalize_obs=True, obs_clip=3.0).obs_clip == 3.0

@@ -104,6 +104,7 @@ def _env_with(devices=None):
     return env
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["acer", "reactor"])
 def test_cli_num_devices_2_runs_end_to_end(tmp_path, agent):
     run_dir = tmp_path / "dp"
@@ -191,6 +192,7 @@ def _two_processes(run_dir, extra):
     return [o for o, _ in outs]
 
 
+@pytest.mark.slow
 def test_two_processes_with_jax_distributed(tmp_path):
     run_dir = tmp_path / "mh"
     common = [

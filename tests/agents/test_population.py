@@ -74,6 +74,7 @@ def _assert_same(single, member):
                 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("devices", [1, 2])
 def test_members_equal_single_runs(devices):
     """Issue 16's acceptance: member i of a P = 4 population equals the single run with
@@ -123,6 +124,7 @@ def _csv(path):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_cli_population_logs_members_as_seeds_and_resumes(tmp_path):
     """`--num-seeds 2`: member folders with the single runs' metrics, report reads 2 seeds,
     the checkpoint holds both learners, and --resume restores them."""
@@ -184,7 +186,9 @@ def test_cli_num_seeds_errors(tmp_path):
         main(["--agent", "ppo", "--num-seeds", "2", "--update-loop", "dispatch",
               "--num-devices", "1", "--run-dir", str(tmp_path / "d")])  # fmt: skip
     with pytest.raises(SystemExit, match="--num-seeds=3 is not divisible by the number of dev"):
-        main([*TINY, "--num-seeds", "3", "--num-devices", "2", "--run-dir", str(tmp_path / "e")])
+        one_device = TINY.index("--num-devices")  # TINY's "1", replaced (a flag is given once)
+        argv = [*TINY[:one_device], *TINY[one_device + 2 :], "--num-devices", "2"]
+        main([*argv, "--num-seeds", "3", "--run-dir", str(tmp_path / "e")])
 
 
 # ------------------------------------------ Reactor, varied hyper-parameters
@@ -221,6 +225,7 @@ def _pair(make, cfgs, size=2, iters=4, hparams=None, env_id="CartPole-v1", membe
     return pop_rows, singles
 
 
+@pytest.mark.slow
 def test_reactor_members_equal_lock_step_single_runs():
     from agents.reactor.agent import ReactorAgent
     from agents.reactor.config import ReactorConfig
@@ -241,6 +246,7 @@ def test_reactor_members_equal_lock_step_single_runs():
         Population([decoupled])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["dqn", "r2d1"])
 def test_dqn_and_r2d1_members_equal_single_runs(name):
     """ε from each member's own step count, windows with look-back/ahead, R2D1's stored
@@ -264,6 +270,7 @@ def test_dqn_and_r2d1_members_equal_single_runs(name):
     assert sum(len(r[1].metrics) for r in rows) > 0  # learner updates were compared
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, env_id, small, varied",
     [
@@ -304,6 +311,7 @@ def test_ppo_a2c_sac_td3_members_equal_single_runs(name, env_id, small, varied):
     assert sum(len(r[1].metrics) for r in rows) > 0  # learner updates were compared
 
 
+@pytest.mark.slow
 def test_member_loop_members_equal_single_runs():
     """The unrolled member loop (the default for image observations on CPU) computes what
     the vmapped population does: each member equals its single run, updates and acting."""
@@ -355,6 +363,7 @@ def test_ppo_population_needs_a_one_program_update():
         Population(members, hparams={"clip_eps": np.array([0.1, 0.2])})
 
 
+@pytest.mark.slow
 def test_varied_hparams_members_equal_single_runs_with_those_values():
     """The traced config: member i with lr_i, entropy_weight_i, discount_i computes what
     the single run with those flags computes."""
@@ -378,6 +387,7 @@ def test_varied_hparams_members_equal_single_runs_with_those_values():
     )
 
 
+@pytest.mark.slow
 def test_cli_pbt_writes_lineage_and_resume_restores_hyper_parameters(tmp_path):
     from experiments.train import main
 
@@ -409,23 +419,93 @@ def test_cli_pbt_writes_lineage_and_resume_restores_hyper_parameters(tmp_path):
     member = _csv(run_dir / "member-0" / "metrics.csv")
     assert "hp_lr" in member[0] and "parent" in member[0]
     assert float(member[0]["hp_lr"]) == pytest.approx(1e-4)
+    _assert_member_configs_follow_lineage(run_dir, lineage, 4)
     # Resume from the 200-step checkpoint: the evolved lrs come back from it.
     last = {int(r["member"]): float(r["hp_lr"]) for r in lineage}
-    main(["--resume", str(run_dir), "--total-steps", "240", "--no-progress"])
+    main(["--resume", str(run_dir), "--total-steps", "280", "--no-progress"])
     for i in range(4):
         rows = _csv(run_dir / f"member-{i}" / "metrics.csv")
         resumed = [r for r in rows if int(r["env_steps"]) > 200]
         assert float(resumed[0]["hp_lr"]) == pytest.approx(last[i], rel=1e-6)
+    lineage = _csv(run_dir / "lineage.csv")
+    assert max(int(r["env_steps"]) for r in lineage) > 200  # generations after the resume
+    _assert_member_configs_follow_lineage(run_dir, lineage, 4)
+
+
+def _assert_member_configs_follow_lineage(run_dir, lineage, size):
+    """Each member's config.json holds its hyper-parameters of lineage.csv's last row, and
+    since when: the last generation that copied or resampled it (0: drawn by --vary)."""
+    import json
+
+    from experiments.common import load_run
+
+    for i in range(size):
+        rows = [r for r in lineage if int(r["member"]) == i]
+        changed = [r for r in rows if int(r["parent"]) != i or int(r["resampled"])]
+        since = {"generation": 0, "env_steps": 0}
+        if changed:
+            since = {k: int(changed[-1][k]) for k in since}
+        config = json.loads((run_dir / f"member-{i}" / "config.json").read_text())
+        assert config["population"]["since"] == since
+        assert config["population"]["hparams"] == {"lr": pytest.approx(float(rows[-1]["hp_lr"]))}
+        assert config["agent_config"]["lr"] == config["population"]["hparams"]["lr"]
+        assert load_run(run_dir / f"member-{i}").config.lr == config["agent_config"]["lr"]
+
+
+@pytest.mark.slow
+def test_cli_vary_writes_each_members_own_values(tmp_path):
+    """--vary: member-i/config.json holds member i's drawn values (what it trains with) in
+    agent_config and population.hparams, the root config.json the base values and the
+    specs; a resume keeps both."""
+    import json
+
+    from agents.evolution import draw_hparams
+    from agents.registry import get_agent
+    from experiments.common import load_run
+    from experiments.train import main
+
+    run_dir = tmp_path / "vary"
+    specs = ["lr=loguniform:1e-4:1e-2", "entropy_weight=0.02,0.05"]
+    argv = [*TINY, "--num-seeds", "2", "--run-dir", str(run_dir)]
+    argv += ["--vary", *specs]
+    main([*argv, "--total-steps", "20", "--checkpoint-every", "20"])
+    drawn = draw_hparams(
+        dict(s.split("=", 1) for s in specs), 2, get_agent("acer").agent_cls.tunable, SEED
+    )
+
+    def check():
+        root = json.loads((run_dir / "config.json").read_text())
+        assert "population" not in root and root["run"]["vary"] == specs
+        base = load_run(run_dir).config
+        for i in range(2):
+            config = json.loads((run_dir / f"member-{i}" / "config.json").read_text())
+            pop = config["population"]
+            assert pop["member"] == i and pop["of"] == 2 and config["run"]["seed"] == SEED + i
+            assert pop["since"] == {"generation": 0, "env_steps": 0}
+            assert set(pop["hparams"]) == set(drawn)
+            member = load_run(run_dir / f"member-{i}").config  # it loads, with its values
+            for field, values in drawn.items():
+                value = config["agent_config"][field]
+                assert value == pop["hparams"][field] == getattr(member, field)
+                assert np.float32(value) == values[i]  # the float32 the member trains with
+                assert getattr(base, field) != value  # the root keeps the base value
+
+    check()
+    main(["--resume", str(run_dir), "--total-steps", "40", "--no-progress"])
+    check()
+    rows = _csv(run_dir / "member-1" / "metrics.csv")
+    assert [int(r["env_steps"]) for r in rows] == [20, 40]
+    assert float(rows[1]["hp_entropy_weight"]) == pytest.approx(0.05)
 
 
 @pytest.mark.parametrize(
     "extra, match",
     [
-        (["--num-seeds", "1", "--evolve", "pbt"], "--evolve needs a population"),
+        (["--num-seeds", "1", "--evolve", "pbt"], "--evolve needs --num-seeds > 1"),
         (["--num-seeds", "2", "--evolve", "pbt"], "--evolve-every must be >= 1"),
-        (["--num-seeds", "2", "--evolve-every", "10"], "--evolve-every applies only with"),
+        (["--num-seeds", "2", "--evolve-every", "10"], "--evolve-every needs --evolve pbt or cem"),
         (["--num-seeds", "2", "--evolve", "pbt", "--evolve-every", "9", "--evolve-replace", "1"],
-         "--evolve-replace applies only with --evolve cem"),
+         "--evolve-replace needs --evolve cem"),
         (["--num-seeds", "2", "--vary", "batch_size=2,4"], "cannot vary 'batch_size'"),
         (["--num-seeds", "2", "--vary", "lr"], "--vary must be FIELD=SPEC"),
         (["--num-seeds", "2", "--sweep-lr", "1e-3", "--vary", "lr=1e-4"], "give lr twice"),

@@ -178,7 +178,7 @@ def test_prev_action_reward_at_chunk_starts(env_id):
 
 
 def test_prev_action_reward_needs_a_recurrent_policy():
-    with pytest.raises(ConfigError, match="--prev-action-reward must be off without --lstm-size"):
+    with pytest.raises(ConfigError, match="--prev-action-reward needs --lstm-size > 0"):
         PPOConfig(prev_action_reward=True)
 
 
@@ -227,7 +227,11 @@ def _sharded_update(num_devices, **changes):
 RECURRENT_PREV = dict(lstm_size=8, recurrence=3, prev_action_reward=True)
 
 
-@pytest.mark.parametrize("changes", [{}, RECURRENT_PREV], ids=["ff", "lstm-prev"])
+@pytest.mark.parametrize(
+    "changes",
+    [{}, pytest.param(RECURRENT_PREV, marks=pytest.mark.slow)],
+    ids=["ff", "lstm-prev"],
+)
 def test_two_devices_equal_one(changes):
     """A3C's role: synchronous data parallelism; the sharded update (pmean'd gradients,
     advantages normalised and statistics merged over devices) equals the single-device one.
@@ -254,6 +258,7 @@ def _cli(module, *args):
     return proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["ppo", "a2c"])
 def test_train_resume_evaluate(tmp_path, agent):
     """The CLI end to end; the running statistics (learner state) survive the resume: after
@@ -265,7 +270,11 @@ def test_train_resume_evaluate(tmp_path, agent):
         "--reshape-reward", "tests.agents.ppo_hooks:shaped", "--checkpoint-every", "64",
     ]  # fmt: skip
     _cli("experiments.train", *common, "--total-steps", "128")
-    _cli("experiments.train", "--resume", str(run_dir), "--total-steps", "256")
+    # A run folder's hooks are never imported: the resume names its hook again.
+    _cli(
+        "experiments.train", "--resume", str(run_dir), "--total-steps", "256",
+        "--reshape-reward", "tests.agents.ppo_hooks:shaped",
+    )  # fmt: skip
     from experiments.common import build_agent, load_run, restore_learner
 
     args = load_run(run_dir)
@@ -287,6 +296,7 @@ def test_train_resume_evaluate(tmp_path, agent):
     assert out.count("worst: episode") == 2
 
 
+@pytest.mark.slow
 def test_dict_observations_end_to_end():
     """MiniGrid's dict observations through the actor, the rollout, the learner's buffer and
     a recurrent minibatch (whole env streams: the chunks hold exactly the stepped leaves)."""

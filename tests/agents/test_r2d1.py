@@ -13,6 +13,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from agents.learning import TraceBatch
 from agents.r2d1.config import R2D1Config
@@ -48,6 +49,7 @@ def window_batch(cfg, rng, B=3, obs_dim=3, A=2):
     return net, batch
 
 
+@pytest.mark.slow
 def test_burn_in_gives_no_gradient_and_refreshes_the_stored_state():
     cfg = R2D1Config(num_envs=1, trace_len=4, seq_len=4, burn_in=4, n_step=2, buffer_size=64)
     rng = np.random.default_rng(0)
@@ -77,6 +79,7 @@ def test_burn_in_gives_no_gradient_and_refreshes_the_stored_state():
     )
 
 
+@pytest.mark.slow
 def test_unroll_matches_a_step_by_step_replay_of_the_window():
     cfg = R2D1Config(num_envs=1, trace_len=2, seq_len=4, burn_in=2, n_step=3, buffer_size=64)
     rng = np.random.default_rng(1)
@@ -98,6 +101,7 @@ def test_unroll_matches_a_step_by_step_replay_of_the_window():
     np.testing.assert_allclose(out.target.q_values, qs[back + 1 :], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_train_resume_evaluate_subprocess(tmp_path):
     run = tmp_path / "r2d1"
     tiny = ["--num-envs", "4", "--trace-len", "2", "--seq-len", "2", "--burn-in", "2",

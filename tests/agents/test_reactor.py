@@ -50,6 +50,7 @@ def _batch(seed=1):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("distributional", [True, False])
 def test_loss_is_the_composition_of_agents_losses(distributional):
     learner, state = _learner(distributional=distributional)
@@ -94,6 +95,7 @@ def test_loss_is_the_composition_of_agents_losses(distributional):
     )
 
 
+@pytest.mark.slow
 def test_target_network_refreshes_every_period():
     learner, state = _learner(target_update_period=3)
     update = jax.jit(learner.update)
@@ -108,7 +110,7 @@ def test_target_network_refreshes_every_period():
     assert prio.shape == (B,) and bool(jnp.all(prio >= 0))
 
 
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("n", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_sharded_learner_update_equals_single_device(n):
     learner, state = _learner()
     batch = _batch()
@@ -134,6 +136,7 @@ def test_sharded_learner_update_equals_single_device(n):
     close(p1, pn)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("decoupled", [False, True])
 def test_agent_runs_in_both_acting_modes(decoupled):
     cfg = ReactorConfig(
@@ -156,6 +159,7 @@ def test_agent_runs_in_both_acting_modes(decoupled):
     assert int(agent.replay.num_valid(state.replay)) > 0
 
 
+@pytest.mark.slow
 def test_microbatched_update_equals_whole_batch():
     whole, state = _learner()
     split, _ = _learner(microbatch_traces=1)

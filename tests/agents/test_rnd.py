@@ -20,6 +20,7 @@ from envs import make_env
 TINY = dict(num_envs=2, trace_len=4, batch_size=8, buffer_size=2 * 4 * 6, hidden=(8,))
 
 
+@pytest.mark.slow
 def test_predictor_learns_familiar_observations_and_novel_ones_stay_surprising():
     rnd = RND(hidden=(32, 32), features=16, lr=1e-3)
     rng = np.random.default_rng(0)
@@ -66,6 +67,7 @@ def test_errors_and_rewards_match_numpy():
     np.testing.assert_allclose(reward, err / np.sqrt(var + 1e-8), rtol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent_cls, cfg_cls", [(SACAgent, SACConfig), (TD3Agent, TD3Config)])
 def test_windows_get_the_intrinsic_reward_before_the_targets(agent_cls, cfg_cls):
     coef, n = 0.5, 2
@@ -108,9 +110,9 @@ def test_windows_get_the_intrinsic_reward_before_the_targets(agent_cls, cfg_cls)
 
 
 def test_rnd_flags_without_rnd_are_errors():
-    with pytest.raises(ValueError, match=r"--rnd-lr applies only with --rnd-coef > 0"):
+    with pytest.raises(ValueError, match=r"--rnd-lr needs --rnd-coef > 0"):
         SACConfig(**TINY, rnd_lr=1e-3)
-    with pytest.raises(ValueError, match=r"--rnd-features applies only with --rnd-coef > 0"):
+    with pytest.raises(ValueError, match=r"--rnd-features needs --rnd-coef > 0"):
         TD3Config(**TINY, rnd_features=32)
     with pytest.raises(ValueError, match=r"--rnd-coef must be >= 0"):
         SACConfig(**TINY, rnd_coef=-0.1)

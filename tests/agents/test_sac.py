@@ -298,6 +298,7 @@ def test_actions_are_scaled_to_the_env_bounds(pendulum):
 # --------------------------------------------------------------------------- scanned updates
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent_cls, cfg_cls", [(SACAgent, SACConfig), (TD3Agent, TD3Config)])
 def test_scanned_updates_equal_single_updates(pendulum, agent_cls, cfg_cls):
     agent = agent_cls(cfg_cls(**TINY, update_to_data=0.5), pendulum)
@@ -321,6 +322,7 @@ def test_scanned_updates_equal_single_updates(pendulum, agent_cls, cfg_cls):
     )
 
 
+@pytest.mark.slow
 def test_discrete_sac_learns_finite_updates():
     env = make_env("CartPole-v1", 2, 0)
     agent = SACAgent(SACConfig(**TINY), env)
@@ -337,7 +339,7 @@ def test_config_errors_name_the_flag():
         SACConfig(**TINY, num_critics=2, critic_subset=3)
     with pytest.raises(ValueError, match="--update-to-data must be > 0"):
         SACConfig(**TINY, update_to_data=0.0)
-    with pytest.raises(ValueError, match="--overwrite-mu must be off unless"):
+    with pytest.raises(ValueError, match="--overwrite-mu needs --target vtrace"):
         SACConfig(**TINY, overwrite_mu=True)
     with pytest.raises(ValueError, match="td3 needs continuous actions"):
         TD3Agent(TD3Config(**TINY), make_env("CartPole-v1", 2, 0))
@@ -346,6 +348,7 @@ def test_config_errors_name_the_flag():
 # --------------------------------------------------------------------------- end to end
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["sac", "td3"])
 def test_train_resume_evaluate(tmp_path, agent):
     """The CLI end to end with --normalize-obs (and RND for SAC): the running statistics are
@@ -405,7 +408,11 @@ def test_overwrite_mu_rewrites_only_the_sampled_windows(pendulum):
     np.testing.assert_array_equal(after[~touched], before[~touched])
 
 
-@pytest.mark.parametrize("options", [{}, {"normalize_obs": True, "rnd_coef": 0.1}])
+@pytest.mark.parametrize(
+    "options",
+    [{}, pytest.param({"normalize_obs": True, "rnd_coef": 0.1}, marks=pytest.mark.slow)],
+    ids=["options0", "options1"],
+)
 def test_sharded_sac_trains_with_scanned_updates_and_identical_replicas(options):
     """Two devices; with --normalize-obs and RND the statistics (psum'd over devices in
     absorb) and RND's predictor (pmean'd gradients) stay identical on both."""

@@ -57,6 +57,7 @@ def _perturbed(params, key, scale=0.3):
     return jax.tree.unflatten(tree, noisy)
 
 
+@pytest.mark.slow
 def test_burn_in_gets_no_gradient(pendulum_p):
     """∂loss/∂x of the critics' and of the actor's loss is exactly 0 at the burn-in steps and
     not at the learnt ones; yet the burn-in observations change the losses (they refresh the
@@ -112,6 +113,7 @@ def _stepwise_states(agent, params, batch, at):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("refresh", [True, False])
 def test_refresh_writes_the_online_states_of_later_traces(pendulum_p, refresh):
     """After one update, the stored states of the traces after each window's start, up to
@@ -155,9 +157,9 @@ def test_refresh_writes_the_online_states_of_later_traces(pendulum_p, refresh):
 
 
 def test_config_errors_name_the_flag():
-    with pytest.raises(ConfigError, match="--burn-in applies only with --recurrent"):
+    with pytest.raises(ConfigError, match="--burn-in needs --recurrent"):
         SACConfig(burn_in=16)
-    with pytest.raises(ConfigError, match="--refresh-stored-state applies only with"):
+    with pytest.raises(ConfigError, match="--refresh-stored-state needs --recurrent"):
         SACConfig(refresh_stored_state=False)
     with pytest.raises(ConfigError, match="--seq-len must be a multiple of --trace-len 2"):
         SACConfig(**{**TINY, "seq_len": 3})
@@ -171,6 +173,7 @@ def test_config_errors_name_the_flag():
         SACConfig(**{**TINY, "buffer_size": 20})
 
 
+@pytest.mark.slow
 def test_train_resume_evaluate(tmp_path):
     """The CLI end to end in recurrent mode: updates run, the run resumes, and evaluation
     (which carries the core state) finishes its episodes."""

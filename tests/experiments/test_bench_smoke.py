@@ -2,7 +2,11 @@
 
 import math
 
+import pytest
+
 from experiments import bench_scaling, bench_throughput
+
+pytestmark = pytest.mark.slow  # the slow tier (README: Tests)
 
 TINY = ["--env", "CartPole-v1", "--iterations", "1", "--warmup", "2", "--raw-steps", "20"]
 

@@ -12,6 +12,7 @@ TINY = ["--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-si
         "--total-steps", "60", "--eval-episodes", "1", "--no-progress", "--debug"]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("devices", ["2"])  # sharded: checkify over shard_map
 def test_debug_run_checks_data_and_finishes(tmp_path, devices, monkeypatch):
     built = []

@@ -33,8 +33,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from experiments.checkpoint import STAGING, Checkpointer
 from tests.xla import subprocess_xla_flags
+
+pytestmark = pytest.mark.slow  # the slow tier (README: Tests)
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 20240611

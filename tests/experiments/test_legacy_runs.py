@@ -13,6 +13,8 @@ import pytest
 
 from experiments import evaluate, plot, train
 
+pytestmark = pytest.mark.slow  # the slow tier (README: Tests)
+
 LEGACY = Path(__file__).resolve().parents[1] / "data" / "legacy_runs"
 
 

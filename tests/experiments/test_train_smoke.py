@@ -54,6 +54,7 @@ def rows(run_dir):
 CARTPOLE = ["--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-size", "400"]
 
 
+@pytest.mark.slow
 def test_cartpole_train_resume_evaluate(tmp_path):
     run_dir = tmp_path / "cp"
     common = [*CARTPOLE, "--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "3"]
@@ -92,6 +93,7 @@ def test_cartpole_train_resume_evaluate(tmp_path):
     assert (tmp_path / "c.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_pong_train_resume_evaluate(tmp_path):
     run_dir = tmp_path / "pong"
     args = [
@@ -124,6 +126,7 @@ def _stopped_cleanly(run_dir, reason):
     return steps
 
 
+@pytest.mark.slow
 def test_max_minutes_stops_cleanly_and_the_run_resumes(tmp_path):
     run_dir = tmp_path / "timed"
     out = run(
@@ -142,6 +145,7 @@ def test_max_minutes_stops_cleanly_and_the_run_resumes(tmp_path):
     assert summary["stopped_by"] == "total_steps" and summary["env_steps"] == steps + 40
 
 
+@pytest.mark.slow
 def test_sigterm_stops_after_the_iteration_and_keeps_everything(tmp_path):
     run_dir = tmp_path / "term"
     cmd = [
@@ -162,6 +166,7 @@ def test_sigterm_stops_after_the_iteration_and_keeps_everything(tmp_path):
     _stopped_cleanly(run_dir, "SIGTERM")
 
 
+@pytest.mark.slow
 def test_non_finite_loss_stops_run_and_keeps_checkpoint(tmp_path):
     run_dir = tmp_path / "nan"
     proc = run(

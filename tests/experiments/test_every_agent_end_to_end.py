@@ -1,0 +1,117 @@
+"""Every registered agent, at tiny sizes, through the command line's own entry points in this
+process: train (with a checkpoint), resume to a larger budget, evaluate the checkpoint.
+
+This is the fast tier's end-to-end check (README: Tests). The same chain as separate
+processes, which also shows what only a fresh interpreter can (each process compiles and
+imports for itself), is the slow tier's `test_train_resume_evaluate*` of each agent's own
+test file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from agents.registry import agent_names
+from experiments import evaluate, train
+
+# One tiny command line per registered agent (a case per action space where the agent has
+# both), and the total steps of the first run and after the resume: whole iterations each.
+CASES = {
+    "acer": ("--num-envs 4 --trace-len 5 --batch-size 4 --buffer-size 400", 40, 80),
+    "acer-continuous": (
+        "--agent acer --env Pendulum-v1 --num-envs 2 --trace-len 5 --batch-size 2"
+        " --buffer-size 60 --hidden 8 --sdn-samples 2 --replay-ratio 1",
+        20,
+        40,
+    ),
+    "reactor": (
+        "--agent reactor --lstm-size 8 --start-train-at 0 --num-envs 4 --trace-len 5"
+        " --batch-size 4 --buffer-size 400",
+        40,
+        80,
+    ),
+    "dqn": (
+        "--agent dqn --num-envs 4 --trace-len 2 --batch-size 4 --buffer-size 400"
+        " --start-train-at 16 --hidden 8 --prioritized --distributional",
+        32,
+        64,
+    ),
+    "r2d1": (
+        "--agent r2d1 --env CartPole-P-v1 --num-envs 4 --trace-len 2 --seq-len 2 --burn-in 2"
+        " --n-step 2 --batch-size 4 --buffer-size 400 --start-train-at 16 --hidden 8"
+        " --lstm-size 8",
+        32,
+        64,
+    ),
+    "ppo": ("--agent ppo --num-envs 4 --trace-len 8 --normalize-obs", 32, 64),
+    "a2c": ("--agent a2c --num-envs 4 --trace-len 8", 32, 64),
+    "sac": (
+        "--agent sac --env Pendulum-v1 --num-envs 2 --trace-len 4 --batch-size 8"
+        " --buffer-size 400 --hidden 8 --start-train-at 16",
+        16,
+        32,
+    ),
+    "sac-discrete": (
+        "--agent sac --num-envs 2 --trace-len 4 --batch-size 8 --buffer-size 400 --hidden 8"
+        " --start-train-at 16",
+        16,
+        32,
+    ),
+    "td3": (
+        "--agent td3 --env Pendulum-v1 --num-envs 2 --trace-len 4 --batch-size 8"
+        " --buffer-size 400 --hidden 8 --start-train-at 16",
+        16,
+        32,
+    ),
+}
+
+
+def _agent(case: str) -> str:
+    argv = CASES[case][0].split()
+    return argv[argv.index("--agent") + 1] if "--agent" in argv else "acer"
+
+
+def test_every_registered_agent_has_a_case():
+    """Registering an agent without adding it here fails: the fast tier covers every agent."""
+    assert {_agent(case) for case in CASES} == set(agent_names())
+
+
+def _env_steps(run_dir: Path) -> list[int]:
+    with open(run_dir / "metrics.csv", newline="") as f:
+        return [int(row["env_steps"]) for row in csv.DictReader(f)]
+
+
+# The second action space of ACER and SAC is the slow tier's: one case per agent is fast.
+SLOW_CASES = {"acer-continuous", "sac-discrete"}
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=[pytest.mark.slow] * (c in SLOW_CASES)) for c in sorted(CASES)]
+)
+def test_train_resume_evaluate_in_process(tmp_path, case):
+    flags, first, total = CASES[case]
+    run_dir = tmp_path / case
+    common = f"--run-dir {run_dir} --no-progress --eval-episodes 0 --num-devices 1".split()
+    steps = ["--total-steps", str(first), "--checkpoint-every", str(first)]
+    summary = train.main([*flags.split(), *common, *steps])
+    assert summary["agent"] == _agent(case) and summary["env_steps"] == first
+    saved = json.loads((run_dir / "summary.json").read_text())
+    assert saved["env_steps"] == first and saved["eval_episodes"] == 0
+    assert [int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit()] == [first]
+    before = _env_steps(run_dir)
+    assert before[-1] == first
+
+    resumed = train.main(["--resume", str(run_dir), "--total-steps", str(total), "--no-progress"])
+    assert resumed["env_steps"] == total
+    after = _env_steps(run_dir)
+    assert after[: len(before)] == before and after[-1] == total  # continued, no duplicates
+    assert after == sorted(set(after))
+
+    out = tmp_path / "eval.json"
+    result = evaluate.main([str(run_dir), "--episodes", "2", "--num-envs", "2", "--out", str(out)])
+    assert result["episodes"] == 2 and result["checkpoint_step"] == total
+    assert json.loads(out.read_text())["episodes"] == 2
