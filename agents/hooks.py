@@ -126,3 +126,16 @@ def call_hook(name: str, fn: Callable, *args):
         raise HookError(
             f"{flag(name)} hook {where} failed while traced: {type(err).__name__}: {msg}"
         ) from err
+
+
+def check_given_again(name: str, trained: str | None, given, run: str) -> None:
+    """A run trained with the hook `name` = `trained` (as its config.json names it: never
+    imported) needs it given again on the command line (`given`); a run trained without it
+    takes none. `run` names the run in the one-line `ValueError`."""
+    if trained is not None and given is None:
+        raise ValueError(
+            f"{flag(name)}: {run} was trained with {flag(name)} {trained!r}; give it again on "
+            "the command line (a run folder's hooks are never imported)"
+        )
+    if trained is None and given is not None:
+        raise ValueError(f"{flag(name)}: {run} was trained without {flag(name)}")

@@ -234,7 +234,20 @@ class ActorCriticLearner:
     """What the trace learners share: the optimizer step on `self.loss` and the metrics.
 
     A subclass sets `config` (with `microbatch_traces`, `value_weight`, `entropy_weight`),
-    `optimizer`, and `loss(params, batch, normaliser, **extra)` as `gradient_step` wants it."""
+    `optimizer`, and `loss(params, batch, normaliser, **extra)` as `gradient_step` wants it,
+    and `params_copy`: the state field that `init` sets equal to the params (the Polyak
+    average, the target network), or None."""
+
+    params_copy: str | None = None
+
+    def reset_params(self, state, params):
+        """`state` restarted from new weights `params` as `init` starts its own (a
+        population's CEM resampling, agents/population.py): a fresh optimiser state and
+        `params_copy` equal to them; the counts, key and statistics kept."""
+        fields = {"params": params, "opt_state": self.optimizer.init(params)}
+        if self.params_copy is not None:  # distinct buffers: both are donated
+            fields[self.params_copy] = jax.tree.map(jnp.copy, params)
+        return state._replace(**fields)
 
     def gradient_step(self, state, batch: TraceBatch, axis_name=None, **extra) -> GradientStep:
         """One optimizer step on `batch`; `extra` are the loss's other arguments (e.g. the

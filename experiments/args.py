@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import tyro
 
 from agents.config import check_only_with, flag
-from agents.hooks import hook_fields
+from agents.hooks import check_given_again, hook_fields
 from agents.registry import AgentSpec, agent_names, all_specs, get_agent
 from experiments.runfolder import check_run_dir_writable
 
@@ -439,14 +439,7 @@ def resume_args(
     new = TrainArgs(dataclasses.replace(new.run, run_dir=folder), new.config)
     hooks = hooks or {}
     for name in hook_fields(new.config):
-        given, trained = getattr(new.config, name), hooks.get(name)
-        if trained is not None and given is None:
-            raise ValueError(
-                f"{flag(name)}: the resumed run was trained with {flag(name)} {trained!r}; "
-                "give it again on the command line (a run folder's hooks are never imported)"
-            )
-        if trained is None and given is not None:
-            raise ValueError(f"{flag(name)}: the resumed run was trained without {flag(name)}")
+        check_given_again(name, hooks.get(name), getattr(new.config, name), "the resumed run")
     for part in ("run", "config"):
         old_part, new_part = getattr(saved, part), getattr(new, part)
         for f in dataclasses.fields(old_part):

@@ -20,6 +20,7 @@ import tyro
 
 from agents.config import flag
 from agents.evaluation import eval_feedback, evaluate
+from agents.hooks import check_given_again
 from envs import make_env
 from experiments.args import TrainArgs, cli
 from experiments.checkpoint import CheckpointError
@@ -118,14 +119,8 @@ def _acting_hooks(config, trained: dict[str, str], args: EvalArgs, run_dir: Path
                 "it (--resume needs it given again: a run folder's hooks are never imported)",
                 file=sys.stderr,
             )
-    saved, given = trained.get("preprocess_obs"), args.preprocess_obs
-    if saved is not None and given is None:
-        raise ValueError(
-            f"--preprocess-obs: {run_dir} was trained with --preprocess-obs {saved!r}; give "
-            "it again on the command line (a run folder's hooks are never imported)"
-        )
-    if saved is None and given is not None:
-        raise ValueError(f"--preprocess-obs: {run_dir} was trained without --preprocess-obs")
+    given = args.preprocess_obs
+    check_given_again("preprocess_obs", trained.get("preprocess_obs"), given, str(run_dir))
     return config if given is None else dataclasses.replace(config, preprocess_obs=given)
 
 

@@ -132,6 +132,23 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else math.nan
 
 
+def save_figure(fig, out: Path, dpi: int, run_dir: Path | None = None) -> None:
+    """`fig.savefig` to `out` atomically and never through a link (a link at `out` is
+    refused, not followed; with `run_dir`, so is a folder leading outside it); every failure
+    is a one-line SystemExit."""
+    import matplotlib
+
+    kind = out.suffix[1:] or matplotlib.rcParams["savefig.format"]
+    try:
+        with atomic_path(out, run_dir=run_dir) as tmp:
+            fig.savefig(tmp, dpi=dpi, format=kind)
+    except (UnsafePathError, WriteError) as err:
+        raise SystemExit(f"error: {err}") from None
+    except (OSError, ValueError) as err:  # ValueError: a file type matplotlib cannot write
+        reason = getattr(err, "strerror", None) or err
+        raise SystemExit(f"error: cannot write {out}: {reason}") from None
+
+
 def main(argv: list[str] | None = None) -> Path:
     args = cli(PlotArgs, argv, prog="python -m experiments.plot")
     runs = [Path(r) for r in args.runs]
@@ -173,17 +190,8 @@ def main(argv: list[str] | None = None) -> Path:
         fig.suptitle(args.title)
     fig.tight_layout()
     out = Path(args.out) if args.out else runs[0] / "curves.png"
-    # Atomically and never through a link (a curves.png linked elsewhere is refused, not
-    # followed); the default file must also stay inside its run folder.
-    kind = out.suffix[1:] or matplotlib.rcParams["savefig.format"]
-    try:
-        with atomic_path(out, run_dir=None if args.out else runs[0]) as tmp:
-            fig.savefig(tmp, dpi=100, format=kind)
-    except (UnsafePathError, WriteError) as err:
-        raise SystemExit(f"error: {err}") from None
-    except (OSError, ValueError) as err:  # ValueError: a file type matplotlib cannot write
-        reason = getattr(err, "strerror", None) or err
-        raise SystemExit(f"error: cannot write {out}: {reason}") from None
+    # the default file must also stay inside its run folder
+    save_figure(fig, out, dpi=100, run_dir=None if args.out else runs[0])
     print(f"wrote {out}")
     if len(runs) > 1 or args.thresholds:
         print("\n".join(compare(metrics, args.thresholds)))

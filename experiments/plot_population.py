@@ -18,8 +18,7 @@ import numpy as np
 import tyro
 
 from experiments.args import check_output_file, cli
-from experiments.plot import read_metrics
-from experiments.runfolder import UnsafePathError, WriteError, atomic_path
+from experiments.plot import read_metrics, save_figure
 
 
 @dataclass(frozen=True)
@@ -120,16 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
-    out = Path(args.out)
-    kind = out.suffix[1:] or matplotlib.rcParams["savefig.format"]
-    try:  # atomically, and never through a link (refused, not followed)
-        with atomic_path(out) as tmp:
-            fig.savefig(tmp, dpi=110, format=kind)
-    except (UnsafePathError, WriteError) as err:
-        raise SystemExit(f"error: {err}") from None
-    except (OSError, ValueError) as err:  # ValueError: a file type matplotlib cannot write
-        reason = getattr(err, "strerror", None) or err
-        raise SystemExit(f"error: cannot write {out}: {reason}") from None
+    save_figure(fig, Path(args.out), dpi=110)
     print(f"wrote {args.out}")
     if args.threshold is not None:
         for run in runs:

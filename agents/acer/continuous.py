@@ -43,6 +43,8 @@ sg = jax.lax.stop_gradient
 class ACERGaussianLearner(ActorCriticLearner):
     """Pure functions of the continuous ACER learner, closed over the config and network."""
 
+    params_copy = "avg_params"
+
     def __init__(self, config: ACERConfig, network, action_dim: int):
         self.config = config
         self.network = network
@@ -61,16 +63,6 @@ class ACERGaussianLearner(ActorCriticLearner):
             opt_state=self.optimizer.init(params),
             step=jnp.zeros((), jnp.int32),
             key=key,
-        )
-
-    def reset_params(self, state: LearnerState, params) -> LearnerState:
-        """`state` restarted from new weights `params` as `init` starts its own: a fresh
-        optimiser state and the Polyak average equal to them; the update count and key kept
-        (a population's CEM resampling, agents/population.py)."""
-        return state._replace(
-            params=params,
-            avg_params=jax.tree.map(jnp.copy, params),
-            opt_state=self.optimizer.init(params),
         )
 
     def policy(self, params, obs):

@@ -41,6 +41,8 @@ class LearnerState(NamedTuple):
 class ACERLearner(ActorCriticLearner):
     """Pure functions of the ACER learner, closed over the config and the network."""
 
+    params_copy = "avg_params"
+
     def __init__(self, config: ACERConfig, network):
         self.config = config
         self.network = network
@@ -65,16 +67,6 @@ class ACERLearner(ActorCriticLearner):
             opt_state=self.optimizer.init(params),
             step=jnp.zeros((), jnp.int32),
             key=key,
-        )
-
-    def reset_params(self, state: LearnerState, params) -> LearnerState:
-        """`state` restarted from new weights `params` as `init` starts its own: a fresh
-        optimiser state and the Polyak average equal to them; the update count and key kept
-        (a population's CEM resampling, agents/population.py)."""
-        return state._replace(
-            params=params,
-            avg_params=jax.tree.map(jnp.copy, params),
-            opt_state=self.optimizer.init(params),
         )
 
     def _forward(self, params, obs, first, core_state):

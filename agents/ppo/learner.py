@@ -176,12 +176,6 @@ class OnPolicyLearner(ActorCriticLearner):
             return_stats=RunningStats.zeros() if cfg.normalize_reward else (),
         )
 
-    def reset_params(self, state: LearnerState, params) -> LearnerState:
-        """`state` restarted from new weights `params` as `init` starts its own: a fresh
-        optimiser state; the update count, key and statistics kept (a population's CEM
-        resampling, agents/population.py)."""
-        return state._replace(params=params, opt_state=self.optimizer.init(params))
-
     def init_returns(self, num_envs: int):
         """The per-env running discounted return of reward scaling (`()` when off). It is
         episode state, not learner state: it lives beside the envs (the agent's

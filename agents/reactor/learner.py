@@ -49,6 +49,8 @@ def _take(x, a):
 
 
 class ReactorLearner(ActorCriticLearner):
+    params_copy = "target_params"
+
     def __init__(self, config: ReactorConfig, network):
         self.config = config
         self.network = network
@@ -69,16 +71,6 @@ class ReactorLearner(ActorCriticLearner):
             opt_state=self.optimizer.init(params),
             step=jnp.zeros((), jnp.int32),
             key=key,
-        )
-
-    def reset_params(self, state: ReactorLearnerState, params) -> ReactorLearnerState:
-        """`state` restarted from new weights `params` as `init` starts its own: a fresh
-        optimiser state and the target network equal to them; the counts and key kept (a
-        population's CEM resampling, agents/population.py)."""
-        return state._replace(
-            params=params,
-            target_params=jax.tree.map(jnp.copy, params),
-            opt_state=self.optimizer.init(params),
         )
 
     def loss(self, params, batch: TraceBatch, normaliser, target_params):
