@@ -114,6 +114,33 @@ def check_only_with_table(cls) -> None:
             raise ValueError(f"{cls.__name__}.ONLY_WITH: bad entry {name!r}: {switch!r}")
 
 
+# "Env only" tables. A config may declare, next to `ONLY_WITH`,
+#
+#     ENV_ONLY: ClassVar[dict[str, str]] = {"log_std_init": "continuous", ...}
+#
+# mapping a field to the kind of env without which it has no effect: "continuous" actions,
+# "discrete" actions, or "text" (observations with a mission: MiniGrid's). `check_env_only`
+# (experiments.preflight, once the env's spec is known) turns such a field, set to another
+# value than its default for an env of another kind, into a one-line error.
+
+ENV_KINDS = {
+    "continuous": "continuous actions",
+    "discrete": "discrete actions",
+    "text": "observations with a mission (MiniGrid's)",
+}
+
+
+def check_env_only(config, kinds: Iterable[str], env_id: str) -> None:
+    """Raise `ConfigError("--field applies to <kind> only; <env> has none")` for a field of
+    `config`'s `ENV_ONLY` table set (not its default) while the env, of `kinds`, is not of
+    the field's kind."""
+    kinds = set(kinds)
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    for name, kind in getattr(type(config), "ENV_ONLY", {}).items():
+        if kind not in kinds and getattr(config, name) != defaults[name]:
+            raise ConfigError(f"{flag(name)} applies to {ENV_KINDS[kind]} only; {env_id} has none")
+
+
 def check_positive_int(config, *names: str) -> None:
     for name in names:
         value = getattr(config, name)

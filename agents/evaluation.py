@@ -8,6 +8,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+# The most episodes one evaluation plays (experiments.evaluate --episodes, train's
+# --eval-episodes): more is never meant, and would run for days.
+MAX_EPISODES = 1_000_000
+
+
+class EvaluationError(RuntimeError):
+    """An evaluation that cannot finish: an episode that never ends."""
+
 
 def episode_quotas(num_episodes: int, num_envs: int) -> np.ndarray:
     """Episodes each env must finish. Fixed up front, so short episodes are not favoured."""
@@ -47,6 +55,8 @@ def evaluate(
     Args:
       act: `act(params, obs, first, core, key) -> (action, core)`, jitted.
       env: a `VecEnv` built with `train=False`.
+      max_steps: the most steps one episode may take: an episode still running after them
+        (an env that never ends one) raises `EvaluationError`, one line.
       on_step: optional `on_step(ts)` callback (e.g. to record video frames).
       feedback: `eval_feedback(agent)`: `core_feedback(core, action, reward) -> core`,
         or None.
@@ -61,9 +71,12 @@ def evaluate(
     returns, lengths = [], []
     ts = env.reset()
     core = initial_core
-    for _ in range(max_steps):
-        if np.all(done >= quota):
-            break
+    while not np.all(done >= quota):
+        if length.max() >= max_steps:
+            raise EvaluationError(
+                f"evaluation did not finish {num_episodes} episodes: an episode ran "
+                f"{max_steps:,} steps without ending"
+            )
         key, sub = jax.random.split(key)
         action, core = act(params, ts.obs, ts.first, core, sub)
         ts = env.step(np.asarray(action))
@@ -79,8 +92,4 @@ def evaluate(
                 lengths.append(length[i])
                 done[i] += 1
             ret[i], length[i] = 0.0, 0
-    else:
-        raise RuntimeError(
-            f"evaluation did not finish {num_episodes} episodes in {max_steps} steps"
-        )
     return np.asarray(returns), np.asarray(lengths)

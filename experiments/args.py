@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import tyro
 
 from agents.config import check_only_with, flag
+from agents.evaluation import MAX_EPISODES
 from agents.hooks import check_given_again, hook_fields
 from agents.registry import AgentSpec, agent_names, all_specs, get_agent
 from experiments.runfolder import check_run_dir_writable
@@ -63,7 +64,8 @@ class RunArgs:
     --seed + i (its own envs, RNG streams and replay), vmapped over a population axis and
     split over --num-devices (which must divide it). Logs go to <run>/member-<i>/. Agents
     that support it: ACER, DQN, R2D1, Reactor with --no-decoupled, PPO and A2C (with the
-    one-program --update-loop scan or unroll), SAC and TD3; envpool envs only."""
+    one-program --update-loop scan or unroll), SAC and TD3; envpool envs only. At most
+    4,096 members."""
 
     vary: tuple[str, ...] = ()
     """Population hyper-parameters (with --num-seeds > 1), FIELD=SPEC each: FIELD one the
@@ -168,7 +170,10 @@ class RunArgs:
             "HOST:PORT with PORT in [1, 65535]",
         )
         need(0 <= self.process_id < self.num_processes, "process_id", "in [0, --num-processes)")
-        need(self.eval_episodes >= 0, "eval_episodes", ">= 0 (0 skips the evaluation)")
+        need(
+            0 <= self.eval_episodes <= MAX_EPISODES, "eval_episodes",
+            f"in [0, {MAX_EPISODES:,}] (0 skips the evaluation)",
+        )  # fmt: skip
         need(self.checkpoint_every >= 1, "checkpoint_every", ">= 1")
         need(self.keep_checkpoints >= 1, "keep_checkpoints", ">= 1")
         need(self.return_window >= 1, "return_window", ">= 1")
@@ -281,6 +286,11 @@ def check_given_apply(argv: list[str], args: TrainArgs) -> None:
     needs a switch that is off is an error naming the switch (the configs' `ONLY_WITH`
     tables; a preset's values are not checked here, the user did not give them)."""
     given = explicit_flags(argv)
+    if {"exp_name", "run_dir"} <= given:
+        raise ValueError(
+            "--exp-name does nothing with --run-dir (the run folder is --run-dir; --exp-name "
+            "names runs/<exp-name>): give one of them"
+        )
     check_only_with(args.run, given)
     check_only_with(args.config, given)
     check_only_with(args.config, hparam_specs(args.run), name_of=lambda name: f"--vary {name}")

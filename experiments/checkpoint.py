@@ -41,10 +41,11 @@ so the newest complete checkpoint is never removed to make room for one that may
 Only this checkpointer's own checkpoints are listed, restored, set aside or rotated: a real
 `<step>/` folder (never a symbolic link, never followed) holding the checksums marker in
 orbax's step metadata or a checksums.json of this format, or, for a legacy checkpoint (neither
-of those), orbax's `state/` and `meta/` items as this checkpointer has always written them.
-Anything else under an integer name (a link, someone's folder) is left alone. The checkpoint
-folder itself and its `.staging/` must not be symbolic links: `Checkpointer` refuses them with
-one line (`experiments.runfolder.UnsafePathError`) before anything is written or deleted.
+of those), orbax's `state/` and `meta/` items as this checkpointer has always written them
+(with their `state/_METADATA` and `meta/metadata` files). Anything else under an integer name
+(a link, someone's folder) is left alone. The checkpoint folder itself and its `.staging/`
+must not be symbolic links: `Checkpointer` refuses them with one line
+(`experiments.runfolder.UnsafePathError`) before anything is written or deleted.
 
 A save that the disk refuses (full, over quota, read-only) raises one `WriteError` line naming
 the checkpoint; what orbax's writer threads print about it is held back
@@ -59,6 +60,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -333,6 +335,8 @@ def _verify(folder: Path, step: int):
         if _has_checksums_marker(folder):
             raise _Damaged(f"{CHECKSUMS} is missing")
         return  # legacy: accepted unverified, orbax will tell
+    if manifest_path.is_symlink() or not manifest_path.is_file():
+        raise _Damaged(f"{CHECKSUMS} is not a regular file")
     try:
         manifest = json.loads(manifest_path.read_text())
         files = manifest["files"]
@@ -341,16 +345,21 @@ def _verify(folder: Path, step: int):
         for entry in files.values():
             if not isinstance(entry["size"], int) or not isinstance(entry["sha256"], str):
                 raise ValueError("an entry lacks an integer size or a sha256 string")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
         raise _Damaged(f"{CHECKSUMS} is unreadable: {_one_line(err)}") from None
     for rel, entry in sorted(files.items()):
         path = folder / rel
         if Path(rel).is_absolute() or ".." in Path(rel).parts:
             raise _Damaged(f"{CHECKSUMS} names a path outside the checkpoint: {rel}")
         try:
-            size = path.stat().st_size
+            info = path.lstat()
         except FileNotFoundError:
             raise _Damaged(f"{rel} is missing") from None
+        except ValueError as err:  # a NUL in the name
+            raise _Damaged(f"{CHECKSUMS} names an impossible path: {rel!r} ({err})") from None
+        if not stat.S_ISREG(info.st_mode):  # a link (never followed), a FIFO, a device
+            raise _Damaged(f"{rel} is not a regular file")
+        size = info.st_size
         if size != entry["size"]:
             raise _Damaged(f"{rel} has {size} bytes, expected {entry['size']}")
         try:
@@ -370,29 +379,35 @@ def _kind(folder: Path) -> str | None:
         return None
     if _has_checksums_marker(folder) or _has_own_manifest(folder):
         return "checksummed"
+    # orbax's items as the earlier checkpointer wrote them, with their metadata files: two
+    # empty folders named state/ and meta/ (someone's data) are not a checkpoint
     items = [folder / "state", folder / "meta"]
-    if all(p.is_dir() and not p.is_symlink() for p in items):
+    files = [folder / "state" / "_METADATA", folder / "meta" / "metadata"]
+    if all(p.is_dir() and not p.is_symlink() for p in items) and all(
+        p.is_file() and not p.is_symlink() for p in files
+    ):
         return "legacy"
     return None
 
 
 def _has_own_manifest(folder: Path) -> bool:
     path = folder / CHECKSUMS
-    if path.is_symlink():
+    if path.is_symlink() or not path.is_file():  # a FIFO would block the read
         return False
     try:
         return json.loads(path.read_text()).get("format") == _FORMAT
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return False
 
 
 def _has_checksums_marker(folder: Path) -> bool:
     """Whether orbax's step metadata says this checkpoint was saved with checksums."""
-    if (folder / _STEP_METADATA).is_symlink():
+    path = folder / _STEP_METADATA
+    if path.is_symlink() or not path.is_file():  # a FIFO would block the read
         return False
     try:
-        custom = json.loads((folder / _STEP_METADATA).read_text()).get("custom_metadata")
-    except (OSError, ValueError, AttributeError):
+        custom = json.loads(path.read_text()).get("custom_metadata")
+    except (OSError, ValueError, AttributeError, RecursionError):
         return False  # unreadable or absent: treat as legacy, orbax decides
     return isinstance(custom, dict) and custom.get("checksums") == CHECKSUMS
 

@@ -113,8 +113,9 @@ def restore_learner(agent, run_dir: Path, step: int | None = None):
     learner = jax.eval_shape(agent.init_learner, jax.random.PRNGKey(0))
     config = read_json(run_dir / "config.json", "run config")
     member = config.get("population")
+    run = load_run(run_dir).run
     if member is None:
-        size = config.get("run", {}).get("num_seeds", 1)
+        size = run.num_seeds
         if size > 1:
             raise ValueError(
                 f"{run_dir} is a population of {size} (--num-seeds): give one member's folder, "
@@ -122,12 +123,27 @@ def restore_learner(agent, run_dir: Path, step: int | None = None):
             )
         return _restore(run_dir, learner, step)
     # A population member: its learner is row i of the population's checkpoint.
-    index, size = member["member"], member["of"]
-    fields = hparam_specs(load_run(run_dir).run)
+    index, size = _member_index(member, run.num_seeds, run_dir / "config.json")
+    fields = hparam_specs(run)
     stacked = jax.tree.map(lambda x: jax.ShapeDtypeStruct((size, *x.shape), x.dtype), learner)
     hparams = {k: jax.ShapeDtypeStruct((size,), jnp.float32) for k in fields}
     saved, meta, step = _restore(run_dir.parent, PopulationLearner(stacked, hparams), step)
     return jax.tree.map(lambda x: x[index], saved.member), meta, step
+
+
+def _member_index(member, num_seeds: int, path: Path) -> tuple[int, int]:
+    """(index, size) of a member's `population` block, checked against the run's
+    --num-seeds: a one-line ValueError naming the file and the field otherwise."""
+    if not isinstance(member, dict):
+        raise ValueError(f"{path}: population must be an object, got {member!r}")
+    index, size = member.get("member"), member.get("of")
+    if type(size) is not int or size != num_seeds:
+        raise ValueError(f"{path}: population.of must be --num-seeds {num_seeds}, got {size!r}")
+    if type(index) is not int or not 0 <= index < size:
+        raise ValueError(
+            f"{path}: population.member must be an integer in [0, {size}), got {index!r}"
+        )
+    return index, size
 
 
 def _restore(run_dir: Path, target, step: int | None):

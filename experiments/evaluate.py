@@ -19,7 +19,7 @@ import numpy as np
 import tyro
 
 from agents.config import flag
-from agents.evaluation import eval_feedback, evaluate
+from agents.evaluation import MAX_EPISODES, EvaluationError, eval_feedback, evaluate
 from agents.hooks import check_given_again
 from envs import make_env
 from experiments.args import TrainArgs, cli
@@ -72,8 +72,12 @@ class EvalArgs:
 
         if not self.run.strip():
             raise ValueError("RUN (the run folder) must be non-empty, got ''")
-        need(self.episodes >= 1, "episodes", ">= 1")
-        need(self.num_envs >= 0, "num_envs", ">= 0 (0: min(--episodes, 16))")
+        need(1 <= self.episodes <= MAX_EPISODES, "episodes", f"in [1, {MAX_EPISODES:,}]")
+        need(
+            0 <= self.num_envs <= self.episodes, "num_envs",
+            "in [0, --episodes] (0: min(--episodes, 16); an env beyond --episodes would play "
+            "no episode)",
+        )  # fmt: skip
         need(self.step is None or self.step >= 0, "step", ">= 0")
         need(self.worst >= 0, "worst", ">= 0 (0: no list)")
         need(0 <= self.seed < 2**30, "seed", "in [0, 2**30)")
@@ -82,6 +86,8 @@ class EvalArgs:
             parent = Path(self.out).parent
             need(parent.is_dir(), "out", f"a file in an existing folder ({parent} is not one)")
             need(not Path(self.out).is_dir(), "out", "a file, not a folder")
+        if self.video_format != "mp4" and not self.video:  # it would do nothing
+            raise ValueError("--video-format needs --video")
         need(
             self.preprocess_obs is None or self.preprocess_obs.strip() != "",
             "preprocess_obs",
@@ -108,20 +114,22 @@ def _acting_config(config, num_envs: int):
 
 
 def _acting_hooks(config, trained: dict[str, str], args: EvalArgs, run_dir: Path):
-    """`config` with the hooks acting needs, from the command line only: `trained` names the
-    run's hooks (config.json, never imported). Acting applies --preprocess-obs (the network
-    was trained on its output), so a run trained with it needs it given again; the others
-    (--reshape-reward) only shape training and are reported, not used."""
-    for name, value in trained.items():
-        if name != "preprocess_obs":
-            print(
-                f"note: {run_dir} was trained with {flag(name)} {value!r}; acting does not use "
-                "it (--resume needs it given again: a run folder's hooks are never imported)",
-                file=sys.stderr,
-            )
+    """(`config` with the hooks acting needs, from the command line only; notes for stderr):
+    `trained` names the run's hooks (config.json, never imported). Acting applies
+    --preprocess-obs (the network was trained on its output), so a run trained with it needs
+    it given again; the others (--reshape-reward) only shape training and are reported, not
+    used. The notes are the caller's to print once the evaluation is set up, so that a
+    refusal stays one line."""
+    notes = [
+        f"note: {run_dir} was trained with {flag(name)} {value!r}; acting does not use it "
+        "(--resume needs it given again: a run folder's hooks are never imported)"
+        for name, value in trained.items()
+        if name != "preprocess_obs"
+    ]
     given = args.preprocess_obs
     check_given_again("preprocess_obs", trained.get("preprocess_obs"), given, str(run_dir))
-    return config if given is None else dataclasses.replace(config, preprocess_obs=given)
+    config = config if given is None else dataclasses.replace(config, preprocess_obs=given)
+    return config, notes
 
 
 def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
@@ -191,7 +199,7 @@ def main(argv: list[str] | None = None) -> dict:
         if args.out:
             check_file_target(args.out)
         train_args = load_run(run_dir)
-        config = _acting_hooks(train_args.config, trained_hooks(run_dir), args, run_dir)
+        config, notes = _acting_hooks(train_args.config, trained_hooks(run_dir), args, run_dir)
         n = args.num_envs or min(args.episodes, 16)
         env = make_env(train_args.run.env, n, args.seed, train=False)
         acting = TrainArgs(train_args.run, _acting_config(config, n))
@@ -199,13 +207,18 @@ def main(argv: list[str] | None = None) -> dict:
         learner, _, step = restore_learner(agent, run_dir, args.step)
     except (ValueError, OSError, CheckpointError) as err:
         raise SystemExit(f"error: {err}") from None
+    for note in notes:
+        print(note, file=sys.stderr)
     greedy = args.greedy or args.argmax
     act = agent.act(greedy)
     params = agent.acting_params(learner)
-    returns, lengths = evaluate(
-        act, params, env, args.episodes, jax.random.PRNGKey(args.seed), agent.initial_core(n),
-        feedback=eval_feedback(agent),
-    )  # fmt: skip
+    try:
+        returns, lengths = evaluate(
+            act, params, env, args.episodes, jax.random.PRNGKey(args.seed),
+            agent.initial_core(n), feedback=eval_feedback(agent),
+        )  # fmt: skip
+    except EvaluationError as err:
+        raise SystemExit(f"error: {err}") from None
     result = {
         "run": str(run_dir),
         "checkpoint_step": step,

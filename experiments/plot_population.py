@@ -11,6 +11,8 @@ member and the median member first reached it: the comparison of issue 16's acce
 from __future__ import annotations
 
 import math
+import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import tyro
 
 from experiments.args import check_output_file, cli
 from experiments.plot import read_metrics, save_figure
+from experiments.runfolder import check_file_target
 
 
 @dataclass(frozen=True)
@@ -43,15 +46,25 @@ class PopulationPlotArgs:
 
 
 def members(run: Path) -> list[dict[str, np.ndarray]]:
-    folders = sorted(run.glob("member-*"), key=lambda p: int(p.name.split("-")[1]))
+    """Each member's metrics (env_steps, return_mean and its hp_<field> columns), in member
+    order. Problems are one-line `ValueError`s naming the folder or file."""
+    if not run.is_dir():
+        raise ValueError(f"{run} is not a folder" if run.exists() else f"{run} does not exist")
+    folders = sorted(
+        (p for p in run.glob("member-*") if _MEMBER.fullmatch(p.name) and p.is_dir()),
+        key=lambda p: int(p.name.split("-")[1]),
+    )
     if not folders:
         raise ValueError(f"{run} has no member-<i>/ folders: not a --num-seeds run")
     out = []
     for folder in folders:
-        header = (folder / "metrics.csv").open().readline().strip().split(",")
-        columns = ("env_steps", "return_mean", *[c for c in header if c.startswith("hp_")])
-        out.append({k: np.asarray(v) for k, v in read_metrics(folder, columns).items()})
+        metrics = read_metrics(folder, ("env_steps", "return_mean"))  # and every other column
+        columns = ("env_steps", "return_mean", *[c for c in metrics if c.startswith("hp_")])
+        out.append({k: np.asarray(metrics[k]) for k in columns})
     return out
+
+
+_MEMBER = re.compile(r"member-\d{1,9}")
 
 
 def first_reached(steps: np.ndarray, values: np.ndarray, level: float) -> float:
@@ -85,7 +98,11 @@ def main(argv: list[str] | None = None) -> None:
     import matplotlib.pyplot as plt
 
     runs = [Path(r) for r in args.runs]
-    data = [members(r) for r in runs]
+    try:
+        check_file_target(args.out)  # a link is refused before anything is drawn
+        data = [members(r) for r in runs]
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
     hp = sorted({k for ms in data for m in ms for k in m if k.startswith("hp_")})
     fig, axes = plt.subplots(
         1 + len(hp), len(runs), figsize=(5 * len(runs), 3.2 * (1 + len(hp))), squeeze=False
@@ -97,7 +114,8 @@ def main(argv: list[str] | None = None) -> None:
         returns = np.stack([m["return_mean"][:n] for m in ms])
         for m in ms:
             ax.plot(m["env_steps"], m["return_mean"], lw=0.6, alpha=0.5)
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN: no episode finished yet
             ax.plot(steps[:n], np.nanmax(returns, 0), "k", lw=1.8, label="best member")
             ax.plot(steps[:n], np.nanmedian(returns, 0), "k--", lw=1.4, label="median member")
         if args.threshold is not None:
@@ -109,17 +127,24 @@ def main(argv: list[str] | None = None) -> None:
         ax.legend(fontsize=8)
         for i, name in enumerate(hp, start=1):
             ax = axes[i][j]
+            values = [m[name] for m in ms if name in m]
             for m in ms:
                 if name in m:
                     ax.plot(m["env_steps"], m[name], lw=0.8)
-            ax.set_yscale("log")
+            positive = all(np.all(v[np.isfinite(v)] > 0) for v in values)
+            ax.set_yscale("log" if positive else "linear")  # a log scale needs values > 0
             ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
             ax.set_xlabel("env steps per member")
             ax.set_ylabel(name[3:])
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
-    save_figure(fig, Path(args.out), dpi=110)
+    out = Path(args.out)
+    try:  # --out may name a folder still to be made (check_output_file)
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SystemExit(f"error: --out {args.out}: {err.strerror or err}") from None
+    save_figure(fig, out, dpi=110)
     print(f"wrote {args.out}")
     if args.threshold is not None:
         for run in runs:

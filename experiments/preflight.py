@@ -12,6 +12,11 @@ run folder is written: each problem is one line naming the flag.
   the cgroup limit) on CPU, the devices' `bytes_limit` elsewhere. This is an estimate that
   leaves out the compiled programs' temporaries and the envs' own state: it refuses what
   cannot fit, it does not promise that the rest does.
+- Env kinds: a flag of one kind of env only (`ENV_ONLY` tables: --log-std-init for
+  continuous actions, --text for observations with a mission) is refused for another.
+- Threads: --num-threads only with an envpool env, and at most one per env.
+- Members: at most `MAX_MEMBERS` (each is built one by one: more would sit silent for long
+  before the first step).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import os
 import jax
 import numpy as np
 
+from agents.config import check_env_only
 from agents.registry import AgentSpec, agent_names, get_agent
 from envs import VecEnv, make_env, obs_leaves_with_paths
 from envs.core import EnvSpec
@@ -31,6 +37,8 @@ from replay.memory import tree_bytes
 
 # envpool's EnvPool config holds num_envs (and batch_size) as C++ ints.
 MAX_ENVS = 2**31 - 1
+# Members of one population (`check_member_count`).
+MAX_MEMBERS = 4096
 
 # Config fields that size an agent's networks; the error for a learner state too large for
 # memory names those of them that the config changed (else those in use).
@@ -68,9 +76,49 @@ def check_run(args: TrainArgs) -> EnvSpec:
     check_env_count(config.num_envs, run.num_seeds)
     env_spec = probe_env_spec(args)
     check_observations(spec, env_spec)
+    check_env_only(config, env_kinds(env_spec), env_spec.env_id)
+    check_threads(run.num_threads, env_spec, config.num_envs // jax.process_count() * run.num_seeds)
     footprint = member_footprint(spec, args, env_spec, config.num_envs // jax.process_count())
     check_memory(args, footprint, memory_bytes(run.num_devices))
+    check_member_count(run.num_seeds)
     return env_spec
+
+
+def env_kinds(env_spec: EnvSpec) -> set[str]:
+    """The kinds of env (agents.config.ENV_KINDS) `env_spec` is."""
+    kinds = {"discrete" if env_spec.discrete else "continuous"}
+    if any(leaf.tokens for _, leaf in obs_leaves_with_paths(env_spec.obs_spec)):
+        kinds.add("text")
+    return kinds
+
+
+def check_threads(num_threads: int, env_spec: EnvSpec, envs: int) -> None:
+    """--num-threads sets envpool's worker threads: it does nothing for a gymnasium env
+    (stepped in this process), and more threads than the `envs` a process steps would each
+    be a thread of the OS (envpool aborts when it cannot start them) with nothing to do."""
+    if not num_threads:
+        return
+    if env_spec.backend != "envpool":
+        raise ValueError(
+            f"--num-threads needs an envpool env: --env {env_spec.env_id} is a "
+            f"{env_spec.backend} env, stepped in this process"
+        )
+    if num_threads > envs:
+        raise ValueError(
+            f"--num-threads {num_threads:,} is more than the {envs:,} envs it steps (a thread "
+            f"steps one env at a time): at most {envs:,}"
+        )
+
+
+def check_member_count(members: int) -> None:
+    """At most `MAX_MEMBERS` members: each is built as its own agent, one by one, before
+    anything else happens (tens of ms each), so a population that fits in memory but has
+    10**5 members would sit silent for most of an hour before its first step."""
+    if members > MAX_MEMBERS:
+        raise ValueError(
+            f"--num-seeds {members:,}: at most {MAX_MEMBERS:,} members (each is built as its "
+            "own agent, one by one, before training starts); split it into several runs"
+        )
 
 
 def check_env_count(num_envs: int, members: int) -> None:

@@ -53,6 +53,8 @@ from experiments.runfolder import (
 )
 
 REFERENCES = Path(__file__).parent / "references"
+# Bootstrap resamples at most (rliable's default is 50,000): each holds a copy of the scores.
+MAX_REPS = 1_000_000
 # Paper-scale budgets `report` prices from measured throughput: name -> (env family, games,
 # env steps per run). A budget is priced only from runs of its own family.
 PAPER_BUDGETS = {
@@ -788,6 +790,13 @@ def _fmt(mean: float, half: float) -> str:
     return f"{mean:.1f}" if math.isnan(half) else f"{mean:.1f} ± {half:.1f}"
 
 
+def _mean_measured(values: list[float]) -> float:
+    """The mean of the finite `values` (NaN: not measured, as a run without summary.json's
+    sps), NaN when none is; no warning for an all-NaN column."""
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
 def write_report(
     results: list[RunResult], out: Path, reps: int = 2000, title: str | None = None
 ) -> dict:
@@ -841,7 +850,7 @@ def write_report(
                 f"| {algo} | {len(mine)} | {_fmt(*fin)} | {_fmt(*best)} "
                 f"| {np.mean([r.env_steps for r in mine]):,.0f} "
                 f"| {np.mean([r.wall_s for r in mine]):.0f} "
-                f"| {np.nanmean([r.sps for r in mine]):,.0f} |"
+                f"| {_mean_measured([r.sps for r in mine]):,.0f} |"
             )
             if normalizer(env):
                 row += (
@@ -1037,8 +1046,8 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--title", help="report title")
     ns = p.parse_args(argv)
     try:
-        if ns.reps < 1:
-            raise ValueError(f"--reps must be >= 1, got {ns.reps}")
+        if not 1 <= ns.reps <= MAX_REPS:  # each resample holds a copy of the scores
+            raise ValueError(f"--reps must be in [1, {MAX_REPS:,}], got {ns.reps}")
         if not ns.out.strip():
             raise ValueError("--out must be a folder, got ''")
         try:

@@ -17,7 +17,8 @@ Every file the project writes goes through this module, so that a run folder is 
 cannot steer a write elsewhere:
 - `atomic_file` (text or bytes), `atomic_path` (a temporary name for libraries that write by
   name: matplotlib, imageio) and `write_json_atomic` replace their target by a rename in its
-  own folder; `open_append` opens a log to append to (metrics.csv) with `O_NOFOLLOW`.
+  own folder; `open_append` opens a log to append to (metrics.csv) with `O_NOFOLLOW`, and
+  refuses one with hard links (appending would change the file under its other names).
 - Each refuses, with one `UnsafePathError` line, a target that is a symbolic link (refused
   rather than replaced, for safety: the user sees the link) or, given its `run_dir`, a
   target whose folder resolves outside the run folder (`videos/` or `tb/` linked elsewhere).
@@ -77,6 +78,7 @@ class RunLock:
             if err.errno == errno.ELOOP:
                 raise UnsafePathError(_link_message(self.path)) from None
             raise
+        _refuse_hard_link(fd, self.path)  # its PID is written into it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
@@ -244,7 +246,26 @@ def open_append(
         if err.errno == errno.ELOOP:  # made a link since the check
             raise UnsafePathError(_link_message(path)) from None
         raise WriteError.of(err, path) from None
+    _refuse_hard_link(fd, path)
     return os.fdopen(fd, "ab") if binary else os.fdopen(fd, "a", newline=newline)
+
+
+def _refuse_hard_link(fd: int, path: Path):
+    """Close `fd` and raise `UnsafePathError` when the file it opened has other names (hard
+    links): written in place (appended to, or truncated), it would change them too, and one
+    may be outside the run folder. (A file replaced by a rename never is.)"""
+    links = os.fstat(fd).st_nlink
+    if links > 1:
+        os.close(fd)
+        raise UnsafePathError(_hard_link_message(path, links))
+
+
+def _hard_link_message(path: Path, links: int) -> str:
+    return (
+        f"refusing to write {path}: it has {links} hard links (the same file under other "
+        "names, maybe outside the run folder), and a file written in place would change "
+        f"them all, for safety; replace it by a copy (cp {path} x && mv x {path})"
+    )
 
 
 def _fsync_file(path: Path):
@@ -256,10 +277,13 @@ def _fsync_file(path: Path):
 
 
 def read_json(path: str | Path, what: str = "JSON file") -> dict:
-    """The JSON object in `path`. A missing, unreadable, malformed or non-object file raises
-    one `ValueError` line naming `what`, the file and the problem. NaN/Infinity written by
+    """The JSON object in `path`. A missing, unreadable, malformed or non-object file (or
+    not a regular file: a folder, a FIFO) raises one `ValueError` line naming `what`, the
+    file and the problem. NaN/Infinity written by
     older versions are accepted (reading stays lenient; writing is strict)."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # a folder; a FIFO or device would block or never end
+        raise ValueError(f"{what} {path} cannot be read: it is not a regular file")
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -273,6 +297,9 @@ def read_json(path: str | Path, what: str = "JSON file") -> dict:
         raise ValueError(
             f"{what} {path} is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
         ) from None
+    except (ValueError, RecursionError) as err:  # a number too long, arrays nested too deep
+        reason = "nested too deeply" if isinstance(err, RecursionError) else _one_line(err)
+        raise ValueError(f"{what} {path} cannot be read as JSON: {reason}") from None
     if not isinstance(data, dict):
         kind = _JSON_KINDS.get(type(data), type(data).__name__)
         raise ValueError(f"{what} {path} holds a JSON {kind}, expected an object")
@@ -369,8 +396,10 @@ def check_folder(folder: str | Path, run_dir: str | Path, link_ok: bool = True) 
     return folder
 
 
-# What a training run writes in its folder, and in each member-<i>/ of a population.
+# What a training run writes in its folder, and in each member-<i>/ of a population; of
+# those, the files written in place (appended to, or the lock's PID), not replaced by a rename.
 RUN_FILES = ("config.json", "metrics.csv", "summary.json", "lineage.csv")
+IN_PLACE = ("metrics.csv", "lineage.csv", LOCK_NAME)
 RUN_FOLDERS = ("tb",)
 CHECKPOINTS = "checkpoints"
 
@@ -379,7 +408,10 @@ def check_run_folder_links(run_dir: str | Path):
     """One `UnsafePathError` line, before a run writes anything, when a write of the run
     would go through a symbolic link: one of `RUN_FILES` is a link, `checkpoints/` is a link
     (its rotation deletes old checkpoints), or `tb/` or a `member-<i>/` folder leads outside
-    the run folder. The run folder itself may be a link; a missing one passes."""
+    the run folder; or through a hard link: a file written in place (`IN_PLACE`) has other
+    names. A file or folder of the run that is there but of the wrong kind (a folder where
+    metrics.csv belongs, a file where tb/ does) is a one-line `ValueError`. The run folder
+    itself may be a link; a missing one passes."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return
@@ -388,9 +420,24 @@ def check_run_folder_links(run_dir: str | Path):
         check_folder(folder, run_dir)
         for name in RUN_FILES:
             check_file_target(folder / name, run_dir)
+        for name in (*RUN_FILES, LOCK_NAME):
+            if os.path.lexists(folder / name) and not (folder / name).is_file():
+                raise ValueError(f"{folder / name} exists and is not a file; move it away")
+        for name in IN_PLACE:
+            with contextlib.suppress(OSError):
+                info = os.lstat(folder / name)
+                if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                    raise UnsafePathError(_hard_link_message(folder / name, info.st_nlink))
         for name in RUN_FOLDERS:
             check_folder(folder / name, run_dir)
+            _check_is_folder(folder / name)
     check_folder(run_dir / CHECKPOINTS, run_dir, link_ok=False)
+    _check_is_folder(run_dir / CHECKPOINTS)
+
+
+def _check_is_folder(path: Path):
+    if os.path.lexists(path) and not path.is_dir():
+        raise ValueError(f"{path} exists and is not a folder; move it away")
 
 
 # A full disk, one line.

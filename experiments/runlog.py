@@ -221,6 +221,15 @@ def _open_csv(path: Path, columns: list[str], start_step: int):
     return columns, file, writer
 
 
+def _rows(lines: list[str]):
+    """The CSV rows of `lines`, a line that is not CSV (a stray quote) read as no row."""
+    for line in lines:
+        try:
+            yield from csv.reader([line])
+        except csv.Error:
+            yield ["<not CSV>"]  # counted as malformed
+
+
 def _repair_csv(path: Path, columns: list[str], max_step: int) -> list[str]:
     """Make `path` safe to append rows of `columns` to; returns the columns to write.
 
@@ -228,17 +237,24 @@ def _repair_csv(path: Path, columns: list[str], max_step: int) -> list[str]:
     without its newline (half-written) and rows that do not parse; rewrites the file
     (atomically) only when something changes, with the union of the old and new columns.
     """
-    with open(path, newline="") as f:
-        *lines, partial = f.read().split("\n")  # `partial`: text after the last newline
+    try:
+        with open(path, newline="") as f:
+            *lines, partial = f.read().split("\n")  # `partial`: text after the last newline
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else err
+        raise ValueError(f"{path} cannot be read: {reason}; move it away") from None
     if not lines:  # not even a complete header: start the file afresh
         path.unlink()
         return columns
-    header = next(csv.reader(lines[:1]))
+    try:
+        header = next(csv.reader(lines[:1]))
+    except csv.Error as err:
+        raise ValueError(f"{path} has a header that is not CSV: {err}") from None
     if "env_steps" not in header:
         raise ValueError(f"{path} has no env_steps column in its header: {lines[0].strip()}")
     step_col = header.index("env_steps")
     keep, dropped = [], 0
-    for row in csv.reader(lines[1:]):
+    for row in _rows(lines[1:]):
         if not row:
             continue
         try:

@@ -77,6 +77,62 @@ def member_config(args: TrainArgs, i: int, size: int, hparams: dict, since: dict
     return data
 
 
+def restored_counters(meta: dict, step: int, size: int | None, where: str) -> list[Counters]:
+    """The counters a checkpoint's metadata holds (one run's, or with `size` the list of a
+    population's members), each checked: known fields, counts integers in [0, 2**53), wall_s
+    a finite number >= 0, env_steps the checkpoint's step. Else a one-line ValueError naming
+    the checkpoint (`where`) and the field: its checksums only prove it is as written."""
+    saved = meta.get("counters")
+    if size is None:
+        saved = [saved]
+    elif not isinstance(saved, list) or len(saved) != size:
+        raise ValueError(f"{where}: meta counters must be a list of {size}, got {saved!r:.80}")
+    fields = {f.name: f.type for f in dataclasses.fields(Counters)}
+    out = []
+    for i, entry in enumerate(saved):
+        name = "counters" if size is None else f"counters[{i}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: meta {name} must be an object, got {entry!r:.80}")
+        unknown = sorted(set(entry) - set(fields))
+        if unknown:
+            raise ValueError(f"{where}: meta {name} has unknown field(s) {', '.join(unknown)}")
+        for key, value in entry.items():
+            if key == "wall_s":
+                ok = isinstance(value, int | float) and not isinstance(value, bool)
+                ok = ok and math.isfinite(value) and value >= 0
+            else:
+                ok = type(value) is int and 0 <= value < 2**53
+            if not ok:
+                raise ValueError(f"{where}: meta {name}.{key} is out of range: {value!r:.80}")
+        counters = Counters(**entry)
+        if counters.env_steps != step:
+            raise ValueError(
+                f"{where}: meta {name}.env_steps {counters.env_steps} is not the checkpoint's "
+                f"step {step}"
+            )
+        out.append(counters)
+    return out
+
+
+def _meta_int(value, name: str, where: str) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{where}: meta {name} must be an integer >= 0, got {value!r:.80}")
+    return value
+
+
+def _check_since(since, size: int, where: str) -> None:
+    """A population checkpoint's `hparams_since`: per member, {generation, env_steps}, each
+    an integer >= 0 or null (unknown)."""
+    ok = isinstance(since, list) and len(since) == size
+    ok = ok and all(isinstance(s, dict) and set(s) == set(DRAWN) for s in since)
+    ok = ok and all(v is None or (type(v) is int and v >= 0) for s in since for v in s.values())
+    if not ok:
+        raise ValueError(
+            f"{where}: meta hparams_since must be a list of {size} objects "
+            f"{{generation, env_steps}} of integers >= 0 or null, got {since!r:.80}"
+        )
+
+
 class NonFiniteError(RuntimeError):
     pass
 
@@ -424,16 +480,18 @@ class Runner:
         since = None  # when each member's hyper-parameters took effect (PopulationLoop)
         if self.resuming and checkpointer.steps():  # damaged ones: set aside, or one error
             learner, meta, step = restore_checkpoint(checkpointer, state.learner)
+            where = f"checkpoint {step} in {ckpt_dir}"
             if population:
-                members = [Counters(**c) for c in meta["counters"]]
+                members = restored_counters(meta, step, agent.size, where)
                 counters = members[0]
-                generation = meta.get("generation", 0)
+                generation = _meta_int(meta.get("generation", 0), "generation", where)
                 agent.hparams = agent.member_hparams(learner)
                 # unknown (null) after a generation in a checkpoint of an older version
                 unknown = dict.fromkeys(DRAWN) if generation else DRAWN
                 since = meta.get("hparams_since", [unknown] * agent.size)
+                _check_since(since, agent.size, where)
             else:
-                counters = Counters(**meta["counters"])
+                counters = restored_counters(meta, step, None, where)[0]
 
             # New episodes, with a key that depends only on (seed, iteration, process).
             def actor_key(seed):

@@ -32,7 +32,9 @@ A damaged state file (not JSON, or a field of the wrong type) is set aside as
 `sweep_state.json.damaged` with a warning naming the field, and a new one is started: the run
 folders, not this file, decide what runs. A run folder whose summary.json or config.json is
 damaged is not "done": a warning names the file and field, and the run is resumed as any
-unfinished one (train's `--resume` then refuses a damaged config.json with one line).
+unfinished one (train's `--resume` then refuses a damaged config.json with one line). A run
+folder that is a symbolic link leading out of the sweep folder is never started (nothing is
+written through it): the run is marked `invalid` with one line, and the others go on.
 Runs die with the sweep: each gets SIGTERM when the sweep process dies (even by kill -9),
 and then checkpoints and stops as on Ctrl-C; a restarted sweep waits for such a run to
 release its folder before resuming it, so no run is ever executed twice at once.
@@ -74,6 +76,7 @@ from experiments.runfolder import (
     RunLock,
     UnsafePathError,
     WriteError,
+    check_folder,
     open_append,
     read_json,
     write_json_atomic,
@@ -236,8 +239,12 @@ def load_spec(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"spec file {path} does not exist")
-    if path.suffix == ".py":
-        data = runpy.run_path(str(path)).get("SPEC")
+    if path.suffix == ".py":  # the user's own file, run as the user asked
+        try:
+            data = runpy.run_path(str(path)).get("SPEC")
+        except Exception as err:  # its failure, whatever it is: one line
+            reason = " ".join(str(err).split())
+            raise SpecError(f"{path}: running it failed: {type(err).__name__}: {reason}") from None
         if data is None:
             raise SpecError(f"{path}: defines no SPEC dict")
     else:
@@ -247,6 +254,9 @@ def load_spec(path: str | Path) -> dict:
             data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as err:
             raise SpecError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
+        except (OSError, UnicodeDecodeError) as err:
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else err
+            raise SpecError(f"{path}: cannot be read: {reason}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: the spec must be a mapping of fields, got {type(data).__name__}")
     data.setdefault("name", path.stem)
@@ -816,8 +826,14 @@ class Scheduler:
         big = too_big(self.sweep)
         if big:
             raise SystemExit(f"error: {big}")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / LOG_DIR).mkdir(exist_ok=True)
+        try:  # --root a file, a read-only place, .logs a file: one line
+            self.folder.mkdir(parents=True, exist_ok=True)
+            (self.folder / LOG_DIR).mkdir(exist_ok=True)
+        except OSError as err:
+            where = err.filename or self.folder
+            raise SystemExit(
+                f"error: sweep {self.sweep.name}: cannot make {where}: {err.strerror or err}"
+            ) from None
         try:
             lock = RunLock(self.folder).acquire()  # one sweep process per sweep folder
         except (RunFolderLocked, UnsafePathError) as err:
@@ -878,6 +894,11 @@ class Scheduler:
                             self._record(run)["status"] = "waiting"
                             continue
                         pending.remove(run)
+                        try:  # a run folder linked out of the sweep folder is not the sweep's
+                            check_folder(run_dir, self.folder)
+                        except UnsafePathError as err:
+                            self._refused(run, str(err))
+                            continue
                         if self.sweep.check_each and run.name not in checked:
                             try:
                                 check_run(run)
@@ -1175,6 +1196,11 @@ def main(argv: list[str] | None = None) -> dict:
             raise SpecError(big)
         sweep = check_sweep(sweep)
         backend = None
+        if ns.backend != "submitit":  # submitit's options would do nothing
+            if ns.submitit_local:
+                raise SpecError("--submitit-local needs --backend submitit")
+            if ns.slurm:
+                raise SpecError("--slurm needs --backend submitit")
         if ns.backend == "submitit":
             backend = SubmititBackend(sweep, ns.submitit_local, parse_set(ns.slurm, "--slurm"))
     except SpecError as err:

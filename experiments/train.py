@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from agents.evaluation import EvaluationError
 from experiments.args import flag_value, parse_train_args, resume_args
 from experiments.checkpoint import CheckpointError
 from experiments.common import load_run, trained_hooks
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict | None:
             check_run_folder(args, resuming)
         init_distributed(args)
         return Runner(args, resuming).run()
-    except (ValueError, RunFolderLocked, CheckpointError, OSError) as err:
+    except (ValueError, RunFolderLocked, CheckpointError, EvaluationError, OSError) as err:
         raise SystemExit(f"error: {err}") from None
 
 

@@ -110,6 +110,8 @@ class OnPolicyConfig:
         "obs_clip": "normalize_obs",
         "scaled_reward_clip": "normalize_reward",
     }
+    # Flags of one kind of env only (agents.config.check_env_only).
+    ENV_ONLY: ClassVar[dict[str, str]] = {"log_std_init": "continuous", "text": "text"}
 
     # Constants of the agent (a subclass sets them; the learner reads them).
     epochs: ClassVar[int] = 1

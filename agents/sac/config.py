@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.config import check, check_positive_int, check_sequence_window
+from agents.config import ConfigError, check, check_positive_int, check_sequence_window
 from agents.offpolicy import OffPolicyConfig
 
 
@@ -77,6 +77,11 @@ class SACConfig(OffPolicyConfig):
         "overwrite_mu": "target=vtrace",
         **dict.fromkeys(("lstm_size", "seq_len", "burn_in", "refresh_stored_state"), "recurrent"),
     }
+    # Flags of one kind of env only (agents.config.check_env_only).
+    ENV_ONLY: ClassVar[dict[str, str]] = {
+        "target_entropy_scale": "discrete",
+        **dict.fromkeys(("log_std_min", "log_std_max"), "continuous"),
+    }
 
     def __post_init__(self):
         # The sequence layout first: the replay window the base checks depend on.
@@ -92,6 +97,12 @@ class SACConfig(OffPolicyConfig):
             self.target_entropy_scale,
             "in (0, 1]",
         )
+        default_scale = type(self).__dataclass_fields__["target_entropy_scale"].default
+        if self.target_entropy is not None and self.target_entropy_scale != default_scale:
+            raise ConfigError(
+                "--target-entropy-scale does nothing with --target-entropy (which sets H̄ "
+                "itself): give one of them"
+            )
         check(
             self.log_std_min < self.log_std_max,
             "log_std_min",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -33,3 +34,47 @@ def test_fed_back_reward_is_clipped_only_where_training_clipped(reward_clip):
 def test_agents_without_feedback_get_none():
     assert eval_feedback(_agent(True, feedback=None)) is None
     assert eval_feedback(SimpleNamespace()) is None
+
+
+class _Env:
+    """A vector env of `n` envs whose episodes last `length` steps (None: never end)."""
+
+    def __init__(self, n: int, length: int | None):
+        self.spec = SimpleNamespace(num_envs=n)
+        self.n, self.length, self.t = n, length, 0
+
+    def _ts(self, first: bool, over: bool):
+        n = self.n
+        return SimpleNamespace(
+            obs=np.zeros((n, 1), np.float32), first=np.full(n, first), reward=np.ones(n),
+            raw_reward=np.ones(n), game_over=np.full(n, over),
+        )  # fmt: skip
+
+    def reset(self):
+        self.t = 0
+        return self._ts(True, False)
+
+    def step(self, action):
+        if self.length is not None and self.t == self.length:  # the auto-reset step
+            self.t = 0
+            return self._ts(True, False)
+        self.t += 1
+        return self._ts(False, self.length is not None and self.t == self.length)
+
+
+def _act(params, obs, first, core, key):
+    return np.zeros(len(obs), np.int32), core
+
+
+def test_an_episode_that_never_ends_is_one_evaluation_error_not_a_bound_on_all_episodes():
+    """The step bound is per episode: many short episodes finish (more steps in all than the
+    bound); an episode that never ends raises EvaluationError, one line."""
+    from agents.evaluation import EvaluationError, evaluate
+
+    key = jax.random.PRNGKey(0)
+    returns, lengths = evaluate(_act, None, _Env(2, 3), 40, key, max_steps=10)
+    assert len(returns) == 40 and set(lengths) == {3}  # 40 x 4 env steps > the bound of 10
+    with pytest.raises(EvaluationError) as info:
+        evaluate(_act, None, _Env(2, None), 1, key, max_steps=10)
+    assert "an episode ran 10 steps without ending" in str(info.value)
+    assert "\n" not in str(info.value)

@@ -396,6 +396,48 @@ def test_legacy_checkpoints_are_still_the_runs_own_and_rotate(tmp_path):
     ckpt.close()
 
 
+def test_folders_named_state_and_meta_without_orbax_files_are_not_a_legacy_checkpoint(tmp_path):
+    """Someone's integer-named folder that happens to hold state/ and meta/ folders (but not
+    orbax's metadata files in them) is not rotated away."""
+    directory = tmp_path / "ckpt"
+    files = _foreign_tree(directory, ["8"])
+    (directory / "8" / "state").mkdir()
+    (directory / "8" / "meta").mkdir()
+    files[directory / "8" / "state" / "photo.jpg"] = b"photo"
+    (directory / "8" / "state" / "photo.jpg").write_bytes(b"photo")
+    ckpt = Checkpointer(directory, keep=1)
+    assert ckpt.steps() == []
+    for step in (100, 200):
+        ckpt.save(step, _tree(step), {"counters": {"env_steps": step}})
+    assert ckpt.steps() == [200]
+    assert sorted(p.name for p in directory.iterdir()) == ["200", "8"]
+    assert all(path.read_bytes() == data for path, data in files.items())
+    ckpt.close()
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_a_checksummed_file_that_is_not_a_regular_file_is_damage_and_never_read(tmp_path, kind):
+    """A file of the checkpoint replaced by a link (to /dev/zero: reading it never ends) or a
+    FIFO (reading it blocks) with checksums.json edited to match its size: the checkpoint is
+    damaged, skipped and set aside, never read through."""
+    directory = _filled(tmp_path, steps=(100, 200))
+    victim = _data_files(directory / "200")[0]
+    rel = victim.relative_to(directory / "200").as_posix()
+    victim.unlink()
+    if kind == "link":
+        os.symlink("/dev/zero", victim)
+    else:
+        os.mkfifo(victim)
+    manifest = json.loads((directory / "200" / CHECKSUMS).read_text())
+    manifest["files"][rel]["size"] = 0
+    (directory / "200" / CHECKSUMS).write_text(json.dumps(manifest))
+    ckpt = Checkpointer(directory)
+    assert "is not a regular file" in ckpt.verify(200)
+    _, _, step = ckpt.restore(_target())
+    assert step == 100 and [s for s, _ in ckpt.skipped] == [200]
+    ckpt.close()
+
+
 def test_full_disk_during_a_save_is_one_write_error_and_nothing_else_printed(
     tmp_path, capfd, caplog, monkeypatch
 ):
@@ -470,3 +512,19 @@ def test_kill_9_during_saves_leaves_only_verifiable_checkpoints(tmp_path, extra_
     assert ckpt.skipped == []
     ckpt.save(step + 1, {"w": np.zeros((512, 1024), np.float32)}, {"step": step + 1})
     assert not (directory / ".staging").exists()
+
+
+def test_a_checksums_file_that_is_a_fifo_is_damage_and_never_read(tmp_path):
+    """checksums.json (or orbax's step metadata) replaced by a FIFO: reading it would block
+    for ever; the checkpoint is listed by its other mark, skipped as damaged, never read."""
+    directory = _filled(tmp_path, steps=(100, 200))
+    (directory / "200" / CHECKSUMS).unlink()
+    os.mkfifo(directory / "200" / CHECKSUMS)
+    (directory / "100" / "_CHECKPOINT_METADATA").unlink()
+    os.mkfifo(directory / "100" / "_CHECKPOINT_METADATA")
+    ckpt = Checkpointer(directory)
+    assert ckpt.steps() == [100, 200]  # 100 by its checksums.json, 200 by its marker
+    assert "checksums.json is not a regular file" in ckpt.verify(200)
+    _, _, step = ckpt.restore(_target())
+    assert step == 100 and [s for s, _ in ckpt.skipped] == [200]
+    ckpt.close()

@@ -288,6 +288,26 @@ EXPLICIT_TRAIN = [
     (["--num-seeds", "100000", "--hidden", "2048", "2048"], "--num-seeds 100,000: 100,000 members"),
     (["--agent", "ppo", "--num-envs", "100000000", "--trace-len", "1000"],
      "--num-envs 100,000,000"),
+    # envpool's threads: none for a gymnasium env, at most one per env (it aborts when the
+    # OS refuses to start 10**5 of them).
+    (["--eval-episodes", "1000000000"], "--eval-episodes must be in [0, 1,000,000]"),
+    # Flags of one kind of env only (ENV_ONLY tables), on another kind: refused, not ignored.
+    (["--agent", "ppo", "--log-std-init", "-1"],
+     "--log-std-init applies to continuous actions only; CartPole-v1 has none"),
+    (["--agent", "a2c", "--log-std-init", "-1"], "--log-std-init applies to continuous"),
+    (["--agent", "ppo", "--text"], "--text applies to observations with a mission"),
+    (["--agent", "sac", "--env", "Pendulum-v1", "--target-entropy-scale", "0.5"],
+     "--target-entropy-scale applies to discrete actions only; Pendulum-v1 has none"),
+    (["--agent", "sac", "--env", "CartPole-v1", "--log-std-max", "1"],
+     "--log-std-max applies to continuous actions only"),
+    # A flag that another one overrides.
+    (["--agent", "sac", "--env", "CartPole-v1", "--target-entropy", "-1",
+      "--target-entropy-scale", "0.5"], "--target-entropy-scale does nothing with"),
+    (["--exp-name", "mine"], "--exp-name does nothing with --run-dir"),  # --run-dir: the test's
+    (["--num-envs", "4", "--num-threads", "100000"],
+     "--num-threads 100,000 is more than the 4 envs it steps"),
+    (["--agent", "ppo", "--env", "MiniGrid-Empty-5x5-v0", "--num-threads", "2"],
+     "--num-threads needs an envpool env: --env MiniGrid-Empty-5x5-v0 is a gymnasium env"),
 ]  # fmt: skip
 
 
@@ -385,6 +405,23 @@ def test_only_with_cases_cover_every_agent():
     assert len(ONLY_WITH_OFF) == len(ONLY_WITH_ON) > 50
 
 
+def test_env_only_flags_are_accepted_on_their_kind_of_env():
+    """The ENV_ONLY tables name real fields and kinds, and each flag passes on its env."""
+    from agents.config import ENV_KINDS
+
+    for spec in map(get_agent, BUILTIN):
+        names = {f.name for f in dataclasses.fields(spec.config_cls)}
+        for name, kind in getattr(spec.config_cls, "ENV_ONLY", {}).items():
+            assert name in names and kind in ENV_KINDS, (spec.name, name, kind)
+    for argv in (
+        ["--agent", "ppo", "--env", "Pendulum-v1", "--log-std-init", "-1"],
+        ["--agent", "ppo", "--env", DICT_ENV, "--text"],
+        ["--agent", "sac", "--env", "CartPole-v1", "--target-entropy-scale", "0.5"],
+        ["--agent", "sac", "--env", "Pendulum-v1", "--log-std-min", "-3"],
+    ):
+        preflight.check_run(parse(argv))
+
+
 def test_a_preset_may_set_a_flag_whose_switch_the_user_turns_off():
     """Only explicit flags are checked: a preset's values are not the user's."""
     assert parse(["--agent", "dqn", "--preset", "dqn-atari", "--noisy"]).config.eps_end == 0.01
@@ -436,6 +473,7 @@ def env_sizes(monkeypatch):
         (["--agent", "ppo", "--num-envs", "3000000000"], "--num-envs"),
         (["--num-seeds", "1000000000"], "--num-seeds"),
         (["--num-seeds", "100000"], "--num-seeds"),
+        ([*TINY, "--num-seeds", "100000"], "--num-seeds"),  # fits in memory: too many to build
     ],
 )
 def test_sizes_are_refused_quickly_before_envs_are_made(
@@ -632,6 +670,62 @@ def test_resume_of_no_run_folder_names_resume(folder, no_training, capsys):
     assert message.startswith("error: --resume"), message
 
 
+@pytest.mark.parametrize(
+    "meta, needle",
+    [
+        ({"counters": "x"}, "meta counters must be an object, got 'x'"),
+        ({"counters": {"env_steps": 40, "bogus": 1}}, "meta counters has unknown field(s) bogus"),
+    ],
+)
+def test_resume_of_a_checkpoint_with_damaged_counters_is_one_line(
+    meta, needle, trained, tmp_path, capsys
+):
+    """A checkpoint's meta whose counters are damaged and whose checksums were rewritten to
+    match (checksums only prove a checkpoint is as written): one line naming it."""
+    from experiments.checkpoint import write_checksums
+
+    folder = _copy(trained, tmp_path, "bad")
+    newest = folder / "checkpoints" / "40"
+    (newest / "meta" / "metadata").write_text(json.dumps(meta))
+    (newest / "checksums.json").unlink()
+    write_checksums(newest, 40)
+    message = rejected(train.main, ["--resume", str(folder), "--total-steps", "80"], capsys)
+    assert f"checkpoint 40 in {folder / 'checkpoints'}" in message and needle in message
+
+
+@pytest.mark.parametrize(
+    "meta, size, needle",
+    [
+        ({}, None, "meta counters must be an object, got None"),
+        ({"counters": {"env_steps": 40, "wall_s": "x"}}, None, "counters.wall_s is out of range"),
+        ({"counters": {"env_steps": 10**30}}, None, "counters.env_steps is out of range"),
+        ({"counters": {"env_steps": "NaN"}}, None, "counters.env_steps is out of range"),
+        ({"counters": {"env_steps": True}}, None, "counters.env_steps is out of range"),
+        ({"counters": {"env_steps": -5}}, None, "counters.env_steps is out of range"),
+        ({"counters": {"env_steps": 30}}, None, "env_steps 30 is not the checkpoint's step 40"),
+        ({"counters": "x"}, 2, "meta counters must be a list of 2"),
+        ({"counters": [{"env_steps": 40}]}, 2, "meta counters must be a list of 2"),
+        ({"counters": [{"env_steps": 40}, "x"]}, 2, "meta counters[1] must be an object"),
+        ({"counters": [{"env_steps": 40}, {"episodes": -1}]}, 2, "counters[1].episodes is out"),
+    ],
+)
+def test_restored_counters_are_checked(meta, size, needle):
+    with pytest.raises(ValueError) as info:
+        runner.restored_counters(meta, 40, size, "checkpoint 40 in x")
+    assert str(info.value).startswith("checkpoint 40 in x: ") and needle in str(info.value)
+
+
+def test_restored_counters_and_since_of_a_population():
+    counters = {"env_steps": 40, "iteration": 2, "episodes": 1, "updates": 7, "wall_s": 0.5}
+    restored = runner.restored_counters({"counters": [counters, counters]}, 40, 2, "x")
+    assert [c.env_steps for c in restored] == [40, 40] and restored[0].wall_s == 0.5
+    runner._check_since([runner.DRAWN, {"generation": None, "env_steps": None}], 2, "x")
+    for since in ("x", [runner.DRAWN], [runner.DRAWN, {"generation": -1, "env_steps": 0}],
+                  [runner.DRAWN, {"generation": 0}]):  # fmt: skip
+        with pytest.raises(ValueError, match=r"^x: meta hparams_since must be a list of 2"):
+            runner._check_since(since, 2, "x")
+
+
 def test_resume_accepts_equal_explicit_flags_and_uses_its_own_folder(
     trained, tmp_path, no_training
 ):
@@ -668,6 +762,11 @@ def _damage_newest(folder: Path) -> int:
         (["--step", "30"], "no checkpoint 30"),
         (["--out", "/proc/foo/e.json"], "--out"),
         (["--out", "/tmp"], "--out"),
+        # Sizes that would run for days or exhaust memory (10**8 envs were killed by the OS).
+        (["--episodes", "1000000000"], "--episodes must be in [1, 1,000,000], got 1000000000"),
+        (["--num-envs", "100000000"], "--num-envs must be in [0, --episodes]"),
+        (["--episodes", "2", "--num-envs", "3"], "--num-envs must be in [0, --episodes]"),
+        (["--video-format", "gif"], "--video-format needs --video"),
     ],
 )
 def test_evaluate_rejects_bad_flags(argv, needle, trained, capsys):
@@ -705,11 +804,40 @@ def test_evaluate_of_missing_or_damaged_checkpoints(trained, tmp_path, capsys):
     assert "could be restored" in message and "20: " in message
 
 
+@pytest.mark.parametrize(
+    "population, needle",
+    [
+        ("x", "population must be an object"),
+        ([0, 2], "population must be an object"),
+        ({"member": 0}, "population.of must be --num-seeds 2, got None"),
+        ({"member": 0, "of": 3}, "population.of must be --num-seeds 2, got 3"),
+        ({"member": 2, "of": 2}, "population.member must be an integer in [0, 2), got 2"),
+        ({"member": -1, "of": 2}, "population.member must be an integer in [0, 2), got -1"),
+        ({"member": 0.5, "of": 2}, "population.member must be an integer in [0, 2), got 0.5"),
+        ({"member": "0", "of": 2}, "population.member must be an integer in [0, 2), got '0'"),
+    ],
+)
+def test_evaluate_of_a_member_with_a_damaged_population_block(
+    population, needle, trained, tmp_path, capsys
+):
+    """A population member's config.json whose `population` block is damaged: one line
+    naming the file and the field (it indexed the checkpoint with it unchecked)."""
+    member = _copy(trained, tmp_path / "pop", "member-0")
+
+    def edit(data):
+        data["run"].update(num_seeds=2, vary=["lr=0.001,0.002"])
+        data["population"] = population
+
+    _edit_config(member, edit)
+    message = rejected(evaluate.main, [str(member), "--episodes", "1"], capsys)
+    assert "member-0/config.json" in message and needle in message, message
+
+
 def test_evaluate_with_more_envs_than_the_training_replay_fits(trained, tmp_path):
     out = tmp_path / "e.json"
-    result = evaluate.main([str(trained), "--episodes", "2", "--num-envs", "40",
+    result = evaluate.main([str(trained), "--episodes", "40", "--num-envs", "40",
                             "--out", str(out)])  # fmt: skip
-    assert result["episodes"] == 2
+    assert result["episodes"] == 40
     assert json.loads(out.read_text())["checkpoint_step"] == 40
 
 

@@ -361,7 +361,9 @@ def test_damaged_files_of_the_issue(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "argv, needle",
-    [(["--reps", "0"], "--reps must be >= 1, got 0"), (["--reps", "-3"], "--reps must be >= 1"),
+    [(["--reps", "0"], "--reps must be in [1, 1,000,000], got 0"),
+     (["--reps", "-3"], "--reps must be in [1, 1,000,000]"),
+     (["--reps", "100000000000"], "--reps must be in [1, 1,000,000], got 100000000000"),
      (["--out", "FILE"], "exists and is not a folder"), (["--out", "FILE/sub"], "is a file"),
      (["--out", " "], "--out must be a folder")],
 )  # fmt: skip
@@ -392,6 +394,27 @@ def test_a_header_only_run_is_skipped_not_the_report(tmp_path, capsys):
     assert err == [f"skipping {starting}: no rows in metrics.csv yet",
                    f"skipping {waiting}: no episode finished yet"]  # fmt: skip
     assert "| ppo | 2 |" in md.read_text()
+
+
+def test_a_live_run_without_summary_reports_quietly(tmp_path, capfd):
+    """A run still training (no summary.json: no measured steps/s): its throughput cell is
+    nan, and nothing reaches stderr (no numpy warning about an all-NaN mean)."""
+    run = real_run(tmp_path / "runs", "ppo-CartPole-v1-seed0")
+    (run / "summary.json").unlink()
+    md = report.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--reps", "10"])
+    assert "| ppo | 1 |" in md.read_text() and capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [("[" * 100_000 + "]" * 100_000, "nested too deeply"), ('{"a": ' + "9" * 5000 + "}", "digits")],
+    ids=["deep", "long-number"],
+)
+def test_json_the_parser_cannot_take_is_one_line_naming_the_file(tmp_path, capsys, text, needle):
+    run = real_run(tmp_path / "runs", "ppo-CartPole-v1-seed0")
+    (run / "config.json").write_text(text)
+    message = exits([str(tmp_path / "runs"), "--out", str(tmp_path / "out")], capsys)
+    assert f"{run / 'config.json'} cannot be read as JSON" in message and needle in message
 
 
 # ----------------------------------------------------------------------------- provenance

@@ -164,6 +164,18 @@ def test_evaluate_needs_a_saved_preprocess_obs_given_again(planted, tmp_path):
     planted.assert_importable()
 
 
+def test_evaluate_refusal_is_the_only_stderr_line_when_both_hooks_are_saved(planted, capsys):
+    """The note about a saved --reshape-reward comes only with an evaluation that goes on:
+    a refusal (here --preprocess-obs not given again) is the one line on stderr."""
+    planted.name_hook("reshape_reward")
+    planted.name_hook("preprocess_obs")
+    with pytest.raises(SystemExit) as err:
+        evaluate.main([planted.package + "/evil", "--episodes", "1", "--num-envs", "1"])
+    assert "--preprocess-obs" in _one_line(err)
+    assert capsys.readouterr().err == ""
+    planted.assert_untouched()
+
+
 def test_evaluate_refuses_a_preprocess_obs_the_run_was_trained_without(trained, tmp_path):
     with pytest.raises(SystemExit) as err:
         evaluate.main([str(trained), "--preprocess-obs", "tests.experiments.marker_hooks:identity"])

@@ -203,6 +203,26 @@ def test_read_json_errors_are_one_line_naming_the_file(tmp_path, content, proble
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder", "deep", "long-number"])
+def test_read_json_of_what_is_not_a_small_json_file_is_one_line(tmp_path, kind):
+    """A FIFO (reading it would block for ever), a device (/dev/zero never ends), a folder,
+    and JSON the parser cannot take (nested too deep, a number too long): one line each."""
+    path = tmp_path / "config.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        os.symlink("/dev/zero", path)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "deep":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    else:
+        path.write_text('{"seed": ' + "9" * 5000 + "}")
+    with pytest.raises(ValueError, match=f"^config {re.escape(str(path))} cannot be read") as info:
+        read_json(path, "config")
+    assert "\n" not in str(info.value)
+
+
 # metrics.csv
 
 
@@ -285,6 +305,39 @@ def test_malformed_rows_are_dropped_and_a_headerless_file_restarts(tmp_path):
     assert _read(tmp_path) == [["env_steps", "loss"], ["110", "0.1"]]
 
 
+def test_a_metrics_file_that_cannot_be_read_is_one_line_naming_it(tmp_path):
+    """Resuming onto a metrics.csv that is not text (or whose header is not CSV): a one-line
+    ValueError naming the file, nothing rewritten; a row csv cannot take (a field over its
+    size limit) is dropped as malformed."""
+    (tmp_path / "metrics.csv").write_bytes(b"\x00\xff garbage\n10,1\n")
+    with pytest.raises(ValueError, match=r"metrics\.csv cannot be read: 'utf-8' codec") as info:
+        _logger(tmp_path, ["env_steps", "loss"], start_step=100)
+    assert "\n" not in str(info.value)
+    assert (tmp_path / "metrics.csv").read_bytes() == b"\x00\xff garbage\n10,1\n"
+    (tmp_path / "metrics.csv").write_text(f"env_steps,loss\n10,0.5\n20,{'9' * 200_000}\n30,0.3\n")
+    _logger(tmp_path, ["env_steps", "loss"], start_step=100).close()
+    assert _read(tmp_path) == [["env_steps", "loss"], ["10", "0.5"], ["30", "0.3"]]
+
+
+@pytest.mark.parametrize(
+    "name, kind",
+    [("metrics.csv", "folder"), ("summary.json", "folder"), (".lock", "folder"),
+     ("tb", "file"), ("checkpoints", "file"), ("member-0/config.json", "folder")],
+)  # fmt: skip
+def test_a_run_file_or_folder_of_the_wrong_kind_is_refused_before_a_run(tmp_path, name, kind):
+    """A folder where a file of the run belongs, or a file where its folder does: one line
+    before the run builds anything (not an OSError half-way through the run)."""
+    run = tmp_path / "run"
+    (run / "member-0").mkdir(parents=True)
+    if kind == "folder":
+        (run / name).mkdir()
+    else:
+        (run / name).write_text("x")
+    wanted = "a file" if kind == "folder" else "a folder"
+    with pytest.raises(ValueError, match=rf"{re.escape(name)} exists and is not {wanted}"):
+        check_run_folder_links(run)
+
+
 # Writes stay in the run folder and never go through a link
 
 
@@ -317,6 +370,33 @@ def test_every_writer_refuses_a_link_in_one_line_and_leaves_its_target(tmp_path)
         assert "symbolic link" in message and "for safety" in message and "\n" not in message
         assert outside.read_text() == "keep me", name
     assert not [p for p in run.iterdir() if ".tmp" in p.name]  # no temporary file left
+
+
+def test_files_written_in_place_refuse_a_hard_link_and_leave_its_other_name(tmp_path):
+    """metrics.csv and lineage.csv are appended to and .lock gets the holder's PID: a hard
+    link to a file outside the run would be changed through them. Refused in one line, by
+    the writers and by the check before a run starts; files replaced by a rename are not
+    concerned (the other name keeps the old contents)."""
+    run = tmp_path / "run"
+    (run / "member-0").mkdir(parents=True)
+    for rel in ("metrics.csv", "lineage.csv", ".lock", "member-0/metrics.csv"):
+        outside = tmp_path / ("outside-" + rel.replace("/", "-"))
+        outside.write_text("keep me")
+        os.link(outside, run / rel)
+        with pytest.raises(UnsafePathError) as info:
+            check_run_folder_links(run)
+        assert "hard links" in str(info.value) and "\n" not in str(info.value)
+        with pytest.raises(UnsafePathError, match=r"hard links"):
+            if rel == ".lock":
+                RunLock(run).acquire()
+            else:
+                open_append(run / rel)
+        assert outside.read_text() == "keep me"
+        os.unlink(run / rel)
+    check_run_folder_links(run)
+    os.link(tmp_path / "outside-metrics.csv", run / "summary.json")
+    write_json_atomic(run / "summary.json", {"a": 1}, run_dir=run)  # a rename: no harm
+    assert (tmp_path / "outside-metrics.csv").read_text() == "keep me"
 
 
 def _linked(run: Path, name: str, target: Path) -> Path:

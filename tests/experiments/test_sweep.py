@@ -166,6 +166,26 @@ def test_failures_are_reported_and_the_sweep_goes_on(tmp_path, fake, capsys):
     assert "failed" in capsys.readouterr().err
 
 
+def test_a_run_folder_linked_out_of_the_sweep_is_refused_and_the_others_go_on(
+    tmp_path, fake, capsys
+):
+    """A downloaded sweep folder whose run folder is a symbolic link to elsewhere: that run
+    is never started (nothing written there), marked invalid with one line, the others run."""
+    data = spec(tmp_path, seeds=2)
+    sweep = sw.parse_spec(data, validate=False)
+    outside = tmp_path / "photos"
+    outside.mkdir()
+    (outside / "photo.jpg").write_bytes(b"photo")
+    sweep.folder.mkdir(parents=True)
+    (sweep.folder / "ppo-CartPole-v1-seed1").symlink_to(outside)
+    result = sw.Scheduler(sweep, poll_s=0.02, live=False).run()
+    assert result == {"ppo-CartPole-v1-seed0": "done", "ppo-CartPole-v1-seed1": "invalid"}
+    assert sorted(p.name for p in outside.iterdir()) == ["photo.jpg"]
+    assert (outside / "photo.jpg").read_bytes() == b"photo"
+    err = [line for line in capsys.readouterr().err.splitlines() if "seed1" in line]
+    assert len(err) == 1 and "symbolic link" in err[0], err
+
+
 # ----------------------------------------------------------------------------- slots
 
 
@@ -299,11 +319,36 @@ def test_cli_seeds_are_checked(seeds, needle, tmp_path, capsys):
      (["--slots", "0"], "slots: must be an integer >= 1"),
      (["--retries", "-1"], "retries: must be an integer >= 0"),
      (["--cpus", "3"], "cpus: must be 'auto'"), (["--name", "a/b"], "name: must be a folder"),
-     (["--backend", "submitit", "--slurm", "x"], "--slurm: expected")],
+     (["--backend", "submitit", "--slurm", "x"], "--slurm: expected"),
+     # submitit's options without submitit would do nothing
+     (["--submitit-local"], "--submitit-local needs --backend submitit"),
+     (["--slurm", "slurm_partition=gpu"], "--slurm needs --backend submitit")],
 )  # fmt: skip
 def test_cli_flags_are_checked(argv, needle, tmp_path, capsys):
     base = ["--agents", "ppo", "--envs", "CartPole-v1", "--root", str(tmp_path), "--dry-run"]
     assert needle in one_line_exit(sw.main, [*base, *argv], capsys)
+
+
+def test_spec_files_that_cannot_be_read_or_run_are_one_line(tmp_path, capsys):
+    (tmp_path / "bytes.yaml").write_bytes(b"\xff\xfe\x00")
+    message = one_line_exit(sw.main, [str(tmp_path / "bytes.yaml"), "--dry-run"], capsys)
+    assert "bytes.yaml: cannot be read: 'utf-8' codec" in message
+    (tmp_path / "broken.py").write_text("SPEC = {'agents': [undefined]}\n")
+    message = one_line_exit(sw.main, [str(tmp_path / "broken.py"), "--dry-run"], capsys)
+    assert "broken.py: running it failed: NameError: name 'undefined' is not defined" in message
+
+
+@pytest.mark.parametrize("root", ["FILE", "FILE/sub"])
+def test_a_sweep_folder_that_cannot_be_made_is_one_line(root, tmp_path, fake, capsys):
+    (tmp_path / "FILE").write_text("x")
+    argv = ["--agents", "ppo", "--envs", "CartPole-v1", "--no-live"]
+    argv += ["--root", str(tmp_path / root)]
+    with pytest.raises(SystemExit) as info:
+        sw.main(argv)
+    message = info.value.code
+    assert isinstance(message, str) and message.startswith("error: sweep sweep-ppo: cannot make")
+    assert "\n" not in message and "Not a directory" in message
+    assert (tmp_path / "FILE").read_text() == "x"
 
 
 # Every field of the spec, damaged in each way: None is the default for an optional field
