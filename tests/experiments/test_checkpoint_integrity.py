@@ -512,19 +512,3 @@ def test_kill_9_during_saves_leaves_only_verifiable_checkpoints(tmp_path, extra_
     assert ckpt.skipped == []
     ckpt.save(step + 1, {"w": np.zeros((512, 1024), np.float32)}, {"step": step + 1})
     assert not (directory / ".staging").exists()
-
-
-def test_a_checksums_file_that_is_a_fifo_is_damage_and_never_read(tmp_path):
-    """checksums.json (or orbax's step metadata) replaced by a FIFO: reading it would block
-    for ever; the checkpoint is listed by its other mark, skipped as damaged, never read."""
-    directory = _filled(tmp_path, steps=(100, 200))
-    (directory / "200" / CHECKSUMS).unlink()
-    os.mkfifo(directory / "200" / CHECKSUMS)
-    (directory / "100" / "_CHECKPOINT_METADATA").unlink()
-    os.mkfifo(directory / "100" / "_CHECKPOINT_METADATA")
-    ckpt = Checkpointer(directory)
-    assert ckpt.steps() == [100, 200]  # 100 by its checksums.json, 200 by its marker
-    assert "checksums.json is not a regular file" in ckpt.verify(200)
-    _, _, step = ckpt.restore(_target())
-    assert step == 100 and [s for s, _ in ckpt.skipped] == [200]
-    ckpt.close()
