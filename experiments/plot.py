@@ -132,6 +132,13 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else math.nan
 
 
+def literal(text: str) -> str:
+    """`text` (a run folder's name, a column's, a label from a config) as matplotlib is to
+    show it: a pair of `$` would start mathtext, and a run folder named `a$\\frac{$b` made
+    the figure fail to draw."""
+    return text.replace("$", r"\$")
+
+
 def save_figure(fig, out: Path, dpi: int, run_dir: Path | None = None) -> None:
     """`fig.savefig` to `out` atomically and never through a link (a link at `out` is
     refused, not followed; with `run_dir`, so is a folder leading outside it); every failure
@@ -167,7 +174,8 @@ def main(argv: list[str] | None = None) -> Path:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    for label, m in metrics.items():
+    for name, m in metrics.items():
+        label = literal(name)
         axes[0, 0].plot(m[args.x], m["return_mean"], label=label)
         axes[0, 1].plot([w / 60 for w in m["wall_s"]], m["return_mean"], label=label)
         # The critic's loss (value-based agents: their TD loss) and how the agent explores

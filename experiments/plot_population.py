@@ -20,7 +20,7 @@ import numpy as np
 import tyro
 
 from experiments.args import check_output_file, cli
-from experiments.plot import read_metrics, save_figure
+from experiments.plot import literal, read_metrics, save_figure
 from experiments.runfolder import check_file_target
 
 
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
             ax.plot(steps[:n], np.nanmedian(returns, 0), "k--", lw=1.4, label="median member")
         if args.threshold is not None:
             ax.axhline(args.threshold, color="grey", lw=0.8, ls=":")
-        ax.set_title(run.name)
+        ax.set_title(literal(run.name))
         ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
         ax.set_xlabel("env steps per member")
         ax.set_ylabel("training return (window mean)")
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
             ax.set_yscale("log" if positive else "linear")  # a log scale needs values > 0
             ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
             ax.set_xlabel("env steps per member")
-            ax.set_ylabel(name[3:])
+            ax.set_ylabel(literal(name[3:]))
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()

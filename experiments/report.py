@@ -800,11 +800,18 @@ def _mean_measured(values: list[float]) -> float:
 def write_report(
     results: list[RunResult], out: Path, reps: int = 2000, title: str | None = None
 ) -> dict:
-    import warnings
-
+    """report.md, its PNGs and report.json in `out`. The figures' texts are never mathtext:
+    names come from run folders and configs (a label `a$\\frac{$b` made a figure fail)."""
     import matplotlib
 
     matplotlib.use("Agg")
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _write_report(results, out, reps, title)
+
+
+def _write_report(results: list[RunResult], out: Path, reps: int, title: str | None) -> dict:
+    import warnings
+
     # rliable 1.2.0 passes arch a RandomState the old way; arch warns on every bootstrap.
     warnings.filterwarnings("ignore", "random_state is deprecated", FutureWarning)
     import matplotlib.pyplot as plt
@@ -906,8 +913,9 @@ def write_report(
         prof, prof_ci = rly.create_performance_profile(scores, taus, reps=min(reps, 1000))
         fig, ax = plt.subplots(figsize=(6, 4))
         plot_utils.plot_performance_profiles(
-            prof, taus, performance_profile_cis=prof_ci, ax=ax, xlabel=r"normalised score ($\tau$)"
-        )
+            prof, taus, performance_profile_cis=prof_ci, ax=ax, xlabel="normalised score (τ)",
+            ylabel="Fraction of runs with score > τ",
+        )  # fmt: skip
         ax.legend(list(prof), loc="upper right")
         save_figure(fig, out / "performance_profile.png")
         md += [

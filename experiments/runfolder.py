@@ -279,8 +279,8 @@ def _fsync_file(path: Path):
 def read_json(path: str | Path, what: str = "JSON file") -> dict:
     """The JSON object in `path`. A missing, unreadable, malformed or non-object file (or
     not a regular file: a folder, a FIFO) raises one `ValueError` line naming `what`, the
-    file and the problem. NaN/Infinity written by
-    older versions are accepted (reading stays lenient; writing is strict)."""
+    file and the problem. NaN/Infinity written by older versions are accepted (reading
+    stays lenient; writing is strict)."""
     path = Path(path)
     if path.exists() and not path.is_file():  # a folder; a FIFO or device would block or never end
         raise ValueError(f"{what} {path} cannot be read: it is not a regular file")

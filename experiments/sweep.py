@@ -65,6 +65,7 @@ import runpy
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -710,19 +711,35 @@ class SubmititJob:
 
 class SubmititBackend:
     """Runs go to SLURM through submitit (or its LocalExecutor, `local=True`); `slots`
-    bounds the jobs queued at once. Each job's stdout/stderr is submitit's log folder
-    (`runs/<sweep>/.submitit/`)."""
+    bounds the jobs queued at once. Each job's stdout/stderr is submitit's log folder,
+    `runs/<sweep>/.submitit/<sweep process>-<random>/`, made afresh by each sweep process
+    when it submits its first job: submitit unpickles the results it finds there, so it never
+    reads a folder that a downloaded sweep folder brought along (a planted pickle would run
+    code). `.submitit/` must be a real folder."""
 
     def __init__(self, sweep: Sweep, local: bool = False, parameters: dict | None = None):
         import submitit
 
         self.sweep = sweep
-        folder = sweep.folder / ".submitit"
-        if local:
-            self.executor = submitit.LocalExecutor(folder=folder)
-        else:
-            self.executor = submitit.AutoExecutor(folder=folder)
-        self.executor.update_parameters(**(parameters or {}))
+        self._make = submitit.LocalExecutor if local else submitit.AutoExecutor
+        self._parameters = dict(parameters or {})
+        self._executor = None
+        with tempfile.TemporaryDirectory() as scratch:  # the parameters, checked up front
+            try:
+                self._make(folder=scratch).update_parameters(**self._parameters)
+            except (NameError, ValueError, TypeError) as err:
+                raise SpecError(f"--slurm: {' '.join(str(err).split())}") from None
+
+    @property
+    def executor(self):
+        if self._executor is None:
+            logs = self.sweep.folder / ".submitit"
+            check_folder(logs, self.sweep.folder, link_ok=False)
+            logs.mkdir(parents=True, exist_ok=True)
+            folder = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=logs))
+            self._executor = self._make(folder=folder)
+            self._executor.update_parameters(**self._parameters)
+        return self._executor
 
     def start_job(self, run: Run, slot: int):
         run_dir = run.run_dir(self.sweep.folder)

@@ -101,3 +101,19 @@ def test_plot_population_quiet_on_unfinished_and_nonpositive_members(tmp_path, c
     out = tmp_path / "new" / "pop.png"
     plot_population.main([str(run), "--out", str(out), "--threshold", "1"])
     assert out.stat().st_size > 0 and capfd.readouterr().err == ""
+
+
+def test_names_that_look_like_mathtext_are_drawn_as_text(tmp_path):
+    """A run folder named with a pair of `$` (and a hyper-parameter column likewise) is a
+    name, not mathtext that fails to parse: plot and plot_population draw it."""
+    from experiments import plot, plot_population
+
+    run = tmp_path / "a$\\frac{$b"
+    _member(run, 0, "env_steps,return_mean,wall_s,hp_$\\frac{$\n10,1,0.1,0.5\n20,2,0.2,0.5\n")
+    plot_population.main([str(run), "--out", str(tmp_path / "pop.png")])
+    assert (tmp_path / "pop.png").stat().st_size > 0
+    single = tmp_path / "c$\\frac{$d"
+    single.mkdir()
+    (single / "metrics.csv").write_text(GOOD)
+    plot.main([str(single), "--out", str(tmp_path / "p.png")])
+    assert (tmp_path / "p.png").stat().st_size > 0

@@ -573,3 +573,16 @@ def test_published_scores_match_by_agent_not_label(tmp_path):
              "starts": "none", "sticky": "false", "eval": "eval", "source": "x"}]  # fmt: skip
     (match,) = report.published([r], rows)
     assert r.algo == "mine" and match["matches"]
+
+
+def test_labels_that_look_like_mathtext_are_drawn_as_text(tmp_path):
+    """A sweep label from a run folder's name with a pair of `$` is a name in the figures,
+    not mathtext that fails to parse (every figure is drawn, the label kept as it is)."""
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        real_run(runs, f"a$\\frac{{$b-CartPole-v1-seed{seed}", seed=seed)
+        real_run(runs, f"ppo-CartPole-v1-seed{seed}", seed=seed, agent_config={"lr": 0.01})
+    _, md = report_of(tmp_path)
+    assert "| a$\\frac{$b | 2 |" in md
+    assert all((tmp_path / "out" / f"{name}.png").stat().st_size > 0
+               for name in ("aggregates", "performance_profile", "sample_efficiency"))  # fmt: skip

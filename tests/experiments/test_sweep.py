@@ -287,6 +287,34 @@ def test_submitit_backend_in_local_mode(tmp_path, fake):
     assert sorted(r["mode"] for r in starts) == ["fresh", "fresh"]
 
 
+def test_submitit_never_reads_a_log_folder_the_sweep_folder_brought(tmp_path, fake, capsys):
+    """submitit unpickles the results it finds in its folder: a downloaded sweep folder's
+    `.submitit/` (planted pickles) is never that folder (each sweep process makes its own,
+    afresh, when it submits), and a `.submitit/` linked elsewhere is refused. Nothing is
+    made before the first submission (a --dry-run makes no folder)."""
+    pytest.importorskip("submitit")
+    sweep = sw.parse_spec(spec(tmp_path, seeds=1), validate=False)
+    planted = sweep.folder / ".submitit"
+    planted.mkdir(parents=True)
+    (planted / "planted_result.pkl").write_bytes(b"not for unpickling")
+    backend = sw.SubmititBackend(sweep, local=True)
+    assert sorted(p.name for p in planted.iterdir()) == ["planted_result.pkl"]
+    assert set(sw.Scheduler(sweep, backend, poll_s=0.1, live=False).run().values()) == {"done"}
+    (own,) = [p for p in planted.iterdir() if p.is_dir()]
+    assert own.name.startswith(f"{os.getpid()}-") and any(own.iterdir())
+    # A .submitit/ linked out of the sweep folder: refused, nothing written there.
+    other = sw.parse_spec(spec(tmp_path, name="t", seeds=1), validate=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    other.folder.mkdir()
+    (other.folder / ".submitit").symlink_to(elsewhere)
+    with pytest.raises(SystemExit, match=r"^error: sweep t: refusing to write in .*\.submitit"):
+        sw.Scheduler(other, sw.SubmititBackend(other, local=True), poll_s=0.1, live=False).run()
+    assert not any(elsewhere.iterdir())
+    with pytest.raises(sw.SpecError, match=r"^--slurm: Parameter 'bogus'"):
+        sw.SubmititBackend(sweep, local=False, parameters={"bogus": 1})
+
+
 # ----------------------------------------------------------------------------- damaged input
 
 
