@@ -24,6 +24,14 @@ rolled scan is 13-100x slower on XLA:CPU (PERF-NOTES).
 `absorb` and `replay_update` are pure and run as `Program`s (jit, or jit(shard_map) with
 gradients averaged over the mesh), with the learner and replay states donated.
 
+Many iterations per host sync (`train_chunk`): where nothing in an iteration needs the host
+(`host_driven` is None: envpool's XLA step, one device, no convolution on XLA:CPU, no
+host-side work of the agent's own), the whole iteration is one pure function
+(`device_iteration`: the XLA rollout, `absorb`, then `updates_due` replay updates in a
+`lax.fori_loop`) and a `ChunkProgram` runs up to `max_chunk` of them in one compiled
+program; the host computes each iteration's `updates_due` ahead, so the schedule is exactly
+the one-iteration path's. Elsewhere `train_chunk` runs one `train_iteration`.
+
 The config must have `num_envs`, `trace_len` and `discount`; with a replay also
 `batch_size`, `buffer_size` and `microbatch_traces`. The learner must have
 `init(key, sample_obs) -> state` (a NamedTuple with `params` and `key`); a replay agent's
@@ -41,10 +49,27 @@ import jax.numpy as jnp
 from agents.actors import categorical_actor
 from agents.learning import TraceBatch, sample_key
 from agents.parallel import DATA, P, check_divisible, to_global
-from agents.programs import Program, RolloutProgram, replay_program_specs, rollout_program_specs
-from agents.protocol import IterationOutput, TrainState
-from agents.rollout import initial_actor_state, trace_step_spec
+from agents.programs import (
+    ChunkProgram,
+    Program,
+    RolloutProgram,
+    metric_sums,
+    one_iteration_chunk,
+    replay_program_specs,
+    rollout_program_specs,
+)
+from agents.protocol import ChunkOutput, IterationOutput, TrainState
+from agents.rollout import initial_actor_state, make_xla_rollout, trace_step_spec
 from envs import obs_leaves_with_paths, obs_zeros
+
+# The most iterations one chunk program runs: its outputs hold `[N, T, B]` episode statistics,
+# kept under about 2**18 elements per field.
+MAX_CHUNK, CHUNK_ELEMENTS = 1024, 2**18
+
+
+def chunk_length(steps_per_iteration: int) -> int:
+    """Iterations per chunk program for iterations of `steps_per_iteration` env steps."""
+    return max(1, min(MAX_CHUNK, CHUNK_ELEMENTS // steps_per_iteration))
 
 
 def make_trace_replay(
@@ -136,6 +161,7 @@ class RolloutAgent:
         )  # fmt: skip
         self.replay = None
         self.compile_s = 0.0
+        self._chunk = None  # the ChunkProgram, built by `compile` where `host_driven` is None
 
     def _build_absorb(self, replay_specs=()):
         self._absorb = Program(
@@ -226,13 +252,73 @@ class RolloutAgent:
     def _compile_learning(self, state: TrainState, placed) -> None:
         self._absorb.compile(state.learner, state.replay, placed)
 
+    @property
+    def host_driven(self) -> str | None:
+        """Why each iteration needs the host (None: many run in one device program)."""
+        if not self.env.has_xla:
+            return f"{self.env.spec.env_id} is stepped on the host ({self.env.spec.backend})"
+        if self.mesh is not None:
+            return "a data-parallel run places each rollout on the mesh from the host"
+        if self.convolves_on_cpu:
+            return "a convolution's weight gradient in a rolled loop is slow on XLA:CPU"
+        return None
+
+    @property
+    def max_chunk(self) -> int:
+        """The most iterations one `train_chunk` call runs."""
+        return 1 if self.host_driven else chunk_length(self.steps_per_iteration)
+
     def compile(self, state: TrainState) -> float:
+        """Compile the programs `train_chunk` runs (the chunk program, or the one-iteration
+        programs where the host drives each iteration)."""
         t0 = time.perf_counter()
-        params = self.policy_params(state.learner)
-        self.rollout.compile(params, state.actor)
-        self._compile_learning(state, self.rollout.abstract(params, state.actor))
+        if self.host_driven is None:
+            self._chunk = ChunkProgram(self.device_iteration, self.max_chunk).compile(state)
+        else:
+            params = self.policy_params(state.learner)
+            self.rollout.compile(params, state.actor)
+            self._compile_learning(state, self.rollout.abstract(params, state.actor))
         self.compile_s = time.perf_counter() - t0
         return self.compile_s
+
+    def updates_due(self, iteration: int, env_steps: int) -> int:
+        """Learner updates after `absorb` in this iteration (none by default): a pure
+        function of the counts before it, so that a resumed run and every process agree."""
+        return 0
+
+    def device_learn(self, learner, replay, todo):
+        """The learning after `absorb`, traced: `todo` updates. (learner, replay, metric
+        sums); none by default."""
+        return learner, replay, dict.fromkeys(self.metric_names, jnp.float32(0.0))
+
+    def device_iteration(self, state: TrainState, todo):
+        """`train_iteration` as one pure function (XLA rollout, `absorb`, `todo` updates),
+        for the chunk program; its output is a `ChunkOutput` of one iteration, unstacked."""
+        rollout = make_xla_rollout(
+            self.env, self.select_action, self.config.trace_len, self.config.discount,
+            self.core_feedback,
+        )  # fmt: skip
+        actor, traj = rollout(self.policy_params(state.learner), state.actor)
+        learner, replay, metrics = self.absorb(state.learner, state.replay, traj)
+        sums, count = metric_sums(metrics, self.metric_names)
+        learner, replay, more = self.device_learn(learner, replay, todo)
+        sums = {k: sums[k] + more[k] for k in self.metric_names}
+        out = ChunkOutput(
+            sums, count + todo, traj.finished_return, traj.finished_length, traj.game_over
+        )
+        return TrainState(learner, replay, actor), out
+
+    def train_chunk(self, state: TrainState, iteration: int, env_steps: int, count: int):
+        if not 1 <= count <= self.max_chunk:
+            raise ValueError(f"train_chunk runs 1 to {self.max_chunk} iterations, not {count}")
+        if self.host_driven is not None:
+            state, out = self.train_iteration(state, iteration, env_steps)
+            return state, one_iteration_chunk(out, self.metric_names)
+        if self._chunk is None:
+            self._chunk = ChunkProgram(self.device_iteration, self.max_chunk)
+        steps = self.steps_per_iteration
+        todos = [self.updates_due(iteration + k, env_steps + k * steps) for k in range(count)]
+        return self._chunk(state, todos)
 
     def learn(self, learner, replay, iteration: int, env_steps: int):
         """The learning after `absorb` in one iteration: (learner, replay, metrics list)."""
@@ -253,6 +339,8 @@ class RolloutAgent:
     @property
     def programs(self) -> dict[str, Any]:
         """The device programs, by name (their `traces` count compilations)."""
+        if self._chunk is not None:
+            return {"chunk": self._chunk}
         return {"rollout": self.rollout, "absorb": self._absorb}
 
     @property
@@ -323,6 +411,17 @@ class AgentBase(RolloutAgent):
         counts before it), so that a resumed run and every process agree."""
         raise NotImplementedError
 
+    def device_learn(self, learner, replay, todo):
+        """`todo` replay updates in a `lax.fori_loop`, summing their metrics."""
+
+        def body(_, carry):
+            learner, replay, sums = carry
+            learner, replay, m = self.replay_update(learner, replay)
+            return learner, replay, {k: sums[k] + m[k] for k in self.metric_names}
+
+        sums = dict.fromkeys(self.metric_names, jnp.float32(0.0))
+        return jax.lax.fori_loop(0, todo, body, (learner, replay, sums))
+
     def make_replay(self, trace_replay):
         """Wrap the uniform trace replay (e.g. in `replay.PrioritizedTraceReplay`)."""
         return trace_replay
@@ -384,6 +483,8 @@ class AgentBase(RolloutAgent):
     @property
     def programs(self) -> dict[str, Any]:
         progs = {**super().programs, "replay_update": self._replay_update}
+        if self._chunk is not None:
+            return {"chunk": self._chunk}
         if self._replay_updates is not None:
             progs["replay_updates"] = self._replay_updates
         return progs

@@ -232,6 +232,11 @@ class Evolver:
     def due(self, env_steps: int) -> bool:
         return env_steps // self.every > self.generation
 
+    @property
+    def next_due(self) -> int:
+        """The env step (per member) at which the next generation is due."""
+        return (self.generation + 1) * self.every
+
     def step(self, pop, state, scores, env_steps: int):
         """(state, records); records is None when postponed (a member has no score yet)."""
         scores = np.asarray(scores, np.float64)

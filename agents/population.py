@@ -65,10 +65,11 @@ import numpy as np
 from jax.sharding import NamedSharding
 
 from agents import evolution
+from agents.base import chunk_length
 from agents.config import ConfigError
 from agents.parallel import POP, P, check_divisible
-from agents.programs import Program, over_members
-from agents.protocol import IterationOutput, TrainState
+from agents.programs import ChunkProgram, Program, metric_sums, one_iteration_chunk, over_members
+from agents.protocol import ChunkOutput, IterationOutput, TrainState
 from agents.rollout import ActorState, _assemble, _env_action, _record
 from envs import PoolSlice, XlaEnvState
 
@@ -182,6 +183,7 @@ class Population:
         # host work for ACER, P = 8)
         self._policy_params = jax.jit(self._policy_params_fn)
         self._evolve = None
+        self._chunk = None
         prog = dict(
             mesh=self.mesh, population=True, member_loop=self.member_loop, donate_argnums=(0, 1)
         )
@@ -281,15 +283,7 @@ class Population:
         member, hparams = self._with(learner.hparams), learner.hparams
 
         def update(learner, replay, k):
-            on = k < todo
-            new_learner, new_replay, m = member.replay_update(learner, replay, None)
-
-            def keep(new, old):
-                return old if new is old else jnp.where(on, new, old)  # untouched: no copy
-
-            learner = jax.tree.map(keep, new_learner, learner)
-            replay = jax.tree.map(keep, new_replay, replay)
-            return learner, replay, (m, on)
+            return self._member_update(member, learner, replay, k < todo)
 
         if self.updates_per_program == 1:
             inner, replay, out = update(learner.member, replay, 0)
@@ -303,6 +297,77 @@ class Population:
             body, (learner.member, replay), jnp.arange(self.updates_per_program)
         )
         return PopulationLearner(inner, hparams), replay, out
+
+    @staticmethod
+    def _member_update(member, learner, replay, on):
+        """One replay update of one member, kept only where `on` (else its learner, RNG key
+        included, and replay stay as they were). Returns (learner, replay, (metrics, on))."""
+        new_learner, new_replay, m = member.replay_update(learner, replay, None)
+
+        def keep(new, old):
+            return old if new is old else jnp.where(on, new, old)  # untouched: no copy
+
+        learner = jax.tree.map(keep, new_learner, learner)
+        replay = jax.tree.map(keep, new_replay, replay)
+        return learner, replay, (m, on)
+
+    # ------------------------------------------------------------------ many iterations
+    @property
+    def host_driven(self) -> str | None:
+        """Why each iteration needs the host (None: many run in one device program)."""
+        if self.mesh is not None:
+            return "a population split over devices runs one iteration per program"
+        if self.member_loop:
+            return "a convolution's weight gradient in a rolled loop is slow on XLA:CPU"
+        return self.members[0].host_driven
+
+    @property
+    def max_chunk(self) -> int:
+        return 1 if self.host_driven else chunk_length(self.steps_per_iteration)
+
+    def device_iteration(self, state: TrainState, todo):
+        """One iteration of every member as a pure function (`todo`: `[P]` updates owed):
+        the rollout, the members' `absorb`, then max(todo) masked updates."""
+        names = self.metric_names
+        actor, traj = self._rollout_fn(self._policy_params_fn(state.learner), state.actor)
+        absorb = self._over_members(lambda m, h, r, t: self._member_absorb(
+            PopulationLearner(m, h), r, t))  # fmt: skip
+        learner, replay, metrics = absorb(
+            state.learner.member, state.learner.hparams, state.replay, traj
+        )
+        sums, count = metric_sums(
+            [(m, jnp.ones((self.size,), bool)) for m in metrics], names, self.size
+        )
+        hparams = learner.hparams
+
+        def one(inner, values, replay, on):
+            return self._member_update(self._with(values), inner, replay, on)
+
+        def body(k, carry):
+            inner, replay, sums = carry
+            inner, replay, (m, on) = self._over_members(one)(inner, hparams, replay, k < todo)
+            sums = {n: sums[n] + jnp.where(on, m[n], 0.0) for n in names}
+            return inner, replay, sums
+
+        if self._updates is not None:
+            inner, replay, sums = jax.lax.fori_loop(
+                0, jnp.max(todo), body, (learner.member, replay, sums)
+            )
+            learner, count = PopulationLearner(inner, hparams), count + todo
+        stats = (traj.finished_return, traj.finished_length, traj.game_over)
+        return TrainState(learner, replay, actor), ChunkOutput(sums, count, *stats)
+
+    def train_chunk(self, state: TrainState, iteration: int, env_steps: int, count: int):
+        if not 1 <= count <= self.max_chunk:
+            raise ValueError(f"train_chunk runs 1 to {self.max_chunk} iterations, not {count}")
+        if self.host_driven is not None:
+            state, out = self.train_iteration(state, iteration, env_steps)
+            return state, one_iteration_chunk(out, self.metric_names, self.size)
+        if self._chunk is None:
+            self._chunk = ChunkProgram(self.device_iteration, self.max_chunk, (self.size,))
+        steps = self.member_steps_per_iteration
+        todos = [self._todo(iteration + k, env_steps + k * steps) for k in range(count)]
+        return self._chunk(state, todos)
 
     # ------------------------------------------------------------------ evolution
     def _evolve_fn(self, learner: PopulationLearner, parent, resampled, elites, hparams, key,
@@ -427,6 +492,11 @@ class Population:
 
     def compile(self, state: TrainState) -> float:
         t0 = time.perf_counter()
+        if self.host_driven is None:
+            self._chunk = ChunkProgram(self.device_iteration, self.max_chunk, (self.size,))
+            self._chunk.compile(state)
+            self.compile_s = time.perf_counter() - t0
+            return self.compile_s
         params = self._on_first_device(self._policy_params(state.learner))
         traj = jax.eval_shape(self._rollout_fn, params, state.actor)[1]
         self._rollout = self._rollout.lower(params, state.actor).compile()
@@ -444,6 +514,12 @@ class Population:
     def updates_due(self, iteration: int, env_steps: int) -> np.ndarray:
         """Each member's own count (its `updates_due`), `[P]`."""
         return np.array([m.updates_due(iteration, env_steps) for m in self.members], np.int32)
+
+    def _todo(self, iteration: int, env_steps: int) -> np.ndarray:
+        """What each member's updates after `absorb` owe (none without a replay)."""
+        if self._updates is None:
+            return np.zeros((self.size,), np.int32)
+        return self.updates_due(iteration, env_steps)
 
     def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
         params = self._on_first_device(self._policy_params(state.learner))
@@ -482,6 +558,10 @@ class Population:
             )
         return outs
 
+    def split_chunk(self, host: ChunkOutput) -> list[ChunkOutput]:
+        """Member i's `ChunkOutput` (host arrays; the member axis is the second)."""
+        return [jax.tree.map(lambda x, i=i: x[:, i], host) for i in range(self.size)]
+
     def member_learner(self, learner: PopulationLearner, i: int):
         """Member i's learner state (on the first device)."""
         return self._on_first_device(_member(learner.member, i))
@@ -506,6 +586,8 @@ class Population:
 
     @property
     def programs(self) -> dict[str, Any]:
+        if self._chunk is not None:
+            return {"chunk": self._chunk}
         progs = {"absorb": self._absorb}
         if self._updates is not None:
             progs["replay_updates"] = self._updates

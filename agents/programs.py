@@ -33,6 +33,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental import checkify
 
 from agents.losses._checks import debug_scope
@@ -188,6 +189,100 @@ def replay_program_specs(replay_specs):
     return dict(in_specs=(P(), replay_specs), out_specs=(P(), replay_specs, P()))
 
 
+def unshared(tree):
+    """`tree` with a leaf that repeats an earlier one (the same array object, e.g. a target
+    network initialised as the online one) replaced by a copy: a donated argument may not
+    hold one buffer twice."""
+    seen: set[int] = set()
+
+    def fresh(x):
+        if not isinstance(x, jax.Array):
+            return x
+        if id(x) in seen:
+            return jnp.copy(x)
+        seen.add(id(x))
+        return x
+
+    return jax.tree.map(fresh, tree)
+
+
 def copy_tree(tree):
     """Fresh buffers of a pytree (so a donated original and the copy never alias)."""
     return jax.tree.map(jnp.copy, tree)
+
+
+def metric_sums(metrics: list, names, members: int | None = None):
+    """`(sums, count)` of an iteration's metrics list (`IterationOutput.metrics`) on the
+    device: each entry one update's dict of scalars or K scanned updates' dict of `[K]`
+    arrays. With `members` (a population), each entry is `(metrics, active)` with `[P]` or
+    `[P, K]` leaves and only active updates count; sums and count are then `[P]`."""
+    shape = () if members is None else (members,)
+    sums = {name: jnp.zeros(shape, jnp.float32) for name in names}
+    count = jnp.zeros(shape, jnp.int32)
+    for entry in metrics:
+        m, active = entry if members is not None else (entry, None)
+        if active is None:
+            active = jnp.ones(jnp.shape(m[names[0]]), bool) if names else jnp.ones((), bool)
+        axes = tuple(range(len(shape), jnp.ndim(active)))
+        for name in names:
+            value = jnp.where(active, jnp.asarray(m[name], jnp.float32), 0.0)
+            sums[name] = sums[name] + jnp.sum(value, axis=axes)
+        count = count + jnp.sum(active, axis=axes, dtype=jnp.int32)
+    return sums, count
+
+
+def one_iteration_chunk(out, names, members: int | None = None):
+    """An `IterationOutput` as a `ChunkOutput` of one iteration (leading axis of 1)."""
+    from agents.protocol import ChunkOutput
+
+    sums, count = metric_sums(out.metrics, names, members)
+    stats = (out.finished_return, out.finished_length, out.game_over)
+    return jax.tree.map(lambda x: jnp.asarray(x)[None], ChunkOutput(sums, count, *stats))
+
+
+class ChunkProgram:
+    """Up to `length` training iterations in one compiled program (agents/fused.py).
+
+    `iteration(state, todo) -> (state, ChunkOutput of one iteration)` is an agent's pure
+    iteration; `todo` is the number of learner updates it owes (a host schedule: int32, or
+    `[P]` for a population). `run(state, todos, count)` runs it for i < `count` as a
+    `lax.scan` of `length` steps, each a `lax.cond` (the skipped steps cost nothing but the
+    branch), so one executable serves every count; the state is donated."""
+
+    def __init__(self, iteration, length: int, todo_shape: tuple[int, ...] = ()):
+        self.length, self.todo_shape = length, todo_shape
+        self.traces = 0
+
+        def chunk(state, todos, count):
+            self.traces += 1
+            shapes = jax.eval_shape(iteration, state, todos[0])[1]
+
+            def skip(state, todo):
+                return state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+            def body(state, xs):
+                i, todo = xs
+                return jax.lax.cond(i < count, iteration, skip, state, todo)
+
+            return jax.lax.scan(body, state, (jnp.arange(length), todos))
+
+        self._jitted = jax.jit(chunk, donate_argnums=(0,))
+        self._compiled = None
+
+    def _todos(self, todos) -> jax.Array:
+        padded = np.zeros((self.length, *self.todo_shape), np.int32)
+        padded[: len(todos)] = np.asarray(todos, np.int32).reshape((-1, *self.todo_shape))
+        return padded
+
+    def compile(self, state) -> ChunkProgram:
+        todos = jax.ShapeDtypeStruct((self.length, *self.todo_shape), jnp.int32)
+        count = jax.ShapeDtypeStruct((), jnp.int32)
+        self._compiled = self._jitted.lower(state, todos, count).compile()
+        return self
+
+    def __call__(self, state, todos: list):
+        """`todos`: the updates owed by each of the `len(todos)` iterations to run."""
+        if not 1 <= len(todos) <= self.length:
+            raise ValueError(f"a chunk runs 1 to {self.length} iterations, not {len(todos)}")
+        fn = self._compiled or self._jitted
+        return fn(unshared(state), self._todos(todos), np.int32(len(todos)))

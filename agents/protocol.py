@@ -12,11 +12,14 @@ Life cycle, as the runner drives it::
     agent = spec.agent_cls(config, env, seed=seed, mesh=mesh)   # validates, builds programs
     state = agent.init(key)                                      # learner, replay, actor
     agent.compile(state)                                         # ahead-of-time, timed
-    for iteration in ...:
-        state, out = agent.train_iteration(state, iteration, env_steps)
-        host = jax.device_get(out)                               # the one sync per iteration
+    while ...:                                                   # one host sync per chunk
+        state, out = agent.train_chunk(state, iteration, env_steps, count)
+        host = jax.device_get(out)                               # `count` iterations' output
     act = agent.act(greedy)                                      # for evaluation
     agent.close()
+
+`count` is chosen by the runner (`--iterations-per-sync`, or about one sync per second) and
+never passes a checkpoint, a generation or the end of training.
 
 Checkpoints hold `state.learner` (a NamedTuple of arrays with a `params` field: what `act`
 takes). A resumed run rebuilds the agent, restores the learner into the structure of
@@ -51,6 +54,20 @@ class TrainState(NamedTuple):
     actor: Any  # the actor state (agents.rollout.ActorState for rollout-based agents)
 
 
+class ChunkOutput(NamedTuple):
+    """Device arrays of the iterations one `train_chunk` call ran, stacked on a leading
+    iteration axis `[N]` of which the first `count` entries are filled: per iteration the sum
+    of every metric over its learner updates (`metric_sums`: name -> `[N]`), how many updates
+    it ran (`updates`, `[N]` int32) and its episode statistics (`[N, T, B]`, as in
+    `IterationOutput`). A population's arrays have a member axis after the iteration axis."""
+
+    metric_sums: dict
+    updates: Array
+    finished_return: Array
+    finished_length: Array
+    game_over: Array
+
+
 class IterationOutput(NamedTuple):
     """Device arrays of one training iteration; fetch them with one `jax.device_get`.
 
@@ -75,10 +92,12 @@ class Agent(Protocol):
       env: the training `envs.VecEnv`.
       mesh: the 1-D device mesh it is data parallel over, or None on one device.
       num_devices: devices it is data parallel over (1 without a mesh).
-      steps_per_iteration: env steps one `train_iteration` adds (over all processes).
+      steps_per_iteration: env steps one iteration adds (over all processes).
       metric_names: the keys of every metrics dict, in the order logged (see README,
         "Metrics", for their meanings: shared names mean the same in every agent).
       bytes_per_transition: replay storage per transition (0 for agents without replay).
+      max_chunk: the most iterations one `train_chunk` call may run.
+      host_driven: None, or why the host drives each iteration (then `max_chunk` is 1).
     """
 
     config: Any
@@ -88,6 +107,8 @@ class Agent(Protocol):
     steps_per_iteration: int
     metric_names: tuple[str, ...]
     bytes_per_transition: float
+    max_chunk: int
+    host_driven: str | None
 
     def init(self, key: Array, *, jit: bool = False) -> TrainState:
         """A fresh learner, an empty replay and reset envs (`jit`: the learner built by one
@@ -106,13 +127,16 @@ class Agent(Protocol):
         """Compile every program ahead of time for `state`; return the seconds it took."""
         ...
 
-    def train_iteration(
-        self, state: TrainState, iteration: int, env_steps: int
-    ) -> tuple[TrainState, IterationOutput]:
-        """Act and learn for one iteration. No host sync: outputs stay on the device.
+    def train_chunk(
+        self, state: TrainState, iteration: int, env_steps: int, count: int
+    ) -> tuple[TrainState, ChunkOutput]:
+        """Act and learn for `count` (1 <= count <= max_chunk) iterations, one after another
+        in one device program where the agent can (agents/base.py); no host sync: outputs
+        stay on the device.
 
-        `iteration` and `env_steps` are the counts before this iteration; any schedule that
-        depends on them must be a pure function of them, so that a resumed run repeats it."""
+        `iteration` and `env_steps` are the counts before the first of them; any schedule
+        that depends on them must be a pure function of them, so that a resumed run repeats
+        it whatever the counts per call were."""
         ...
 
     def act(self, greedy: bool) -> ActFn:

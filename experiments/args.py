@@ -119,6 +119,10 @@ class RunArgs:
     """Stop training after this many minutes (after compilation), then checkpoint, evaluate
     and write summary.json as at the end; for job time limits. SIGTERM and Ctrl-C stop the
     same way (a second signal aborts)."""
+    iterations_per_sync: int = 0
+    """Training iterations per host sync (one metrics.csv row each); 0: chosen as it runs,
+    about one sync per second. Above 1 only where iterations run on the device (envpool's
+    XLA step on one device, no convolution on CPU): the most is the agent's chunk size."""
     progress: bool = True
     """Show a live progress bar."""
     debug: bool = False
@@ -175,6 +179,7 @@ class RunArgs:
             f"in [0, {MAX_EPISODES:,}] (0 skips the evaluation)",
         )  # fmt: skip
         need(self.checkpoint_every >= 1, "checkpoint_every", ">= 1")
+        need(self.iterations_per_sync >= 0, "iterations_per_sync", ">= 0 (0: automatic)")
         need(self.keep_checkpoints >= 1, "keep_checkpoints", ">= 1")
         need(self.return_window >= 1, "return_window", ">= 1")
         need(
@@ -236,7 +241,8 @@ class TrainArgs(Generic[C]):
 # the run executes (devices, processes, threads). Everything that defines the experiment is
 # read from the run folder; an explicit flag that differs from it is an error.
 RESUME_MAY_CHANGE = (
-    "total_steps", "max_minutes", "progress", "eval_episodes", "eval_greedy", "num_devices",
+    "total_steps", "max_minutes", "progress", "iterations_per_sync", "eval_episodes",
+    "eval_greedy", "num_devices",
     "num_threads", "coordinator_address", "num_processes", "process_id", "resume", "run_dir",
 )  # fmt: skip
 

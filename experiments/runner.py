@@ -1,7 +1,9 @@
 """The training runner: one loop for every agent, written against the agent protocol.
 
-`TrainLoop` drives `agent.train_iteration` with one host sync per iteration and keeps the
-counters, the return window and the NaN guard; the benchmarks use it as it is. `Runner`
+`TrainLoop` drives `agent.train_chunk` with one host sync per chunk of iterations (as many
+as `SyncPace` picks: about one sync per second, or --iterations-per-sync) and keeps the
+counters, the return window and the NaN guard, and writes one metrics row per sync; the
+benchmarks use it as it is. `Runner`
 adds what a training run needs around it: the run folder (exclusive lock, config.json,
 metrics.csv + TensorBoard, atomic checksummed checkpoints, resume), the stop conditions
 (`--total-steps`, `--max-minutes`, SIGTERM/SIGINT), the evaluation at the end and
@@ -30,6 +32,7 @@ from agents.evolution import Evolver, draw_hparams
 from agents.parallel import POP, check_divisible, local_replica, make_mesh
 from agents.population import Population, member_envs
 from agents.programs import enable_data_checks
+from agents.protocol import ChunkOutput
 from agents.registry import get_agent
 from envs import eval_env_seed, make_env, obs_spec_json, run_env_seed
 from experiments.args import TrainArgs, hparam_specs
@@ -151,17 +154,24 @@ def frames_per_step(env) -> int:
     return 4 if env.spec.is_atari else 1
 
 
-def unstack_metrics(metrics: list[dict]) -> list[dict]:
-    """Host metrics with the stacked `[K]` dicts of K scanned updates (agents.base,
-    `updates_per_program`) split into K scalar dicts."""
-    out = []
-    for m in metrics:
-        sizes = {np.size(v) for v in m.values()}
-        if sizes and max(sizes) > 1 and all(np.ndim(v) == 1 for v in m.values()):
-            out.extend({k: v[i] for k, v in m.items()} for i in range(max(sizes)))
-        else:
-            out.append(m)
-    return out
+class SyncPace:
+    """How many iterations to run per host sync (`train_chunk`'s count): `fixed` when given
+    (--iterations-per-sync), else grown from 1 so that a sync comes about every `target_s`
+    seconds (at most 4x more per sync than the last), never more than the agent's
+    `max_chunk` nor past `limit` iterations (the next checkpoint, generation or the end)."""
+
+    def __init__(self, max_chunk: int, fixed: int = 0, target_s: float = 1.0):
+        self.max_chunk, self.fixed, self.target_s = max_chunk, fixed, target_s
+        self.planned = 1
+
+    def count(self, limit: int) -> int:
+        planned = self.fixed or self.planned
+        return max(1, min(planned, self.max_chunk, limit))
+
+    def observe(self, count: int, seconds: float) -> None:
+        if seconds > 0:
+            wanted = int(self.target_s * count / seconds)
+            self.planned = max(1, min(wanted, 4 * count, self.max_chunk))
 
 
 class TrainLoop:
@@ -174,6 +184,7 @@ class TrainLoop:
         self.lengths = deque(maxlen=return_window)
         self.steady_steps, self.steady_s = 0, 0.0  # iterations after the first
         self._names = tuple(agent.metric_names)
+        self.last_s = 0.0  # the last step's seconds
 
     @property
     def return_mean(self) -> float:
@@ -184,40 +195,43 @@ class TrainLoop:
         """Steady-state env steps per second (the first iteration excluded)."""
         return self.steady_steps / self.steady_s if self.steady_s else math.nan
 
-    def step(self, last_checkpoint: str = "none") -> dict:
-        """One iteration; returns its row of metrics (host floats)."""
+    def step(self, last_checkpoint: str = "none", count: int = 1) -> dict:
+        """`count` iterations, one host sync; returns their row of metrics (host floats)."""
         c, agent = self.counters, self.agent
         t0 = time.perf_counter()
-        self.state, out = agent.train_iteration(self.state, c.iteration, c.env_steps)
-        host = jax.device_get(out)  # the one host sync of the iteration
-        return self.record(host, time.perf_counter() - t0, last_checkpoint)
+        self.state, out = agent.train_chunk(self.state, c.iteration, c.env_steps, count)
+        host = jax.device_get(out)  # the one host sync
+        self.last_s = time.perf_counter() - t0
+        return self.record(host, count, self.last_s, last_checkpoint)
 
-    def record(self, host, dt: float, last_checkpoint: str = "none") -> dict:
-        """Count one iteration's host output (taking `dt` seconds); returns its row."""
+    def record(self, host: ChunkOutput, count: int, dt: float, last_checkpoint: str = "none"):
+        """Count `count` iterations' host output (taking `dt` seconds); returns their row."""
         c, agent = self.counters, self.agent
-        host = host._replace(metrics=unstack_metrics(host.metrics))
-        self._check_metrics(host.metrics, last_checkpoint)
-        steps = agent.steps_per_iteration
-        c.iteration += 1
+        host = jax.tree.map(lambda x: np.asarray(x)[:count], host)
+        self._check_metrics(host.metric_sums, last_checkpoint)
+        steps = agent.steps_per_iteration * count
+        updates = int(host.updates.sum())
+        first = c.iteration == 0
+        c.iteration += count
         c.env_steps += steps
-        c.updates += len(host.metrics)
+        c.updates += updates
         c.wall_s += dt
-        if c.iteration > 1:
+        if not first:
             self.steady_steps += steps
             self.steady_s += dt
-        over = np.asarray(host.game_over)
+        over = host.game_over
         c.episodes += int(over.sum())
-        self.returns.extend(np.asarray(host.finished_return)[over].tolist())
-        self.lengths.extend(np.asarray(host.finished_length)[over].tolist())
+        self.returns.extend(host.finished_return[over].tolist())
+        self.lengths.extend(host.finished_length[over].tolist())
         means = dict.fromkeys(self._names, math.nan)  # no learner update yet
-        if host.metrics:
-            means = {k: float(np.mean([m[k] for m in host.metrics])) for k in self._names}
+        if updates:
+            means = {k: float(host.metric_sums[k].sum()) / updates for k in self._names}
         return {
             "env_steps": c.env_steps,
             "frames": c.env_steps * frames_per_step(agent.env),
             "iteration": c.iteration,
             "updates": c.updates,
-            "iteration_updates": len(host.metrics),
+            "iteration_updates": updates,
             "episodes": c.episodes,
             "return_mean": self.return_mean,
             "length_mean": float(np.mean(self.lengths)) if self.lengths else math.nan,
@@ -226,30 +240,31 @@ class TrainLoop:
             **means,
         }
 
-    def timed(self, n: int) -> tuple[float, int, int]:
-        """(seconds, env steps, learner updates) of `n` iterations (for benchmarks)."""
+    def timed(self, n: int, count: int = 1) -> tuple[float, int, int]:
+        """(seconds, env steps, learner updates) of `n` syncs of `count` iterations (for
+        benchmarks)."""
         c = self.counters
         steps, updates, t0 = c.env_steps, c.updates, time.perf_counter()
         for _ in range(n):
-            self.step()
+            self.step(count=count)
         return time.perf_counter() - t0, c.env_steps - steps, c.updates - updates
 
-    def _check_metrics(self, metrics: list[dict], last_checkpoint: str):
+    def _check_metrics(self, sums: dict, last_checkpoint: str):
         c = self.counters
-        for k, m in enumerate(metrics):
-            if set(m) != set(self._names):
-                raise ValueError(
-                    f"{type(self.agent).__name__} returned metrics {sorted(m)} but declares "
-                    f"metric_names {sorted(self._names)}"
+        if set(sums) != set(self._names):
+            raise ValueError(
+                f"{type(self.agent).__name__} returned metrics {sorted(sums)} but declares "
+                f"metric_names {sorted(self._names)}"
+            )
+        for name in self._names:
+            bad = np.flatnonzero(~np.isfinite(sums[name]))
+            if bad.size:
+                raise NonFiniteError(
+                    f"non-finite {name} ({sums[name][bad[0]]}) in iteration "
+                    f"{c.iteration + bad[0]} (env step "
+                    f"{c.env_steps + bad[0] * self.agent.steps_per_iteration}); run stopped, "
+                    f"last good checkpoint: {last_checkpoint}"
                 )
-            for name in self._names:
-                value = float(m[name])
-                if not math.isfinite(value):
-                    raise NonFiniteError(
-                        f"non-finite {name} ({value}) in update {k} of iteration "
-                        f"{c.iteration} (env step {c.env_steps}); run stopped, last good "
-                        f"checkpoint: {last_checkpoint}"
-                    )
 
 
 class PopulationLoop:
@@ -271,6 +286,7 @@ class PopulationLoop:
         self.evolver, self.lineage = evolver, lineage
         self.since = list(since) if since is not None else [dict(DRAWN)] * pop.size
         self.write_configs = write_configs
+        self.last_s = 0.0
         self.loops = [
             TrainLoop(m, None, c, return_window) for m, c in zip(pop.members, counters, strict=True)
         ]
@@ -280,15 +296,15 @@ class PopulationLoop:
         """Member 0's counters (env steps and iterations are the same for every member)."""
         return self.loops[0].counters
 
-    def step(self, last_checkpoint: str = "none") -> list[dict]:
+    def step(self, last_checkpoint: str = "none", count: int = 1) -> list[dict]:
         c = self.counters
         t0 = time.perf_counter()
-        self.state, out = self.agent.train_iteration(self.state, c.iteration, c.env_steps)
-        host = jax.device_get(out)  # the one host sync of the iteration
-        dt = time.perf_counter() - t0
-        members = self.agent.split_output(host)
+        self.state, out = self.agent.train_chunk(self.state, c.iteration, c.env_steps, count)
+        host = jax.device_get(out)  # the one host sync
+        dt = self.last_s = time.perf_counter() - t0
+        members = self.agent.split_chunk(host)
         pairs = zip(self.loops, members, strict=True)
-        rows = [loop.record(h, dt, last_checkpoint) for loop, h in pairs]
+        rows = [loop.record(h, count, dt, last_checkpoint) for loop, h in pairs]
         for i, row in enumerate(rows):
             row.update({f"hp_{k}": float(f"{v[i]:.7g}") for k, v in self.agent.hparams.items()})
         if self.evolver is not None and self.evolver.due(c.env_steps):
@@ -449,6 +465,7 @@ class Runner:
         env, agent = self._build()
         lock = None
         try:
+            self._check_pace(agent)
             if self.lead:  # one writer per run folder; the lock dies with its process
                 lock = RunLock(self.run_dir).acquire()
                 if not self.resuming:
@@ -460,6 +477,16 @@ class Runner:
                 lock.close()
             enable_data_checks(False)  # process-wide switches: as they were before the run
             jax.config.update("jax_debug_nans", debug_nans)
+
+    def _check_pace(self, agent) -> None:
+        """--iterations-per-sync within what the agent can run per program (one line)."""
+        n = self.args.run.iterations_per_sync
+        if n > agent.max_chunk:
+            why = agent.host_driven
+            raise ConfigError(
+                f"--iterations-per-sync {n}: this run can take at most {agent.max_chunk} per "
+                f"sync" + (f" ({why})" if why else "")
+            )
 
     def _keys(self, agent, fn):
         """`fn(seed)` for the run's seed, or stacked `[P, ...]` for member seeds seed + i."""
@@ -546,14 +573,24 @@ class Runner:
             counters = loop.counters
         else:
             loop = TrainLoop(agent, state, counters, run.return_window)
-        advance = getattr(agent, "member_steps_per_iteration", agent.steps_per_iteration)
         every = run.checkpoint_every
         next_ckpt = (counters.env_steps // every + 1) * every
         stop = StopRequest(run.max_minutes)
+        pace = SyncPace(agent.max_chunk, run.iterations_per_sync)
         try:
             with stop:
                 while counters.env_steps < run.total_steps:
-                    rows = loop.step(last_ckpt)
+                    before = counters.env_steps
+                    # iterations until the next checkpoint, generation or the end
+                    boundary = min(next_ckpt, run.total_steps)
+                    if population and loop.evolver is not None:
+                        boundary = min(boundary, loop.evolver.next_due)
+                    per = loop.loops[0].agent.steps_per_iteration if population else None
+                    per = per or agent.steps_per_iteration
+                    count = pace.count(-(-(boundary - before) // per))
+                    rows = loop.step(last_ckpt, count)
+                    pace.observe(count, loop.last_s)
+                    advance = counters.env_steps - before
                     for logger, row in zip(loggers, rows if population else [rows], strict=True):
                         logger.log(row, advance)
                     stopping = stop.requested()

@@ -181,6 +181,12 @@ class PPOAgent(RolloutAgent):
             return returns
         return to_global(returns, self.mesh, P(DATA))
 
+    @property
+    def host_driven(self) -> str | None:
+        if self.update_loop == "dispatch":
+            return "--update-loop dispatch runs each minibatch from the host"
+        return super().host_driven
+
     # ------------------------------------------------------------------ dispatch mode
     def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
         if self.update_loop != "dispatch":

@@ -103,6 +103,12 @@ class ReactorAgent(AgentBase):
             return 0
         return math.floor((env_steps - cfg.start_train_at) / cfg.env_steps_per_update)
 
+    @property
+    def host_driven(self) -> str | None:
+        if self.config.decoupled:
+            return "--decoupled acts in a thread of its own"
+        return super().host_driven
+
     # ------------------------------------------------------------------ decoupled acting
     def _actor_loop(self, actor):
         try:

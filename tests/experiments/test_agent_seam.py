@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.protocol import Agent, IterationOutput, TrainState
+from agents.protocol import Agent, ChunkOutput, TrainState
 from agents.registry import AgentSpec, register, unregister
 from experiments import evaluate, train
 
@@ -44,6 +44,8 @@ class ToyAgent:
     mesh = None
     num_devices = 1
     bytes_per_transition = 0.0
+    max_chunk = 1  # one iteration per host sync
+    host_driven = "the toy steps its envs on the host"
 
     def __init__(self, config: ToyConfig, env, *, seed: int = 0, mesh=None):
         self.config, self.env, self.seed = config, env, seed
@@ -74,7 +76,8 @@ class ToyAgent:
         self._update = jax.jit(update)
         return 0.0
 
-    def train_iteration(self, state, iteration, env_steps):
+    def train_chunk(self, state, iteration, env_steps, count):
+        assert count == 1
         cfg, actor = self.config, dict(state.actor)
         key, sub = jax.random.split(actor["key"])
         T, B = cfg.trace_len, cfg.num_envs
@@ -94,7 +97,9 @@ class ToyAgent:
             actor["ret"][ts.game_over], actor["len"][ts.game_over] = 0.0, 0
         learner, metrics = self._update(state.learner, jnp.asarray(counts, jnp.float32))
         actor["key"] = key
-        out = IterationOutput([metrics], fin_ret, fin_len, over)
+        one = [np.asarray(x)[None] for x in (fin_ret, fin_len, over)]
+        sums = {k: jnp.reshape(v, (1,)) for k, v in metrics.items()}
+        out = ChunkOutput(sums, np.ones((1,), np.int32), *one)
         return TrainState(learner, (), actor), out
 
     def act(self, greedy):

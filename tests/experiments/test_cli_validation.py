@@ -103,7 +103,14 @@ def _strip_optional(tp):
 # new agent's or flag's zero-means-off integer must be listed here); every integer field
 # refuses -1.
 ZERO_OK = {
-    RunArgs: {"seed", "num_threads", "process_id", "eval_episodes", "evolve_replace"},
+    RunArgs: {
+        "seed",
+        "num_threads",
+        "process_id",
+        "eval_episodes",
+        "evolve_replace",
+        "iterations_per_sync",
+    },
     get_agent("acer").config_cls: {"start_train_at", "lstm_size", "microbatch_traces"},
     get_agent("reactor").config_cls: {"start_train_at", "priority_neighbours", "microbatch_traces"},
     get_agent("dqn").config_cls: {
@@ -209,6 +216,8 @@ EXPLICIT_TRAIN = [
     (["--agent", "reactor", "--trust-region-delta", "2"], "--trust-region-delta"),
     (["--beta-loo-c", "1"], "--beta-loo-c"),
     (["--total-step", "5"], "--total-step"),
+    (["--agent", "ppo", "--update-loop", "dispatch", "--iterations-per-sync", "2"],
+     "--iterations-per-sync"),
     (["--seed", str(2**30)], "--seed"),
     (["--exp-name", "a/b"], "--exp-name"),
     (["--exp-name", ".."], "--exp-name"),

@@ -1,0 +1,127 @@
+"""Many iterations per host sync (`train_chunk`, agents/base.py and agents/population.py).
+
+A chunk of N iterations in one program must be the N iterations of the one-iteration path
+(`train_iteration`, whose programs the host drives): the same update counts, episode
+statistics and metrics, and the same learner to float32 rounding (one program may fuse the
+same maths differently). Chunks of any sizes must give bit-identical results: they run one
+executable."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from agents.protocol import ChunkOutput
+from experiments.common import make_agent, make_population
+
+RTOL, ATOL = 1e-4, 1e-5
+SMALL = {
+    "dqn": dict(
+        num_envs=2,
+        trace_len=2,
+        batch_size=8,
+        buffer_size=256,
+        start_train_at=8,
+        replay_ratio=24.0,
+        hidden=(16,),
+    ),  # fmt: skip  1.5 updates per iteration
+    "ppo": dict(num_envs=2, trace_len=8, num_minibatches=2, epochs=2, hidden=(16,)),
+}
+
+
+def _one_by_one(agent, state, iters, steps):
+    """The one-iteration path: `train_iteration` N times, summed as a chunk would be."""
+    outs = []
+    for it in range(iters):
+        state, out = agent.train_iteration(state, it, it * steps)
+        outs.append(jax.device_get(out))
+    return state, outs
+
+
+def _counts(out: ChunkOutput, n):
+    return np.asarray(out.updates)[:n]
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_a_chunk_is_its_iterations(name):
+    iters = 7
+    a = make_agent(name, "CartPole-v1", seed=1, **SMALL[name])
+    b = make_agent(name, "CartPole-v1", seed=1, **SMALL[name])
+    assert a.host_driven is None and a.max_chunk >= iters
+    sa, outs = _one_by_one(a, a.init(jax.random.PRNGKey(1)), iters, a.steps_per_iteration)
+    sb = b.init(jax.random.PRNGKey(1))
+    b.compile(sb)
+    sb, chunk = b.train_chunk(sb, 0, 0, iters)
+    chunk = jax.device_get(chunk)
+    for it, out in enumerate(outs):
+        n_updates = sum(np.size(m[a.metric_names[0]]) for m in out.metrics)
+        assert chunk.updates[it] == n_updates, it
+        np.testing.assert_array_equal(chunk.game_over[it], out.game_over)
+        np.testing.assert_array_equal(chunk.finished_length[it], out.finished_length)
+        for k in a.metric_names:
+            total = sum(np.sum(m[k]) for m in out.metrics)
+            np.testing.assert_allclose(chunk.metric_sums[k][it], total, RTOL, ATOL, err_msg=k)
+    assert chunk.updates[:iters].sum() > 0  # it learnt
+    assert not chunk.game_over[iters:].any() and not chunk.updates[iters:].any()  # skipped
+    jax.tree.map(
+        lambda x, y: np.testing.assert_allclose(x, y, RTOL, ATOL),
+        jax.device_get(sa.learner.params),
+        jax.device_get(sb.learner.params),
+    )
+
+
+def test_chunk_sizes_do_not_change_the_run():
+    """3 + 1 + 4 iterations in three syncs == 8 in one, bit for bit (one executable)."""
+    results = []
+    for counts in ((3, 1, 4), (8,)):
+        agent = make_agent("dqn", "CartPole-v1", seed=2, **SMALL["dqn"])
+        state = agent.init(jax.random.PRNGKey(2))
+        agent.compile(state)
+        it, updates = 0, []
+        for n in counts:
+            state, out = agent.train_chunk(state, it, it * agent.steps_per_iteration, n)
+            updates += list(_counts(jax.device_get(out), n))
+            it += n
+        results.append((updates, jax.device_get(state.learner)))
+    assert results[0][0] == results[1][0]
+    jax.tree.map(np.testing.assert_array_equal, results[0][1], results[1][1])
+
+
+def test_population_chunk_is_its_iterations():
+    """P = 2 DQN members: one chunk == the population's one-iteration path, per member."""
+    iters, size = 6, 2
+    pops = [make_population("dqn", "CartPole-v1", size, seed=3, **SMALL["dqn"]) for _ in "ab"]
+    keys = jnp.stack([jax.random.PRNGKey(3 + i) for i in range(size)])
+    a, b = pops
+    assert b.host_driven is None
+    sa = a.init(keys)
+    counts = np.zeros((iters, size), int)
+    for it in range(iters):
+        sa, out = a.train_iteration(sa, it, it * a.member_steps_per_iteration)
+        for i, member in enumerate(a.split_output(jax.device_get(out))):
+            counts[it, i] = sum(np.size(m["loss"]) for m in member.metrics)
+    sb = b.init(keys)
+    b.compile(sb)
+    sb, chunk = b.train_chunk(sb, 0, 0, iters)
+    members = b.split_chunk(jax.device_get(chunk))
+    for i, m in enumerate(members):
+        np.testing.assert_array_equal(m.updates[:iters], counts[:, i])
+    assert counts.sum() > 0
+    jax.tree.map(
+        lambda x, y: np.testing.assert_allclose(x, y, RTOL, ATOL),
+        jax.device_get(sa.learner.member.params),
+        jax.device_get(sb.learner.member.params),
+    )
+
+
+def test_host_driven_agents_run_one_iteration_per_call():
+    agent = make_agent("ppo", "CartPole-v1", update_loop="dispatch", **SMALL["ppo"])
+    assert agent.max_chunk == 1 and "dispatch" in agent.host_driven
+    state = agent.init(jax.random.PRNGKey(0))
+    agent.compile(state)
+    with pytest.raises(ValueError, match="1 to 1 iterations, not 2"):
+        agent.train_chunk(state, 0, 0, 2)
+    state, out = agent.train_chunk(state, 0, 0, 1)
+    assert np.asarray(out.updates).tolist() == [4]  # 2 epochs x 2 minibatches
