@@ -586,9 +586,9 @@ class Population:
 
     @property
     def programs(self) -> dict[str, Any]:
-        if self._chunk is not None:
-            return {"chunk": self._chunk}
         progs = {"absorb": self._absorb}
+        if self._chunk is not None:
+            progs["chunk"] = self._chunk
         if self._updates is not None:
             progs["replay_updates"] = self._updates
         return progs

@@ -211,33 +211,38 @@ def copy_tree(tree):
     return jax.tree.map(jnp.copy, tree)
 
 
-def metric_sums(metrics: list, names, members: int | None = None):
-    """`(sums, count)` of an iteration's metrics list (`IterationOutput.metrics`) on the
-    device: each entry one update's dict of scalars or K scanned updates' dict of `[K]`
-    arrays. With `members` (a population), each entry is `(metrics, active)` with `[P]` or
-    `[P, K]` leaves and only active updates count; sums and count are then `[P]`."""
+def metric_sums(metrics: list, names, members: int | None = None, xp=jnp):
+    """`(sums, count)` of an iteration's metrics list (`IterationOutput.metrics`), with `xp`
+    `jax.numpy` (traced) or `numpy` (host arrays): each entry one update's dict of scalars or
+    K scanned updates' dict of `[K]` arrays. With `members` (a population), each entry is
+    `(metrics, active)` with `[P]` or `[P, K]` leaves and only active updates count; sums and
+    count are then `[P]`."""
     shape = () if members is None else (members,)
-    sums = {name: jnp.zeros(shape, jnp.float32) for name in names}
-    count = jnp.zeros(shape, jnp.int32)
+    sums = {name: xp.zeros(shape, xp.float32) for name in names}
+    count = xp.zeros(shape, xp.int32)
     for entry in metrics:
         m, active = entry if members is not None else (entry, None)
         if active is None:
-            active = jnp.ones(jnp.shape(m[names[0]]), bool) if names else jnp.ones((), bool)
-        axes = tuple(range(len(shape), jnp.ndim(active)))
+            active = xp.ones(xp.shape(m[names[0]]), bool) if names else xp.ones((), bool)
+        axes = tuple(range(len(shape), xp.ndim(active)))
         for name in names:
-            value = jnp.where(active, jnp.asarray(m[name], jnp.float32), 0.0)
-            sums[name] = sums[name] + jnp.sum(value, axis=axes)
-        count = count + jnp.sum(active, axis=axes, dtype=jnp.int32)
+            value = xp.where(active, xp.asarray(m[name], xp.float32), 0.0)
+            sums[name] = sums[name] + xp.sum(value, axis=axes, dtype=xp.float32)
+        count = count + xp.sum(active, axis=axes, dtype=xp.int32)
     return sums, count
 
 
 def one_iteration_chunk(out, names, members: int | None = None):
-    """An `IterationOutput` as a `ChunkOutput` of one iteration (leading axis of 1)."""
+    """An `IterationOutput` as a `ChunkOutput` of one iteration (leading axis of 1), on the
+    host: the one-iteration path syncs here (its runner syncs every iteration anyway), and
+    no device work is queued beside its programs (on XLA:CPU a data-parallel program's
+    collectives wait for every device's thread)."""
     from agents.protocol import ChunkOutput
 
-    sums, count = metric_sums(out.metrics, names, members)
+    out = jax.device_get(out)
+    sums, count = metric_sums(out.metrics, names, members, xp=np)
     stats = (out.finished_return, out.finished_length, out.game_over)
-    return jax.tree.map(lambda x: jnp.asarray(x)[None], ChunkOutput(sums, count, *stats))
+    return jax.tree.map(lambda x: np.asarray(x)[None], ChunkOutput(sums, count, *stats))
 
 
 class ChunkProgram:

@@ -6,11 +6,12 @@ The setting (CleanRL's defaults, `../shared/peers/cleanrl/dqn_jax.py`): one env,
 10k transitions, learning from 10k steps, batch 128, an update every 10 env steps, a target
 copy every 500 env steps, Adam 2.5e-4 on a 120-84 MLP, ε 1 → 0.05. Ours runs the same work
 through `experiments.train` flags (`OURS` below: one-step targets, no double Q, no dueling
-head, squared error, gradient clipping at 1e9, i.e. none). Both run as whole processes, alternated (peer,
-ours, ours, peer, ...); each is timed over the same window of env steps, from `--time-from`
-(past learning start and compiles) to `--steps`: the peer by its own PEER_RESULT line, ours
-from the run's metrics.csv (rows at host syncs: env steps and wall seconds). It prints every
-round and the median ratio ours / peer. Needs the peers folder (`--peers`).
+head, squared error, gradient clipping at 1e9, i.e. none). Both run as whole processes,
+alternated (peer, ours, ours, peer, ...); each is timed over the same window of env steps,
+from `--time-from` (past learning start and compiles) to `--steps`: the peer by its own
+PEER_RESULT line, ours from the run's metrics.csv (rows at host syncs: env steps and wall
+seconds). It prints every round and the median ratio ours / peer. Needs the peers folder
+(`--peers`).
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ def test_cli_population_logs_members_as_seeds_and_resumes(tmp_path):
     from experiments.train import main
 
     pop_dir, one_dir = tmp_path / "pop", tmp_path / "one"
-    steps = ["--total-steps", "100", "--checkpoint-every", "60"]
+    steps = ["--total-steps", "100", "--checkpoint-every", "60", "--iterations-per-sync", "1"]
     main([*TINY, *steps, "--num-seeds", "2", "--run-dir", str(pop_dir)])
     argv_one = [*TINY, *steps, "--run-dir", str(one_dir)]
     argv_one[argv_one.index("--seed") + 1] = str(SEED + 1)

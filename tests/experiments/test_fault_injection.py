@@ -47,6 +47,7 @@ EVERY = 60  # a checkpoint every 3 iterations: rows past the last one exist at m
 TINY = [
     "--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-size", "400",
     "--checkpoint-every", str(EVERY), "--eval-episodes", "0", "--no-progress",
+    "--iterations-per-sync", "1",  # a metrics row per iteration, as the checks count them
 ]  # fmt: skip
 ENDLESS = "1000000"
 

@@ -57,7 +57,8 @@ CARTPOLE = ["--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffe
 @pytest.mark.slow
 def test_cartpole_train_resume_evaluate(tmp_path):
     run_dir = tmp_path / "cp"
-    common = [*CARTPOLE, "--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "3"]
+    common = [*CARTPOLE, "--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "3",
+              "--iterations-per-sync", "1"]  # fmt: skip
     run("experiments.train", *common, "--total-steps", "200", "--checkpoint-every", "100")
     for name in ("config.json", "metrics.csv", "summary.json"):
         assert (run_dir / name).exists(), name
