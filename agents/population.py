@@ -71,7 +71,7 @@ from agents.parallel import POP, P, check_divisible
 from agents.programs import ChunkProgram, Program, metric_sums, one_iteration_chunk, over_members
 from agents.protocol import ChunkOutput, IterationOutput, TrainState
 from agents.rollout import ActorState, _assemble, _env_action, _record
-from envs import PoolSlice, XlaEnvState
+from envs import PoolSlice
 
 
 def _stack(trees):
@@ -237,13 +237,12 @@ class Population:
         """`[P·N, ...]` leaves -> `[P, N, ...]` (member i: envs i·N .. i·N + N − 1)."""
         return jax.tree.map(lambda x: x.reshape((self.size, -1, *x.shape[1:])), tree)
 
-    def _split_env_state(self, state: XlaEnvState) -> XlaEnvState:
-        """The pool's XLA carry as P member carries (the opaque handle repeated)."""
-        handle = jnp.broadcast_to(state.handle, (self.size, *state.handle.shape))
-        return XlaEnvState(handle, *self._split((state.prev_done, state.prev_game_over)))
+    def _split_env_state(self, state):
+        """The pool's XLA carry as P member carries (the env says how)."""
+        return self.pool.split_xla_state(state, self.size)
 
-    def _join_env_state(self, state: XlaEnvState) -> XlaEnvState:
-        return XlaEnvState(state.handle[0], *self._merge((state.prev_done, state.prev_game_over)))
+    def _join_env_state(self, state):
+        return self.pool.join_xla_state(state)
 
     def _rollout_fn(self, params, actor):
         """T steps of every member's envs: the policy vmapped over members, the pool stepped

@@ -367,6 +367,14 @@ class VecEnv:
     def close(self) -> None:
         """Release the backend's resources."""
 
+    def split_xla_state(self, state: Any, size: int) -> Any:
+        """The XLA carry of `size`·N envs as `size` carries of N envs stacked `[size, ...]`
+        (a population's members, agents.population); `join_xla_state` undoes it."""
+        raise NotImplementedError(f"{type(self).__name__} has no XLA step")
+
+    def join_xla_state(self, state: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no XLA step")
+
     # ----- host mode -----------------------------------------------------------------------
     def reset(self) -> TimeStep:
         """Reset every env; the returned TimeStep has `first = frame_reset = True`."""

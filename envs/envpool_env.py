@@ -200,6 +200,17 @@ class EnvpoolVecEnv(VecEnv):
         self._prev_done = self._prev_game_over = None
         return state, reset_timestep(jnp, obs)
 
+    def split_xla_state(self, state: XlaEnvState, size: int) -> XlaEnvState:
+        """The pool's XLA carry as `size` member carries `[P, N]` (agents.population): the
+        opaque handle repeated, the flags split by env."""
+        handle = jnp.broadcast_to(state.handle, (size, *state.handle.shape))
+        split = lambda x: x.reshape((size, -1, *x.shape[1:]))  # noqa: E731
+        return XlaEnvState(handle, split(state.prev_done), split(state.prev_game_over))
+
+    def join_xla_state(self, state: XlaEnvState) -> XlaEnvState:
+        merge = lambda x: x.reshape((-1, *x.shape[2:]))  # noqa: E731
+        return XlaEnvState(state.handle[0], merge(state.prev_done), merge(state.prev_game_over))
+
     def xla_step(self, state: XlaEnvState, actions: Array) -> tuple[XlaEnvState, TimeStep]:
         _, _, _, step = self._xla()
         spec = self.spec

@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from envs.core import VecEnv
 from envs.envpool_env import EnvpoolVecEnv, envpool_ids, is_atari_id
 from envs.gymnasium_env import GymnasiumVecEnv, gymnasium_ids
-from envs.partial import PARTIAL_OBS, ObsSubsetVecEnv
+from envs.gymnax_env import PREFIX as GYMNAX
+from envs.gymnax_env import GymnaxVecEnv, gymnax_ids
+from envs.partial import PARTIAL_OBS, FlatObsVecEnv, ObsSubsetVecEnv
 from envs.text import DEFAULT_MISSION_LENGTH
 
-BACKENDS = ("auto", "envpool", "gymnasium")
+BACKENDS = ("auto", "envpool", "gymnasium", "gymnax")
 
 # Ids that "auto" gives to gymnasium although envpool 1.2.5 has them too: its MiniGrid/BabyAI
 # are a C++ port with a Dict observation (the mission as 96 ASCII bytes) that the envpool
@@ -43,6 +45,11 @@ def _unknown(env_id: str, candidates: set[str] | frozenset[str], where: str = ""
 def _resolve_backend(env_id: str, backend: str) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if env_id.startswith(GYMNAX) or backend == "gymnax":  # JAX-native: asked for by name
+        if backend not in ("auto", "gymnax") or env_id not in gymnax_ids():
+            where = "" if backend in ("auto", "gymnax") else f" in {backend}"
+            raise _unknown(env_id, gymnax_ids(), where or " in gymnax (ids gymnax/<name>)")
+        return "gymnax"
     in_envpool, in_gym = _known_ids(env_id)
     if backend == "envpool":
         if env_id not in in_envpool:
@@ -58,7 +65,7 @@ def _resolve_backend(env_id: str, backend: str) -> str:
         return "envpool"
     if env_id in in_gym:
         return "gymnasium"
-    raise _unknown(env_id, frozenset.union(*_known_ids()))
+    raise _unknown(env_id, frozenset.union(*_known_ids(), gymnax_ids()))
 
 
 def check_env_id(env_id: str, backend: str = "auto") -> str:
@@ -99,6 +106,7 @@ def make_env(
     backend: str = "auto",
     obs_keys: Sequence[str] | None = None,
     mission_length: int = DEFAULT_MISSION_LENGTH,
+    flatten_obs: bool = False,
 ) -> VecEnv:
     """Build a vectorised env with next-step auto-reset.
 
@@ -125,7 +133,21 @@ def make_env(
         "direction")`); None keeps all. An unknown key is an error that lists the keys.
       mission_length: words of a text observation (MiniGrid's mission), as int32 word ids
         padded with 0 (`envs.text`).
+      flatten_obs: hand out each observation array flattened to a vector
+        (`envs.partial.FlatObsVecEnv`).
     """
+    if flatten_obs:
+        inner = make_env(
+            env_id, num_envs, seed, train=train, reward_clip=reward_clip,
+            episodic_life=episodic_life, num_threads=num_threads,
+            max_episode_steps=max_episode_steps, backend=backend, obs_keys=obs_keys,
+            mission_length=mission_length,
+        )  # fmt: skip
+        try:
+            return FlatObsVecEnv(inner)
+        except ValueError:
+            inner.close()
+            raise
     if not isinstance(env_id, str):
         raise ValueError(f"env_id must be a string, got {env_id!r}")
     if env_id in PARTIAL_OBS:
@@ -168,6 +190,15 @@ def make_env(
         clip = False if reward_clip is None else bool(reward_clip)
         life = False
 
+    if chosen == "gymnax":
+        if obs_keys is not None or num_threads:
+            raise ValueError(
+                f"{'obs_keys' if obs_keys is not None else 'num_threads'}: {env_id!r} is a "
+                "gymnax env (array observations, stepped on the device)"
+            )
+        return GymnaxVecEnv(
+            env_id, num_envs, seed, reward_clip=clip, max_episode_steps=max_episode_steps
+        )
     if chosen == "envpool":
         if obs_keys is not None:
             raise ValueError(

@@ -25,23 +25,20 @@ PARTIAL_OBS: dict[str, tuple[str, tuple[int, ...]]] = {
 }
 
 
-class ObsSubsetVecEnv(VecEnv):
-    """`inner` with observations `obs[:, keep]` (host and XLA modes alike)."""
+class ObsMapVecEnv(VecEnv):
+    """`inner` with every observation mapped by `self._map(obs, xp)` (host and XLA modes
+    alike); subclasses set the spec and `_map`. The XLA state is the inner env's."""
 
-    def __init__(self, inner: VecEnv, env_id: str, keep: tuple[int, ...]):
-        spec = inner.spec
-        if len(spec.obs_shape) != 1 or not all(0 <= k < spec.obs_shape[0] for k in keep):
-            raise ValueError(
-                f"{env_id}: cannot keep dimensions {keep} of observations shaped {spec.obs_shape}"
-            )
-        super().__init__(
-            dataclasses.replace(spec, env_id=env_id, obs_shape=(len(keep),), obs_spec=None)
-        )
-        self.inner, self.keep = inner, np.asarray(keep, np.int32)
+    def __init__(self, inner: VecEnv, spec):
+        super().__init__(spec)
+        self.inner = inner
         self.has_xla = inner.has_xla
 
+    def _map(self, obs, xp):
+        raise NotImplementedError
+
     def _select(self, ts: TimeStep, xp) -> TimeStep:
-        return ts._replace(obs=xp.take(ts.obs, xp.asarray(self.keep), axis=1))
+        return ts._replace(obs=self._map(ts.obs, xp))
 
     def reset(self) -> TimeStep:
         return self._select(self.inner.reset(), np)
@@ -57,5 +54,45 @@ class ObsSubsetVecEnv(VecEnv):
         state, ts = self.inner.xla_step(state, actions)
         return state, self._select(ts, jnp)
 
+    def split_xla_state(self, state, size: int):
+        return self.inner.split_xla_state(state, size)
+
+    def join_xla_state(self, state):
+        return self.inner.join_xla_state(state)
+
     def close(self) -> None:
         self.inner.close()
+
+
+class ObsSubsetVecEnv(ObsMapVecEnv):
+    """`inner` with observations `obs[:, keep]`."""
+
+    def __init__(self, inner: VecEnv, env_id: str, keep: tuple[int, ...]):
+        spec = inner.spec
+        if len(spec.obs_shape) != 1 or not all(0 <= k < spec.obs_shape[0] for k in keep):
+            raise ValueError(
+                f"{env_id}: cannot keep dimensions {keep} of observations shaped {spec.obs_shape}"
+            )
+        super().__init__(
+            inner, dataclasses.replace(spec, env_id=env_id, obs_shape=(len(keep),), obs_spec=None)
+        )
+        self.keep = np.asarray(keep, np.int32)
+
+    def _map(self, obs, xp):
+        return xp.take(obs, xp.asarray(self.keep), axis=1)
+
+
+class FlatObsVecEnv(ObsMapVecEnv):
+    """`inner` with each observation array flattened to a vector `[prod(obs_shape)]` (its
+    dtype kept): what `--flatten-obs` trains on, so that the agents' MLP torso reads an image
+    (MinAtar's `[10, 10, C]`) as gymnax-blines' and PureJaxRL's MLP agents do."""
+
+    def __init__(self, inner: VecEnv):
+        spec = inner.spec
+        if spec.pytree_obs:
+            raise ValueError(f"--flatten-obs needs array observations; {spec.env_id} gives a dict")
+        size = int(np.prod(spec.obs_shape))
+        super().__init__(inner, dataclasses.replace(spec, obs_shape=(size,), obs_spec=None))
+
+    def _map(self, obs, xp):
+        return obs.reshape((obs.shape[0], -1))

@@ -49,6 +49,9 @@ class RunArgs:
     reward_clip: bool | None = None
     """Clip training rewards to [-1, 1] (default: on for Atari, off otherwise). Evaluation
     always uses raw rewards."""
+    flatten_obs: bool = False
+    """Flatten each observation array to a vector, read by the agents' MLP torso instead of a
+    CNN (MinAtar's [10, 10, C] as gymnax-blines' and PureJaxRL's MLP agents read it)."""
     run_dir: str | None = None
     """Run folder; default runs/<exp-name>."""
     exp_name: str | None = None

@@ -201,7 +201,9 @@ def main(argv: list[str] | None = None) -> dict:
         train_args = load_run(run_dir)
         config, notes = _acting_hooks(train_args.config, trained_hooks(run_dir), args, run_dir)
         n = args.num_envs or min(args.episodes, 16)
-        env = make_env(train_args.run.env, n, args.seed, train=False)
+        env = make_env(
+            train_args.run.env, n, args.seed, train=False, flatten_obs=train_args.run.flatten_obs
+        )
         acting = TrainArgs(train_args.run, _acting_config(config, n))
         agent = build_agent(acting, env, seed=args.seed)
         learner, _, step = restore_learner(agent, run_dir, args.step)

@@ -137,7 +137,10 @@ def check_env_count(num_envs: int, members: int) -> None:
 def probe_env_spec(args: TrainArgs) -> EnvSpec:
     """The spec of the run's env, from one env made and closed again."""
     run = args.run
-    env = make_env(run.env, 1, run.seed, train=True, reward_clip=run.reward_clip)
+    env = make_env(
+        run.env, 1, run.seed, train=True, reward_clip=run.reward_clip,
+        flatten_obs=run.flatten_obs,
+    )  # fmt: skip
     try:
         return env.spec
     finally:

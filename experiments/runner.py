@@ -423,6 +423,7 @@ class Runner:
             train=True,
             reward_clip=run.reward_clip,
             num_threads=run.num_threads,
+            flatten_obs=run.flatten_obs,
         )
         return env, build_agent(self.args, env, mesh)
 
@@ -440,7 +441,7 @@ class Runner:
         n_env = self.args.config.num_envs
         pool = make_env(
             run.env, n * n_env, run_env_seed(run.seed, n_env), train=True,
-            reward_clip=run.reward_clip, num_threads=run.num_threads,
+            reward_clip=run.reward_clip, num_threads=run.num_threads, flatten_obs=run.flatten_obs,
         )  # fmt: skip
         try:
             members = [
@@ -703,7 +704,10 @@ class Runner:
         returns, eval_s = np.zeros(0), 0.0
         if run.eval_episodes:
             n_eval = min(run.eval_episodes, 16)
-            eval_env = make_env(run.env, n_eval, eval_env_seed(seed, n_eval), train=False)
+            eval_env = make_env(
+                run.env, n_eval, eval_env_seed(seed, n_eval), train=False,
+                flatten_obs=run.flatten_obs,
+            )  # fmt: skip
             t0 = time.perf_counter()
             returns, _ = evaluate(
                 agent.act(run.eval_greedy),

@@ -1,0 +1,104 @@
+"""Training throughput on the JAX-native envs (gymnax): `python -m experiments.bench_gymnax`.
+
+Each case is a whole `experiments.train` process with the settings of the single-file
+programs that jit a whole training run over gymnax (PureJaxRL's design; issue 27 quotes
+their speed on these 2 cores): PPO with 4 envs × 128 steps, 4 epochs × 4 minibatches, an MLP
+64-64 tanh on flattened observations; DQN with 10 envs, batch 128, an update every 10 env
+steps, an MLP. Env steps per second are measured from the run's metrics.csv (one row per host
+sync) over the window from `--time-from` × total steps to the end, past compilation and
+learning start. Cases run in turn, `--rounds` times, alternating their order; the median of
+the rounds is printed beside the figure issue 27 quotes for the single-file program.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tyro
+
+PPO = "--agent ppo --num-envs 4 --trace-len 128 --epochs 4 --num-minibatches 4 --hidden 64 64"
+DQN = (
+    "--agent dqn --num-envs 10 --trace-len 1 --batch-size 128 --replay-ratio 12.8 --n-step 1"
+    " --buffer-size 10000 --start-train-at 1000 --hidden 64 64"
+)
+# name -> (flags, total env steps, the single-file program's env steps/s quoted in issue 27)
+CASES = {
+    "ppo-cartpole": (f"{PPO} --env gymnax/CartPole-v1", 500_000, 150_000),
+    "ppo-breakout": (f"{PPO} --env gymnax/Breakout-MinAtar --flatten-obs", 500_000, 48_000),
+    "dqn-cartpole": (f"{DQN} --env gymnax/CartPole-v1", 200_000, 43_000),
+    "dqn-breakout": (f"{DQN} --env gymnax/Breakout-MinAtar --flatten-obs", 200_000, 19_000),
+}
+
+
+@dataclass
+class Args:
+    """Throughput of our agents on gymnax envs (module docstring)."""
+
+    cases: list[str] = field(default_factory=lambda: list(CASES))
+    """Which cases to run (names of CASES)."""
+    rounds: int = 3
+    """Rounds (each runs every case once)."""
+    time_from: float = 0.2
+    """The timed window starts at this fraction of the total steps."""
+    scale: float = 1.0
+    """Multiply every case's total steps (smaller for a quick check)."""
+    out: str | None = None
+    """Write results.json here."""
+
+
+def run_case(name: str, args: Args) -> dict:
+    flags, total, _ = CASES[name]
+    total = max(1, int(total * args.scale))
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            sys.executable, "-m", "experiments.train", *flags.split(), "--total-steps",
+            str(total), "--eval-episodes", "0", "--no-progress", "--run-dir", f"{tmp}/run",
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode:
+            raise RuntimeError(f"{name} failed: {proc.stderr[-2000:]}")
+        with open(f"{tmp}/run/metrics.csv") as f:
+            rows = [(int(r["env_steps"]), float(r["wall_s"])) for r in csv.DictReader(f)]
+        summary = json.loads(Path(f"{tmp}/run/summary.json").read_text())
+    start = next(r for r in rows if r[0] >= args.time_from * total)
+    end = rows[-1]
+    sps = (end[0] - start[0]) / (end[1] - start[1]) if end[1] > start[1] else float("nan")
+    return {"sps": sps, "syncs": len(rows), "compile_s": summary["compile_s"]}
+
+
+def main(args: Args) -> dict:
+    unknown = sorted(set(args.cases) - set(CASES))
+    if unknown:
+        raise SystemExit(f"--cases: unknown {', '.join(unknown)} (known: {', '.join(CASES)})")
+    results: dict[str, list[dict]] = {name: [] for name in args.cases}
+    for r in range(args.rounds):
+        order = args.cases if r % 2 == 0 else list(reversed(args.cases))
+        for name in order:
+            got = run_case(name, args)
+            results[name].append(got)
+            print(f"round {r} {name}: {got['sps']:,.0f} env steps/s ({got['syncs']} syncs)")
+    summary = {}
+    for name, rounds in results.items():
+        med = statistics.median(g["sps"] for g in rounds)
+        quoted = CASES[name][2]
+        summary[name] = {"median_sps": med, "quoted_single_file_sps": quoted,
+                         "ratio": med / quoted, "rounds": rounds}  # fmt: skip
+        print(f"{name}: median {med:,.0f} env steps/s; single-file program (quoted) "
+              f"{quoted:,}; ratio {med / quoted:.2f}")  # fmt: skip
+    result = {"args": vars(args), "cases": {k: CASES[k][0] for k in args.cases}, **summary}
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

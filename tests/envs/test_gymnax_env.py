@@ -1,0 +1,133 @@
+"""The gymnax backend (envs/gymnax_env.py) keeps the envs' contract: next-step auto-reset with
+a fake transition, termination vs truncation, env k of a vector seeded base == the env seeded
+base + k, host mode == XLA mode, sticky actions for MinAtar, flattened observations."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from envs import make_env
+from envs.gymnax_env import GymnaxVecEnv
+
+
+def _run(env, actions):
+    """XLA mode over a `[T, B]` action sequence; the TimeSteps stacked `[T, B]`."""
+    state, _ = env.xla_reset()
+    step = jax.jit(env.xla_step)
+    out = []
+    for a in actions:
+        state, ts = step(state, jnp.asarray(a))
+        out.append(jax.device_get(ts))
+    return state, jax.tree.map(lambda *x: np.stack(x), *out)
+
+
+def test_termination_then_fake_step():
+    """CartPole pushed one way falls: terminated (not truncated), then a fake step with
+    first, reward 0 and no flags, whatever the action; the return counts real steps."""
+    env = make_env("gymnax/CartPole-v1", 2, 0)
+    _, ts = _run(env, np.ones((40, 2), np.int32))
+    for b in range(2):
+        t = int(np.argmax(ts.terminated[:, b]))
+        assert ts.terminated[t, b] and not ts.truncated[t, b] and ts.game_over[t, b]
+        assert 5 < t < 30 and ts.reward[t, b] == 1.0
+        assert ts.first[t + 1, b] and ts.reward[t + 1, b] == 0.0
+        assert not ts.terminated[t + 1, b] and not ts.truncated[t + 1, b]
+        assert not ts.first[:t, b].any()
+
+
+def test_truncation_is_not_termination():
+    env = make_env("gymnax/CartPole-v1", 3, 0, max_episode_steps=5)
+    assert env.spec.max_episode_steps == 5
+    actions = np.tile([0, 1], (12, 3))[:, :3].astype(np.int32)  # balanced: it stays up
+    _, ts = _run(env, actions)
+    assert ts.truncated[4].all() and not ts.terminated[4].any() and ts.game_over[4].all()
+    assert ts.first[5].all() and (ts.reward[5] == 0).all()
+    assert ts.truncated[10].all()  # 5 real steps after the fake one
+
+
+def test_env_k_of_a_vector_is_the_env_seeded_base_plus_k():
+    actions = np.random.default_rng(0).integers(0, 2, (30, 4)).astype(np.int32)
+    _, many = _run(make_env("gymnax/CartPole-v1", 4, 10), actions)
+    for k in range(4):
+        _, one = _run(make_env("gymnax/CartPole-v1", 1, 10 + k), actions[:, k : k + 1])
+        np.testing.assert_array_equal(many.obs[:, k], one.obs[:, 0])
+        np.testing.assert_array_equal(many.first[:, k], one.first[:, 0])
+
+
+def test_host_mode_equals_xla_mode():
+    env = make_env("gymnax/Breakout-MinAtar", 3, 5)
+    actions = np.random.default_rng(1).integers(0, 3, (50, 3)).astype(np.int32)
+    _, xla = _run(env, actions)
+    host = make_env("gymnax/Breakout-MinAtar", 3, 5)
+    host.reset()
+    for t, a in enumerate(actions):
+        ts = host.step(a)
+        jax.tree.map(lambda x, y, t=t: np.testing.assert_array_equal(x[t], y), xla, ts)
+
+
+def test_minatar_spec_and_random_returns():
+    env = make_env("gymnax/Breakout-MinAtar", 16, 0)
+    spec = env.spec
+    assert spec.obs_shape == (10, 10, 4) and spec.obs_dtype == np.dtype(bool)
+    assert spec.num_actions == 3 and spec.backend == "gymnax" and env.sticky == 0.1
+    actions = np.random.default_rng(2).integers(0, 3, (300, 16)).astype(np.int32)
+    _, ts = _run(env, actions)
+    assert set(np.unique(ts.raw_reward)) <= {0.0, 1.0}  # a brick is worth 1
+    returns = np.cumsum(ts.raw_reward, axis=0)
+    assert ts.game_over.sum() > 16  # a random paddle misses the ball: episodes end
+    ended = np.concatenate([[0.0], returns[ts.game_over]])
+    assert 0 <= np.diff(np.sort(ended)).max() < 10
+
+
+def test_sticky_actions_repeat_the_last_executed_action_with_p():
+    """Executed actions (the state's `last_action`) differ from the requested ones only by
+    repeating the previous executed action, about 10% of the time (p = 0.1); none with p = 0.
+    Fake auto-reset steps execute the no-op."""
+    rng = np.random.default_rng(3)
+    actions = rng.integers(0, 6, (200, 64)).astype(np.int32)
+    for p in (0.1, 0.0):
+        env = GymnaxVecEnv("gymnax/SpaceInvaders-MinAtar", 64, 0, sticky_action_prob=p)
+        state, _ = env.xla_reset()
+        step = jax.jit(env.xla_step)
+        prev, changed, repeated = np.zeros(64, np.int32), 0, 0
+        for a in actions:
+            fake = np.asarray(state.prev_done)
+            state, _ = step(state, jnp.asarray(a))
+            executed = np.asarray(state.last_action)
+            assert (executed[fake] == 0).all()
+            real = ~fake & (a != prev)
+            assert ((executed == a) | (executed == prev))[~fake].all()
+            changed += real.sum()
+            repeated += (real & (executed == prev)).sum()
+            prev = executed
+        if p:
+            assert 0.08 < repeated / changed < 0.12, repeated / changed
+        else:
+            assert repeated == 0
+
+
+def test_split_and_join_state_for_populations():
+    env = make_env("gymnax/CartPole-v1", 6, 0)
+    state, _ = env.xla_reset()
+    parts = env.split_xla_state(state, 3)
+    assert parts.key.shape == (3, 2, 2)
+    jax.tree.map(np.testing.assert_array_equal, env.join_xla_state(parts), state)
+
+
+def test_flatten_obs():
+    env = make_env("gymnax/Breakout-MinAtar", 2, 0, flatten_obs=True)
+    inner = make_env("gymnax/Breakout-MinAtar", 2, 0)
+    assert env.spec.obs_shape == (400,) and env.spec.obs_dtype == np.dtype(bool)
+    _, ts = env.xla_reset()
+    _, ts_inner = inner.xla_reset()
+    np.testing.assert_array_equal(ts.obs, np.asarray(ts_inner.obs).reshape(2, -1))
+
+
+def test_unknown_gymnax_id_gets_close_matches():
+    with pytest.raises(ValueError, match="did you mean: gymnax/Breakout-MinAtar"):
+        make_env("gymnax/Breakout-MinAtr", 1, 0)
+    with pytest.raises(ValueError, match="gymnax"):
+        make_env("gymnax/CartPole-v1", 1, 0, num_threads=2)

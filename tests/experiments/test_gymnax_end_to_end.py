@@ -1,0 +1,57 @@
+"""Every registered agent on the gymnax backend (JAX-native envs stepped on the device), at
+tiny sizes: train with a checkpoint, resume, evaluate, through the command line's entry
+points in this process. The cases are `test_every_agent_end_to_end`'s command lines with the
+env ids moved to gymnax, plus MinAtar (flattened for the MLP agents, the MinAtar CNN for
+ACER). Two cases are fast; the rest are the slow tier's."""
+
+from __future__ import annotations
+
+import pytest
+import test_every_agent_end_to_end as base  # its functions, not collected again here
+
+from agents.registry import agent_names
+
+GYMNAX = {"CartPole-v1": "gymnax/CartPole-v1", "CartPole-P-v1": "gymnax/CartPole-v1",
+          "Pendulum-v1": "gymnax/Pendulum-v1"}  # fmt: skip
+
+
+def _on_gymnax(flags: str) -> str:
+    argv = flags.split()
+    if "--env" not in argv:
+        argv += ["--env", "CartPole-v1"]
+    i = argv.index("--env") + 1
+    argv[i] = GYMNAX[argv[i]]
+    return " ".join(argv)
+
+
+CASES_GYMNAX = {f"gymnax-{k}": (_on_gymnax(f), a, b) for k, (f, a, b) in base.CASES.items()}
+CASES_GYMNAX.update({
+    "minatar-dqn-flat": (
+        "--agent dqn --env gymnax/Breakout-MinAtar --flatten-obs --num-envs 4 --trace-len 2"
+        " --batch-size 4 --buffer-size 400 --start-train-at 16 --hidden 8", 32, 64),
+    "minatar-ppo-flat": (
+        "--agent ppo --env gymnax/Breakout-MinAtar --flatten-obs --num-envs 4 --trace-len 8",
+        32, 64),
+    "minatar-acer-cnn": (
+        "--agent acer --env gymnax/Breakout-MinAtar --num-envs 2 --trace-len 5 --batch-size 2"
+        " --buffer-size 100", 20, 40),
+})  # fmt: skip
+FAST = {"gymnax-ppo", "minatar-dqn-flat"}
+
+
+def _agent(case: str) -> str:
+    argv = CASES_GYMNAX[case][0].split()
+    return argv[argv.index("--agent") + 1] if "--agent" in argv else "acer"
+
+
+def test_every_agent_has_a_gymnax_case():
+    assert {_agent(c) for c in CASES_GYMNAX} == set(agent_names())
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=[pytest.mark.slow] * (c not in FAST)) for c in sorted(CASES_GYMNAX)],
+)
+def test_train_resume_evaluate_on_gymnax(tmp_path, case, monkeypatch):
+    monkeypatch.setitem(base.CASES, case, CASES_GYMNAX[case])
+    base.test_train_resume_evaluate_in_process(tmp_path, case)
