@@ -62,9 +62,14 @@ class PopulationBenchArgs:
         check_output_file("json_out", self.json_out)
 
 
-def _iterations(agent, steps: int) -> int:
-    per = getattr(agent, "member_steps_per_iteration", agent.steps_per_iteration)
-    return -(-steps // per)
+def _drive(loop, agent, iterations: int) -> None:
+    """`iterations` iterations, as many per host sync as the agent runs (the runner's steady
+    state, experiments.runner.SyncPace)."""
+    done = 0
+    while done < iterations:
+        count = min(agent.max_chunk, iterations - done)
+        loop.step(count=count)
+        done += count
 
 
 def run_population(args: PopulationBenchArgs) -> dict:
@@ -74,8 +79,7 @@ def run_population(args: PopulationBenchArgs) -> dict:
     state = pop.init(jnp.stack([jax.random.PRNGKey(s) for s in seeds]))
     compile_s = pop.compile(state)
     loop = PopulationLoop(pop, state, [Counters() for _ in seeds])
-    for _ in range(_iterations(pop, args.steps_per_member)):
-        loop.step()
+    _drive(loop, pop, -(-args.steps_per_member // pop.member_steps_per_iteration))
     jax.block_until_ready(loop.state)
     wall = time.perf_counter() - t0
     steps = loop.counters.env_steps * pop.size
@@ -91,8 +95,7 @@ def run_sequential(args: PopulationBenchArgs) -> dict:
         state = agent.init(jax.random.PRNGKey(s))
         compile_s += agent.compile(state)
         loop = TrainLoop(agent, state)
-        for _ in range(_iterations(agent, args.steps_per_member)):
-            loop.step()
+        _drive(loop, agent, -(-args.steps_per_member // agent.steps_per_iteration))
         jax.block_until_ready(loop.state)
         steps += loop.counters.env_steps
         agent.close()
