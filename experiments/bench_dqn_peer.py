@@ -29,6 +29,8 @@ from pathlib import Path
 
 import tyro
 
+from experiments.common import save_results
+
 OURS = (
     "--agent dqn --env CartPole-v1 --num-envs 1 --trace-len 1 --batch-size 128 "
     "--buffer-size 10000 --start-train-at 10000 --replay-ratio 12.8 --n-step 1 "
@@ -114,9 +116,7 @@ def main(args: Args) -> dict:
     result = {"args": vars(args), "ours_flags": OURS, "rounds": rounds, "median": med,
               "median_ratio": ratio}  # fmt: skip
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+        save_results(str(Path(args.out) / "results.json"), result)
     return result
 
 

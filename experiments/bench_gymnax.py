@@ -23,6 +23,8 @@ from pathlib import Path
 
 import tyro
 
+from experiments.common import save_results
+
 PPO = "--agent ppo --num-envs 4 --trace-len 128 --epochs 4 --num-minibatches 4 --hidden 64 64"
 DQN = (
     "--agent dqn --num-envs 10 --trace-len 1 --batch-size 128 --replay-ratio 12.8 --n-step 1"
@@ -94,9 +96,7 @@ def main(args: Args) -> dict:
               f"{quoted:,}; ratio {med / quoted:.2f}")  # fmt: skip
     result = {"args": vars(args), "cases": {k: CASES[k][0] for k in args.cases}, **summary}
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+        save_results(str(Path(args.out) / "results.json"), result)
     return result
 
 

@@ -1,0 +1,124 @@
+"""Does every agent's default command learn on every seed? `python -m experiments.bench_defaults`
+
+For each registered agent, its default command (`experiments.train --agent NAME`, nothing
+else) over `--num-seeds` seeds: by default as one population process (`--num-seeds N`: member
+i is the single run with seed i up to float32 rounding, which can grow into different runs
+over a long training), or with `--processes` as N single-seed processes (exactly what a user
+runs; also used for a default that cannot be a population). A seed succeeds when its
+end-of-training evaluation reaches the task's threshold (`SOLVED`: CartPole-v1 475,
+Pendulum-v1 −200). Prints and writes per agent the success count, the IQM of the evaluation
+returns with a 95% stratified bootstrap CI (rliable), and the wall time per run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import tyro
+
+from agents.registry import agent_names
+from experiments.common import save_results
+from experiments.report import aggregates
+
+SOLVED = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "CartPole-P-v1": 475.0}
+
+
+@dataclass
+class Args:
+    """Every agent's default over many seeds (module docstring)."""
+
+    agents: list[str] = field(default_factory=lambda: sorted(agent_names()))
+    """Agents to run (default: every registered one)."""
+    num_seeds: int = 10
+    """Seeds 0 .. N-1."""
+    processes: bool = False
+    """One train process per seed instead of one population process (also where an agent's
+    default cannot be a population member, e.g. the Reactor's decoupled actor)."""
+    out: str | None = None
+    """Write results.json here."""
+
+
+def _train(argv: list[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", *argv, "--no-progress"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if proc.returncode:
+        raise RuntimeError(f"train {' '.join(argv)} failed: {proc.stderr[-1500:]}")
+
+
+def run_agent(agent: str, args: Args) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        mode = "processes" if args.processes else "population"
+        if not args.processes:
+            run = Path(tmp) / "pop"
+            try:
+                _train(["--agent", agent, "--num-seeds", str(args.num_seeds), "--run-dir",
+                        str(run)])  # fmt: skip
+            except RuntimeError as err:  # a default that cannot be a population member
+                if "--num-seeds > 1" not in str(err):
+                    raise
+                mode = "processes"
+        if mode == "processes":
+            returns, env = [], None
+            for seed in range(args.num_seeds):
+                run = Path(tmp) / f"s{seed}"
+                _train(["--agent", agent, "--seed", str(seed), "--run-dir", str(run)])
+                summary = json.loads((run / "summary.json").read_text())
+                returns.append(summary["eval_return_mean"])
+                env = summary["env"]
+        else:
+            summary = json.loads((run / "summary.json").read_text())
+            returns, env = summary["eval_return_mean"], summary["env"]
+        wall = time.perf_counter() - t0
+    returns = np.asarray(returns, np.float64)
+    threshold = SOLVED.get(env)
+    solved = int((returns >= threshold).sum()) if threshold is not None else None
+    return {
+        "mode": mode,
+        "env": env,
+        "eval_returns": returns.tolist(),
+        "solved": solved,
+        "threshold": threshold,
+        "iqm": iqm_ci(returns),
+        "wall_s": wall,
+        "wall_s_per_run": wall / args.num_seeds,
+    }
+
+
+def iqm_ci(returns: np.ndarray) -> dict:
+    """IQM and its 95% stratified bootstrap CI over seeds (rliable, through the report's
+    reproducible `aggregates`)."""
+    point, ci = aggregates({"x": returns.reshape(-1, 1)})
+    return {"iqm": float(point["x"][0]), "ci": [float(ci["x"][0][0]), float(ci["x"][1][0])]}
+
+
+def main(args: Args) -> dict:
+    results = {}
+    for agent in args.agents:
+        r = run_agent(agent, args)
+        results[agent] = r
+        solved = "n/a" if r["solved"] is None else f"{r['solved']}/{args.num_seeds}"
+        lo, hi = r["iqm"]["ci"]
+        print(
+            f"{agent} on {r['env']}: solved {solved}; IQM {r['iqm']['iqm']:.1f} "
+            f"[{lo:.1f}, {hi:.1f}]; {r['wall_s_per_run']:.1f} s per run; returns "
+            f"{', '.join(f'{x:.1f}' for x in r['eval_returns'])}",
+            flush=True,
+        )
+    out = {"args": vars(args), "results": results}
+    if args.out:
+        save_results(str(Path(args.out) / "results.json"), out)
+    return out
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
