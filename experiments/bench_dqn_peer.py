@@ -32,7 +32,7 @@ import tyro
 from experiments.common import save_results
 
 OURS = (
-    "--agent dqn --env CartPole-v1 --num-envs 1 --trace-len 1 --batch-size 128 "
+    "--agent dqn --num-envs 1 --trace-len 1 --batch-size 128 "
     "--buffer-size 10000 --start-train-at 10000 --replay-ratio 12.8 --n-step 1 "
     "--no-double --no-dueling --huber-delta 0 --max-grad-norm 1e9 "
     "--target-update-period 50 --lr 2.5e-4 --adam-eps 1e-8 --eps-start 1 --eps-end 0.05 "
@@ -50,6 +50,9 @@ class Args:
     """Env steps per run."""
     time_from: int = 10_560
     """Env step at which the timed window starts (past learning start and compiles)."""
+    env: str = "CartPole-v1"
+    """Ours: the env id (`gymnax/CartPole-v1`: the same dynamics stepped in JAX; envpool's
+    XLA step costs about 50 µs per call with one env here, most of an env step's cost)."""
     iterations_per_sync: int = 0
     """Ours: --iterations-per-sync (0: automatic)."""
     peers: str = "../shared/peers/cleanrl"
@@ -77,7 +80,8 @@ def run_peer(args: Args) -> dict:
 def run_ours(args: Args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
-            sys.executable, "-m", "experiments.train", *OURS, "--total-steps", str(args.steps),
+            sys.executable, "-m", "experiments.train", *OURS, "--env", args.env,
+            "--total-steps", str(args.steps),
             "--iterations-per-sync", str(args.iterations_per_sync), "--run-dir", f"{tmp}/run",
         ]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
