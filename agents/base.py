@@ -60,7 +60,8 @@ from agents.programs import (
 )
 from agents.protocol import ChunkOutput, IterationOutput, TrainState
 from agents.rollout import initial_actor_state, make_xla_rollout, trace_step_spec
-from envs import obs_leaves_with_paths, obs_zeros
+from envs import obs_zeros
+from networks.torsos import convolves_in_loops_slowly
 
 # The most iterations one chunk program runs: its outputs hold `[N, T, B]` episode statistics,
 # kept under about 2**18 elements per field.
@@ -213,13 +214,13 @@ class RolloutAgent:
 
     @property
     def convolves_on_cpu(self) -> bool:
-        """Whether this agent's torso convolves (an image observation leaf, `[H, W, C]` or
-        `[C, H, W]`) and XLA runs on the CPU: there a convolution is slow inside a rolled loop
-        or vmapped into a grouped convolution (PERF-NOTES), which PPO's `update_loop="auto"`
-        and a population's member loop avoid."""
-        leaves = obs_leaves_with_paths(self.env.spec.obs_spec)
-        images = any(len(spec.shape) == 3 for _, spec in leaves)
-        return images and jax.default_backend() == "cpu"
+        """Whether this agent's torso has a convolution that XLA:CPU runs slowly inside a
+        rolled loop or vmapped into a grouped convolution (PERF-NOTES; the Nature CNN and
+        MiniGrid's conv, not the MinAtar CNN: `networks.convolves_in_loops_slowly`) and XLA
+        runs on the CPU; PPO's `update_loop="auto"`, a population's member loop and the
+        one-iteration path avoid those loops."""
+        slow = convolves_in_loops_slowly(self.env.spec.obs_spec)
+        return slow and jax.default_backend() == "cpu"
 
     def init_learner(self, key):
         return self.learner.init(key, self.sample_obs(self.env.spec.num_envs))

@@ -90,6 +90,32 @@ class GridCNN(nn.Module):
         return x.reshape((*lead, -1))
 
 
+class PatchConv(nn.Module):
+    """`nn.Conv(features, kernel_size, padding="VALID")` (stride 1, NHWC, the same `kernel`
+    `[kh, kw, C, F]` and `bias` parameters) computed as the image's patches `[N, H', W',
+    C·kh·kw]` times the kernel as a matrix: on XLA:CPU its weight gradient is a matmul, which
+    stays fast inside rolled loops."""
+
+    features: int
+    kernel_size: tuple[int, int]
+    padding: str = "VALID"
+    kernel_init: Any = nn.initializers.lecun_normal()
+
+    @nn.compact
+    def __call__(self, x):
+        if self.padding != "VALID":
+            raise ValueError(f"PatchConv supports VALID padding only, got {self.padding!r}")
+        kh, kw = self.kernel_size
+        c = x.shape[-1]
+        kernel = self.param("kernel", self.kernel_init, (kh, kw, c, self.features))
+        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        patches = jax.lax.conv_general_dilated_patches(
+            x, (kh, kw), (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")
+        )  # channels ordered (C, kh, kw), C outermost
+        matrix = jnp.transpose(kernel, (2, 0, 1, 3)).reshape(c * kh * kw, self.features)
+        return patches @ matrix + bias.reshape((1, 1, 1, -1))
+
+
 class MinAtarCNN(nn.Module):
     """The MinAtar network (Young & Tian 2019, "MinAtar: An Atari-Inspired Testbed for
     Thorough and Reproducible Reinforcement Learning Experiments", §4): one 3x3 convolution
@@ -97,6 +123,12 @@ class MinAtarCNN(nn.Module):
 
     Input: `[..., H, W, C]` channel-last, as MinAtar and gymnasium hand out small images
     (MinAtar: 10x10, one boolean channel per object kind); cast to float32 unscaled.
+
+    On XLA:CPU the convolution is computed as image patches times the kernel matrix
+    (`PatchConv`, the same parameters as `nn.Conv`): inside a rolled loop (the iteration
+    program's scan, a `fori_loop` of updates) XLA:CPU's convolution weight-gradient is slow
+    (PERF-NOTES), and the patch form keeps this torso out of that trap, so agents on MinAtar
+    run many iterations per program and populations vmap it. Other backends use `nn.Conv`.
     """
 
     filters: int = 16
@@ -107,7 +139,8 @@ class MinAtarCNN(nn.Module):
         lead = image.shape[:-3]
         x = image.reshape((-1, *image.shape[-3:])).astype(jnp.float32)
         init = nn.initializers.orthogonal(jnp.sqrt(2.0))
-        x = nn.relu(nn.Conv(self.filters, (3, 3), padding="VALID", kernel_init=init)(x))
+        conv = PatchConv if jax.default_backend() == "cpu" else nn.Conv
+        x = nn.relu(conv(self.filters, (3, 3), padding="VALID", kernel_init=init, name="Conv_0")(x))
         x = x.reshape((x.shape[0], -1))
         x = nn.relu(nn.Dense(self.hidden, kernel_init=init)(x))
         return x.reshape((*lead, self.hidden))
@@ -176,6 +209,18 @@ def _match_obs(obs: Any, leaves) -> tuple[dict[str, Any], tuple[int, ...]]:
         lead = this
     assert lead is not None
     return given, lead
+
+
+def convolves_in_loops_slowly(obs_spec: Any) -> bool:
+    """Whether the torso `make_torso` builds for `obs_spec` has a convolution whose weight
+    gradient XLA:CPU runs slowly inside a rolled loop (PERF-NOTES): the Nature CNN and the
+    dict encoder's GridCNN (`nn.Conv`); not the MinAtar CNN (`PatchConv` on CPU). The agents
+    keep such torsos out of rolled loops on CPU (agents.base `convolves_on_cpu`)."""
+    shape = _array_shape(obs_spec)
+    if shape is not None:
+        return len(shape) == 3 and min(shape[1:]) >= 36
+    leaves = obs_leaves_with_paths(as_obs_spec(obs_spec, "obs_spec"))
+    return any(len(s.shape) == 3 and s.num_values is None for _, s in leaves)
 
 
 def _is_large_image(spec: ArraySpec) -> bool:

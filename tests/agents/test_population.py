@@ -340,6 +340,7 @@ def test_member_loop_is_chosen_for_images_on_cpu():
         {"image": ArraySpec((7, 7, 3), np.uint8), "direction": ArraySpec((), np.int32)}
     )
     assert not convolves(ArraySpec((4,), np.float32))
+    assert not convolves(ArraySpec((10, 10, 4), np.bool_))  # MinAtar: PatchConv on CPU
     pool = make_env("CartPole-v1", 2 * CFG.num_envs, 0)
     assert not Population([ACERAgent(CFG, v) for v in member_envs(pool, 2)]).member_loop
     f = member_loop_map(lambda x, y: {"s": x.sum() + y, "x": x * y})

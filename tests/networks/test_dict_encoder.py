@@ -196,3 +196,33 @@ def test_acer_network_takes_dict_observations():
     params = jax.eval_shape(net.init, jax.random.PRNGKey(0), obs, first, net.initial_state(2))
     (logits, q), state = jax.eval_shape(net.apply, params, obs, first, net.initial_state(2))
     assert logits.shape == q.shape == (3, 2, 7) and state[0].shape == (2, 8)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_patch_conv_is_nn_conv_values_and_gradients(seed):
+    """PatchConv (the MinAtar CNN's convolution on CPU) takes nn.Conv's parameters and gives
+    its outputs and its gradients with respect to the input, kernel and bias, for random
+    image and channel sizes."""
+    import flax.linen as nn
+
+    from networks.torsos import PatchConv
+
+    rng = np.random.default_rng(seed)
+    h, w, c, f = (int(v) for v in rng.integers(3, 9, 4))
+    x = jnp.asarray(rng.normal(size=(2, h, w, c)), jnp.float32)
+    conv = nn.Conv(f, (3, 3), padding="VALID")
+    params = conv.init(jax.random.key(seed), x)
+    params = jax.tree.map(lambda p: p + 0.1, params)  # a non-zero bias too
+    patch = PatchConv(f, (3, 3))
+    assert jax.tree.map(jnp.shape, patch.init(jax.random.key(0), x)) == jax.tree.map(
+        jnp.shape, params
+    )
+
+    def loss(module, p, x):
+        return jnp.sum(jnp.sin(module.apply(p, x)))
+
+    np.testing.assert_allclose(patch.apply(params, x), conv.apply(params, x), 1e-5, 1e-5)
+    for argnum in (1, 2):  # parameters, input
+        g_patch = jax.grad(loss, argnum)(patch, params, x)
+        g_conv = jax.grad(loss, argnum)(conv, params, x)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, 1e-4, 1e-4), g_patch, g_conv)
