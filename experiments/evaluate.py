@@ -199,6 +199,11 @@ def main(argv: list[str] | None = None) -> dict:
         if args.out:
             check_file_target(args.out)
         train_args = load_run(run_dir)
+        if args.video and train_args.run.env.startswith("gymnax/"):
+            raise ValueError(
+                f"--video: {train_args.run.env} is a gymnax env, which has no renderer here; "
+                "evaluate it without --video"
+            )
         config, notes = _acting_hooks(train_args.config, trained_hooks(run_dir), args, run_dir)
         n = args.num_envs or min(args.episodes, 16)
         env = make_env(

@@ -55,3 +55,15 @@ def test_every_agent_has_a_gymnax_case():
 def test_train_resume_evaluate_on_gymnax(tmp_path, case, monkeypatch):
     monkeypatch.setitem(base.CASES, case, CASES_GYMNAX[case])
     base.test_train_resume_evaluate_in_process(tmp_path, case)
+
+
+def test_video_of_a_gymnax_run_is_refused_in_one_line(tmp_path):
+    from experiments import evaluate, train
+
+    run_dir = tmp_path / "run"
+    flags = "--agent ppo --env gymnax/CartPole-v1 --num-envs 2 --trace-len 8 --eval-episodes 0"
+    flags += " --num-devices 1"
+    train.main([*flags.split(), "--total-steps", "16", "--run-dir", str(run_dir), "--no-progress"])
+    with pytest.raises(SystemExit, match="--video: gymnax/CartPole-v1 is a gymnax env"):
+        evaluate.main([str(run_dir), "--episodes", "1", "--video"])
+    assert not (run_dir / "videos").exists()
