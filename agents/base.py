@@ -129,6 +129,15 @@ class RolloutAgent:
     # or shapes), and `discount`, which the population's rollout writes into the traces.
     tunable: ClassVar[dict[str, tuple[float, float]]] = {}
 
+    # experiments.bench_throughput's parts: the default `--compare` ("field=a,b", "" for
+    # none), the seconds the learner waited on other threads (`self.wait_s`, by what it
+    # waited for; set in __init__) and the cost model `network_costs()` ({} for none: no
+    # compute-bound ceiling).
+    bench_compare: ClassVar[str] = ""
+
+    def network_costs(self) -> dict:
+        return {}
+
     def population_conflict(self) -> str | None:
         """Why this configured agent cannot be a population member (None: it can)."""
         return None
@@ -162,6 +171,7 @@ class RolloutAgent:
         )  # fmt: skip
         self.replay = None
         self.compile_s = 0.0
+        self.wait_s: dict[str, float] = {}
         self._chunk = None  # the ChunkProgram, built by `compile` where `host_driven` is None
 
     def _build_absorb(self, replay_specs=()):

@@ -157,7 +157,7 @@ def build(args: BenchArgs, spec, preset: str, field: str, value):
 
 def ceiling(agent, raw: float, batch_sizes) -> dict | None:
     """The compute-bound ceiling from the agent's cost model, or None without one."""
-    costs = getattr(agent, "network_costs", lambda: None)()
+    costs = agent.network_costs()
     if not costs:
         return None
     seconds, parts = 1.0 / raw, {}
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> dict:
         lookup(spec.name, preset)
         field, values = parse_compare(
             spec,
-            getattr(spec.agent_cls, "bench_compare", "") if args.compare is None else args.compare,
+            spec.agent_cls.bench_compare if args.compare is None else args.compare,
         )
         for value in values:  # every variant's config, before anything is built
             try:
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"envpool raw random-action steps/s: {raw:,.0f}")
         for loop, _ in loops.values():
             loop.timed(args.warmup)
-        waits = {v: dict(getattr(lp.agent, "wait_s", {})) for v, (lp, _) in loops.items()}
+        waits = {v: dict(lp.agent.wait_s) for v, (lp, _) in loops.items()}
         rounds = {v: [] for v in values}
         for r in range(args.rounds):
             for value in values if r % 2 == 0 else values[::-1]:
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "compile_s": compile_s,
                 "train_over_raw": float(np.median(sps)) / raw,
             }
-            wait = getattr(loop.agent, "wait_s", {})
+            wait = loop.agent.wait_s
             for k, v in wait.items():
                 row[f"{k}_fraction"] = (v - waits[value].get(k, 0.0)) / sum(secs)
             rows.append(row)

@@ -412,7 +412,7 @@ class Runner:
         procs = jax.process_count()
         check_divisible("--num-envs", self.args.config.num_envs, procs, "processes")
         check_run(self.args)  # env count, observations, sizes: before any env is made
-        if run.num_seeds > 1:
+        if self.population:
             return self._build_population()
         mesh = make_mesh(run.num_devices)
         n = self.args.config.num_envs // procs
@@ -489,17 +489,22 @@ class Runner:
                 f"sync" + (f" ({why})" if why else "")
             )
 
-    def _keys(self, agent, fn):
+    @property
+    def population(self) -> bool:
+        """Whether this run trains a population (`--num-seeds` > 1: `_build` made one)."""
+        return self.args.run.num_seeds > 1
+
+    def _keys(self, fn):
         """`fn(seed)` for the run's seed, or stacked `[P, ...]` for member seeds seed + i."""
-        seed = self.args.run.seed
-        if not isinstance(agent, Population):
-            return fn(seed)
-        return jax.numpy.stack([fn(seed + i) for i in range(agent.size)])
+        run = self.args.run
+        if not self.population:
+            return fn(run.seed)
+        return jax.numpy.stack([fn(run.seed + i) for i in range(run.num_seeds)])
 
     def _run(self, env, agent) -> dict | None:
         run, run_dir = self.args.run, self.run_dir
-        population = isinstance(agent, Population)
-        state = agent.init(self._keys(agent, jax.random.PRNGKey), jit=True)  # fresh process
+        population = self.population
+        state = agent.init(self._keys(jax.random.PRNGKey), jit=True)  # fresh process
         ckpt_dir = run_dir / "checkpoints"
         checkpointer = Checkpointer(ckpt_dir, keep=run.keep_checkpoints)
         counters, last_ckpt = Counters(), "none"
@@ -526,7 +531,7 @@ class Runner:
                 key = jax.random.fold_in(jax.random.PRNGKey(seed + 7), counters.iteration)
                 return jax.random.fold_in(key, jax.process_index())
 
-            state = agent.reset_actor(state._replace(learner=learner), self._keys(agent, actor_key))
+            state = agent.reset_actor(state._replace(learner=learner), self._keys(actor_key))
             last_ckpt = str(ckpt_dir / str(step))
             print(f"resumed {run_dir} from checkpoint at env step {step}", file=sys.stderr)
         elif self.resuming:
