@@ -16,8 +16,6 @@ seconds). It prints every round and the median ratio ours / peer. Needs the peer
 
 from __future__ import annotations
 
-import csv
-import json
 import os
 import re
 import statistics
@@ -29,7 +27,7 @@ from pathlib import Path
 
 import tyro
 
-from experiments.common import save_results
+from experiments.common import save_results, timed_train_process
 
 OURS = (
     "--agent dqn --num-envs 1 --trace-len 1 --batch-size 128 "
@@ -78,26 +76,9 @@ def run_peer(args: Args) -> dict:
 
 
 def run_ours(args: Args) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            sys.executable, "-m", "experiments.train", *OURS, "--env", args.env,
-            "--total-steps", str(args.steps),
-            "--iterations-per-sync", str(args.iterations_per_sync), "--run-dir", f"{tmp}/run",
-        ]  # fmt: skip
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode:
-            raise RuntimeError(f"ours failed: {proc.stderr[-2000:]}")
-        with open(f"{tmp}/run/metrics.csv") as f:
-            rows = [(int(r["env_steps"]), float(r["wall_s"])) for r in csv.DictReader(f)]
-        summary = json.loads(Path(f"{tmp}/run/summary.json").read_text())
-    start = next(r for r in rows if r[0] >= args.time_from)
-    end = rows[-1]
-    return {
-        "sps": (end[0] - start[0]) / (end[1] - start[1]),
-        "timed_steps": end[0] - start[0],
-        "syncs": len(rows),
-        "compile_s": summary["compile_s"],
-    }
+    argv = [*OURS, "--env", args.env, "--total-steps", str(args.steps),
+            "--iterations-per-sync", str(args.iterations_per_sync)]  # fmt: skip
+    return timed_train_process(argv, args.time_from)
 
 
 def main(args: Args) -> dict:

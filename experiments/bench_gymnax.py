@@ -12,18 +12,13 @@ the rounds is printed beside the figure issue 27 quotes for the single-file prog
 
 from __future__ import annotations
 
-import csv
-import json
 import statistics
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import tyro
 
-from experiments.common import save_results
+from experiments.common import save_results, timed_train_process
 
 PPO = "--agent ppo --num-envs 4 --trace-len 128 --epochs 4 --num-minibatches 4 --hidden 64 64"
 DQN = (
@@ -58,21 +53,8 @@ class Args:
 def run_case(name: str, args: Args) -> dict:
     flags, total, _ = CASES[name]
     total = max(1, int(total * args.scale))
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            sys.executable, "-m", "experiments.train", *flags.split(), "--total-steps",
-            str(total), "--eval-episodes", "0", "--no-progress", "--run-dir", f"{tmp}/run",
-        ]  # fmt: skip
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode:
-            raise RuntimeError(f"{name} failed: {proc.stderr[-2000:]}")
-        with open(f"{tmp}/run/metrics.csv") as f:
-            rows = [(int(r["env_steps"]), float(r["wall_s"])) for r in csv.DictReader(f)]
-        summary = json.loads(Path(f"{tmp}/run/summary.json").read_text())
-    start = next(r for r in rows if r[0] >= args.time_from * total)
-    end = rows[-1]
-    sps = (end[0] - start[0]) / (end[1] - start[1]) if end[1] > start[1] else float("nan")
-    return {"sps": sps, "syncs": len(rows), "compile_s": summary["compile_s"]}
+    argv = [*flags.split(), "--total-steps", str(total), "--eval-episodes", "0", "--no-progress"]
+    return timed_train_process(argv, int(args.time_from * total))
 
 
 def main(args: Args) -> dict:

@@ -214,3 +214,29 @@ def save_results(path: str | None, results: dict) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path, results)
+
+
+def timed_train_process(argv: list[str], time_from: int) -> dict:
+    """One `experiments.train` process with `argv` (a run folder of its own, removed after),
+    timed from its metrics.csv: env steps per second between the first host sync at or past
+    env step `time_from` and the last (past compiles and warm-up). Returns sps, timed_steps,
+    syncs (metrics rows) and compile_s; a failed run raises RuntimeError with its stderr."""
+    import csv
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "experiments.train", *argv, "--run-dir", f"{tmp}/run"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode:
+            raise RuntimeError(f"train {' '.join(argv)} failed: {proc.stderr[-2000:]}")
+        with open(f"{tmp}/run/metrics.csv") as f:
+            rows = [(int(r["env_steps"]), float(r["wall_s"])) for r in csv.DictReader(f)]
+        summary = json.loads(Path(f"{tmp}/run/summary.json").read_text())
+    start = next(r for r in rows if r[0] >= time_from)
+    end = rows[-1]
+    sps = (end[0] - start[0]) / (end[1] - start[1]) if end[1] > start[1] else float("nan")
+    return {"sps": sps, "timed_steps": end[0] - start[0], "syncs": len(rows),
+            "compile_s": summary["compile_s"]}  # fmt: skip
