@@ -1,5 +1,5 @@
 """Observation masks for partially observed variants of the classic-control tasks, as
-`preprocess_obs` hooks of the on-policy agents (agents/hooks.py): e.g.
+`preprocess_obs` hooks of the on-policy agents (agents/core/hooks.py): e.g.
 `--preprocess-obs envs.observation_masks:cartpole_no_velocity`. Jittable."""
 
 

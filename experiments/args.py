@@ -19,10 +19,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import tyro
 
-from agents.config import check_only_with, flag
-from agents.evaluation import MAX_EPISODES
-from agents.hooks import check_given_again, hook_fields
-from agents.registry import AgentSpec, agent_names, all_specs, get_agent
+from agents.core.config import check_only_with, flag
+from agents.core.evaluation import MAX_EPISODES
+from agents.core.hooks import check_given_again, hook_fields
+from agents.core.registry import AgentSpec, agent_names, all_specs, get_agent
 from experiments.runfolder import check_run_dir_writable
 
 C = TypeVar("C")
@@ -132,7 +132,7 @@ class RunArgs:
     """Debug mode: every loss checks its data at run time (actions in range, probabilities
     valid: agents.losses.checked), jax_debug_nans on, no TensorBoard. Slower."""
 
-    # Options that do nothing without their switch (agents.config.check_only_with).
+    # Options that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("vary", "sweep_lr", "evolve"), "num_seeds>1"),
         **dict.fromkeys(("evolve_every", "evolve_fraction"), "evolve=pbt|cem"),
@@ -203,7 +203,7 @@ class RunArgs:
 
 
 def hparam_specs(run: RunArgs) -> dict[str, str]:
-    """`field -> spec` from --vary and --sweep-lr (agents.evolution.draw_hparams)."""
+    """`field -> spec` from --vary and --sweep-lr (agents.core.evolution.draw_hparams)."""
     specs: dict[str, str] = {}
     for entry in run.vary:
         name, _, spec = entry.partition("=")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import tyro
 
-from agents.registry import agent_names
+from agents.core.registry import agent_names
 from experiments.common import save_results
 from experiments.report import aggregates
 

@@ -45,7 +45,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agents import losses
-from agents.config import check
+from agents.core.config import check
 from experiments.args import check_output_file, cli
 
 LAMBDA = 0.9  # trace decay for Retrace, λ-returns and distributional Retrace

@@ -1,7 +1,7 @@
 """Population throughput: `python -m experiments.bench_population [--num-seeds 8] [...]`.
 
 Trains P seeds of an agent two ways in this process, each from scratch with compilation
-included: as one population (`--num-seeds P`, agents/population.py) and as P single-seed
+included: as one population (`--num-seeds P`, agents/core/population.py) and as P single-seed
 runs one after another. Both run the runner's loops (one host sync per iteration) for the
 same env steps per member. Prints env steps/s over all members of each and their ratio
 (population ÷ sequential): the acceptance figure of issue 16 (goal ≥ 4 for ACER on
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from agents.config import check
+from agents.core.config import check
 from experiments.args import check_env, check_output_file, cli, lookup
 from experiments.common import make_agent, make_population, save_results
 from experiments.runner import Counters, PopulationLoop, TrainLoop

@@ -41,7 +41,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from agents.config import check
+from agents.core.config import check
 from experiments.args import check_output_file, cli
 from replay import (
     PrioritizedReplayState,

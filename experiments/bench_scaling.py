@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from agents.config import check
-from agents.parallel import make_mesh
+from agents.core.config import check
+from agents.core.parallel import make_mesh
 from experiments.args import check_env, check_output_file, cli, lookup
 from experiments.common import make_agent, save_results
 from experiments.runner import TrainLoop

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from agents.config import check, from_dict
+from agents.core.config import check, from_dict
 from envs import make_env
 from experiments.args import check_env, check_output_file, cli, lookup
 from experiments.common import bench_preset, make_agent, save_results

@@ -1,5 +1,5 @@
 """K learner updates as one scanned program against K dispatched programs, for any agent that
-sets `updates_per_program = K > 1` (agents.base: SAC, TD3).
+sets `updates_per_program = K > 1` (agents.core.base: SAC, TD3).
 
 `python -m experiments.bench_update_scan [--agent sac] [--env Pendulum-v1] [--preset P]`
 fills the replay with a few iterations, then times, in alternating rounds, K calls of the
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from agents.config import check
+from agents.core.config import check
 from experiments.args import check_env, cli, lookup
 from experiments.common import make_agent
 

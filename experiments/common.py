@@ -10,10 +10,10 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from agents.config import from_dict
-from agents.hooks import hook_fields
-from agents.population import Population, PopulationLearner, member_envs
-from agents.registry import get_agent
+from agents.core.config import from_dict
+from agents.core.hooks import hook_fields
+from agents.core.population import Population, PopulationLearner, member_envs
+from agents.core.registry import get_agent
 from envs import make_env, run_env_seed
 from experiments.args import RunArgs, TrainArgs, hparam_specs
 from experiments.checkpoint import Checkpointer
@@ -25,7 +25,7 @@ def load_run(run_dir: str | Path) -> TrainArgs:
 
     Reads the current layout ({"run": ..., "agent_config": ...}) and the flat one of earlier
     versions ({"args": {...every flag...}, "agent_config": ...}). A run folder is data: the
-    hook fields (`module:function` names, agents.hooks) are left at None, never imported;
+    hook fields (`module:function` names, agents.core.hooks) are left at None, never imported;
     `trained_hooks` reads the names, and a caller that needs a hook takes it from its own
     command line. Problems are one-line ValueErrors naming the file."""
     return _read_run(run_dir)[0]

@@ -18,9 +18,9 @@ import jax
 import numpy as np
 import tyro
 
-from agents.config import flag
-from agents.evaluation import MAX_EPISODES, EvaluationError, eval_feedback, evaluate
-from agents.hooks import check_given_again
+from agents.core.config import flag
+from agents.core.evaluation import MAX_EPISODES, EvaluationError, eval_feedback, evaluate
+from agents.core.hooks import check_given_again
 from envs import make_env
 from experiments.args import TrainArgs, cli
 from experiments.checkpoint import CheckpointError

@@ -28,8 +28,8 @@ import os
 import jax
 import numpy as np
 
-from agents.config import check_env_only
-from agents.registry import AgentSpec, agent_names, get_agent
+from agents.core.config import check_env_only
+from agents.core.registry import AgentSpec, agent_names, get_agent
 from envs import VecEnv, make_env, obs_leaves_with_paths
 from envs.core import EnvSpec
 from experiments.args import TrainArgs
@@ -85,7 +85,7 @@ def check_run(args: TrainArgs) -> EnvSpec:
 
 
 def env_kinds(env_spec: EnvSpec) -> set[str]:
-    """The kinds of env (agents.config.ENV_KINDS) `env_spec` is."""
+    """The kinds of env (agents.core.config.ENV_KINDS) `env_spec` is."""
     kinds = {"discrete" if env_spec.discrete else "continuous"}
     if any(leaf.tokens for _, leaf in obs_leaves_with_paths(env_spec.obs_spec)):
         kinds.add("text")

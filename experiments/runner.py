@@ -26,14 +26,14 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from agents.config import ConfigError
-from agents.evaluation import eval_feedback, evaluate
-from agents.evolution import Evolver, draw_hparams
-from agents.parallel import POP, check_divisible, local_replica, make_mesh
-from agents.population import Population, member_envs
-from agents.programs import enable_data_checks
-from agents.protocol import ChunkOutput
-from agents.registry import get_agent
+from agents.core.config import ConfigError
+from agents.core.evaluation import eval_feedback, evaluate
+from agents.core.evolution import Evolver, draw_hparams
+from agents.core.parallel import POP, check_divisible, local_replica, make_mesh
+from agents.core.population import Population, member_envs
+from agents.core.programs import enable_data_checks
+from agents.core.protocol import ChunkOutput
+from agents.core.registry import get_agent
 from envs import eval_env_seed, make_env, obs_spec_json, run_env_seed
 from experiments.args import TrainArgs, hparam_specs
 from experiments.checkpoint import Checkpointer
@@ -268,10 +268,10 @@ class TrainLoop:
 
 
 class PopulationLoop:
-    """`TrainLoop` for a `Population` (agents/population.py): one program iteration for all
+    """`TrainLoop` for a `Population` (agents/core/population.py): one program iteration for all
     members, then each member's output counted by its own `TrainLoop` (its counters, return
     window and metrics), as its single run would count it. With an `evolver`
-    (agents.evolution.Evolver) a generation runs when due, ranked by the members' return
+    (agents.core.evolution.Evolver) a generation runs when due, ranked by the members' return
     windows; members that took another's weights start a new window. `step` returns P rows,
     each with the member's hyper-parameters (`hp_<field>`) and, at a generation, its
     `generation` and `parent`; `lineage` gets the generation's records. `since[i]`: when

@@ -339,7 +339,7 @@ def parse_spec(data: dict, validate: bool = True) -> Sweep:
     `RunGrid.cover` (at most `CHECK_ALL` of it), and the sweep checks each run as it comes
     up (`Sweep.check_each`). The grid is not expanded: this takes the same time for 10 runs
     as for 10**6."""
-    from agents.registry import get_agent
+    from agents.core.registry import get_agent
 
     _need(isinstance(data, dict), "spec", f"must be a mapping of fields, got {data!r}")
     required = ("name", "agents", "envs")

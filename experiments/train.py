@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from agents.evaluation import EvaluationError
+from agents.core.evaluation import EvaluationError
 from experiments.args import flag_value, parse_train_args, resume_args
 from experiments.checkpoint import CheckpointError
 from experiments.common import load_run, trained_hooks

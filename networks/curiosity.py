@@ -1,6 +1,6 @@
 """The two networks of random network distillation (RND, Burda et al. 2018,
 arXiv:1810.12894) for vector observations: a fixed random target network and the predictor
-trained to match it (agents/rnd.py wires them; agents.losses.curiosity has the losses).
+trained to match it (agents/core/rnd.py wires them; agents.losses.curiosity has the losses).
 
 The paper's Atari networks are convolutional, the predictor deeper than the target (extra
 fully connected layers) so that it can fit the target where data is plentiful; here both

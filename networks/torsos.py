@@ -215,7 +215,7 @@ def convolves_in_loops_slowly(obs_spec: Any) -> bool:
     """Whether the torso `make_torso` builds for `obs_spec` has a convolution whose weight
     gradient XLA:CPU runs slowly inside a rolled loop (PERF-NOTES): the Nature CNN and the
     dict encoder's GridCNN (`nn.Conv`); not the MinAtar CNN (`PatchConv` on CPU). The agents
-    keep such torsos out of rolled loops on CPU (agents.base `convolves_on_cpu`)."""
+    keep such torsos out of rolled loops on CPU (agents.core.base `convolves_on_cpu`)."""
     shape = _array_shape(obs_spec)
     if shape is not None:
         return len(shape) == 3 and min(shape[1:]) >= 36

@@ -3,7 +3,7 @@ learner (agents/ppo/); registered as `--agent a2c`."""
 
 from agents.a2c.agent import A2CAgent
 from agents.a2c.config import PRESETS, A2CConfig
-from agents.registry import AgentSpec
+from agents.core.registry import AgentSpec
 
 DESCRIPTION = "A2C: one RMSprop step per rollout, n-step/GAE advantages; A3C's synchronous form"
 SPEC = AgentSpec("a2c", A2CConfig, A2CAgent, PRESETS, "a2c-classic", DESCRIPTION, dict_obs=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.config import check
+from agents.core.config import check
 from agents.ppo.config import OnPolicyConfig
 
 

@@ -2,7 +2,7 @@
 
 from agents.acer.agent import ACERAgent
 from agents.acer.config import PRESETS, ACERConfig
-from agents.registry import AgentSpec
+from agents.core.registry import AgentSpec
 
 DESCRIPTION = "ACER: Retrace critic, truncated IS with bias correction, trust region"
 SPEC = AgentSpec("acer", ACERConfig, ACERAgent, PRESETS, "acer-classic", DESCRIPTION, dict_obs=True)

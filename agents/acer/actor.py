@@ -1,9 +1,9 @@
 """ACER actor: the policy of one batched step (the categorical sampling is shared,
-`agents.actors.categorical_actor`)."""
+`agents.core.actors.categorical_actor`)."""
 
 from __future__ import annotations
 
-from agents.rollout import time_major
+from agents.core.rollout import time_major
 
 
 def policy_logits(network, recurrent: bool, params, obs, first, core):

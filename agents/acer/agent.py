@@ -28,11 +28,11 @@ from agents.acer import actor
 from agents.acer.config import CONTINUOUS_ONLY, ACERConfig
 from agents.acer.continuous import ACERGaussianLearner
 from agents.acer.learner import METRICS, ACERLearner
-from agents.actors import gaussian_actor
-from agents.base import ACTOR_CRITIC_TUNABLE, AgentBase
-from agents.config import ConfigError, flag
-from agents.learning import TraceBatch
-from agents.parallel import check_divisible
+from agents.core.actors import gaussian_actor
+from agents.core.base import ACTOR_CRITIC_TUNABLE, AgentBase
+from agents.core.config import ConfigError, flag
+from agents.core.learning import TraceBatch
+from agents.core.parallel import check_divisible
 from networks import ACERNetwork, GaussianSDNNetwork
 
 

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.config import check, check_floats_finite, check_only_with, check_positive_int
+from agents.core.config import check, check_floats_finite, check_only_with, check_positive_int
 
 DEFAULT_SDN_SAMPLES = 5  # ACER §5.1
 DEFAULT_LOG_STD_INIT = math.log(0.5)
@@ -76,7 +76,7 @@ class ACERConfig:
     """Continuous actions only: the initial state-independent log σ of the Gaussian policy,
     in normalised action units ([−1, 1] spans the env's bounds; None: log 0.5, σ = 0.5)."""
 
-    # Flags that do nothing without their switch (agents.config.check_only_with): the
+    # Flags that do nothing without their switch (agents.core.config.check_only_with): the
     # averaged policy serves the trust region alone; replay batches need replay updates.
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("trust_region_delta", "tau"), "trust_region"),

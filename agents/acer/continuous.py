@@ -22,7 +22,7 @@ scaled to its bounds, so Q(x, a) = Q(x, clip(a, −1, 1)) exactly; the critic is
 clipped action, for a_t, the u_i and a' alike.
 
 The shared steps (microbatches, data-parallel averaging, clipping, Adam, the metrics) are
-`agents.learning`'s, as in the discrete learner (agents/acer/learner.py), whose
+`agents.core.learning`'s, as in the discrete learner (agents/acer/learner.py), whose
 `LearnerState` this one uses too.
 """
 
@@ -35,7 +35,7 @@ import optax
 from agents import losses
 from agents.acer.config import ACERConfig
 from agents.acer.learner import LearnerState
-from agents.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
+from agents.core.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
 
 sg = jax.lax.stop_gradient
 

@@ -4,7 +4,7 @@ One update on a batch of traces (Wang et al. 2017, Algorithm 2, discrete actions
 targets for the critic, truncated importance sampling with bias correction for the policy,
 an entropy bonus, and optionally the efficient trust region against a Polyak-averaged policy
 network. The shared steps (microbatches, data-parallel averaging, clipping, Adam) are
-`agents.learning.gradient_step`. Every loss term is a per-step sum divided by the full T·B.
+`agents.core.learning.gradient_step`. Every loss term is a per-step sum divided by the full T·B.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import optax
 
 from agents import losses
 from agents.acer.config import ACERConfig
-from agents.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
-from agents.rollout import time_major
+from agents.core.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
+from agents.core.rollout import time_major
 from envs.core import batch_size_of
 
 Array = jax.Array
@@ -129,7 +129,7 @@ class ACERLearner(ActorCriticLearner):
     def update(self, state: LearnerState, batch: TraceBatch, axis_name: str | None = None):
         """One gradient step on a batch of traces. Pure; jit it with the state donated.
         Under `shard_map` each device passes its shard of the traces (see
-        `agents.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
+        `agents.core.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
         step = self.gradient_step(state, batch, axis_name, avg_params=state.avg_params)
         tau = self.config.tau
         avg_params = optax.incremental_update(step.params, state.avg_params, 1.0 - tau)

@@ -25,11 +25,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
-from agents.base import AgentBase
+from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
+from agents.core.base import AgentBase
+from agents.core.learning import TraceBatch, sample_key
 from agents.dqn.config import DQNConfig
 from agents.dqn.learner import METRICS, DQNLearner, network_costs_per_step
-from agents.learning import TraceBatch, sample_key
 from networks import QNetwork
 from replay import PrioritizedTraceReplay, TraceReplay
 

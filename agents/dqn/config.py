@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.config import (
+from agents.core.config import (
     ReplayWindow,
     check,
     check_floats_finite,
@@ -107,7 +107,7 @@ class DQNConfig(ReplayWindow):
     """Traces per gradient chunk inside an update (0: no split). On XLA:CPU chunks of about
     32 frames are fastest."""
 
-    # Flags that do nothing without their switch (agents.config.check_only_with). The ε
+    # Flags that do nothing without their switch (agents.core.config.check_only_with). The ε
     # schedule is ε-greedy's: presets that set it still combine with --noisy.
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(
@@ -156,7 +156,7 @@ class DQNConfig(ReplayWindow):
         self._check_buffer()
         check_only_with(self)  # last: a value out of range is named as such first
 
-    # The sampled window reaches `lookahead` steps past a trace (agents.config.ReplayWindow):
+    # The sampled window reaches `lookahead` steps past a trace (agents.core.config.ReplayWindow):
     # the replay needs that many more whole traces per env.
     def _check_buffer(self):
         per_env = self.buffer_size // (self.num_envs * self.trace_len)

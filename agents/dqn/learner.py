@@ -1,6 +1,6 @@
 """The value-based learner of DQN and its variants (and, through `unroll`, of R2D1).
 
-One update on a batch of sampled windows (`agents.learning.TraceBatch`, `[W+1, B]` steps: a
+One update on a batch of sampled windows (`agents.core.learning.TraceBatch`, `[W+1, B]` steps: a
 burn-in of `lookback` steps, `L = learn_len` learnt transitions, `n − 1` look-ahead steps):
 
 - Q values of the learnt steps with gradient, of the n look-ahead observations without
@@ -30,7 +30,7 @@ import numpy as np
 import optax
 
 from agents import losses
-from agents.learning import (
+from agents.core.learning import (
     GradientStep,
     TraceBatch,
     adam_with_clipping,
@@ -55,7 +55,7 @@ class DQNLearnerState(NamedTuple):
 
 
 class Unrolled(NamedTuple):
-    """Network outputs over a window, time-major (`agents.learning.TraceBatch` layout)."""
+    """Network outputs over a window, time-major (`agents.core.learning.TraceBatch` layout)."""
 
     learn: Any  # QOutput of the L learnt steps, with gradient
     ahead: Any  # QOutput of the n observations after them (x_L .. x_{L+n-1}), no gradient
@@ -103,7 +103,7 @@ class DQNLearner:
     def reset_params(self, state: DQNLearnerState, params) -> DQNLearnerState:
         """`state` restarted from new weights `params` as `init` starts its own: a fresh
         optimiser state and the target network equal to them; the counts and key kept (a
-        population's CEM resampling, agents/population.py)."""
+        population's CEM resampling, agents/core/population.py)."""
         return state._replace(
             params=params,
             target_params=jax.tree.map(jnp.copy, params),

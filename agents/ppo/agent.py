@@ -1,4 +1,4 @@
-"""The PPO agent on the shared seam (`agents.base.RolloutAgent`): no replay; each iteration
+"""The PPO agent on the shared seam (`agents.core.base.RolloutAgent`): no replay; each iteration
 collects T steps from every env with the current policy (recording log π(a_t|x_t), V(x_t)
 and the LSTM state) and `absorb` runs the whole update on that rollout as one device
 program (agents/ppo/learner.py). A2C (agents/a2c/) is this agent with its own config and
@@ -13,14 +13,14 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.actors import logp_value_actor
-from agents.base import ACTOR_CRITIC_TUNABLE, RolloutAgent
-from agents.config import ConfigError
-from agents.hooks import call_hook, config_hook
-from agents.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, to_global
+from agents.core.actors import logp_value_actor
+from agents.core.base import ACTOR_CRITIC_TUNABLE, RolloutAgent
+from agents.core.config import ConfigError
+from agents.core.hooks import call_hook, config_hook
+from agents.core.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, to_global
+from agents.core.programs import Program
+from agents.core.protocol import IterationOutput, TrainState
 from agents.ppo.learner import METRICS, OnPolicyLearner, buffer_specs
-from agents.programs import Program
-from agents.protocol import IterationOutput, TrainState
 from networks import ActorCriticNetwork
 from networks.cores import feed_back
 from networks.torsos import _array_shape

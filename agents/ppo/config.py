@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from agents.config import check, check_floats_finite, check_only_with, check_positive_int
-from agents.hooks import check_hooks
+from agents.core.config import check, check_floats_finite, check_only_with, check_positive_int
+from agents.core.hooks import check_hooks
 
 
 @dataclass(frozen=True)
@@ -96,21 +96,21 @@ class OnPolicyConfig:
     batch before the network (acting and learning; before --normalize-obs). Must be
     jittable and keep the leading batch dimensions."""
 
-    # The hook fields and the positional arguments the learner calls each with (agents.hooks
+    # The hook fields and the positional arguments the learner calls each with (agents.core.hooks
     # checks a hook's signature against them; a run folder's hooks are never imported).
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {
         "reshape_reward": ("obs", "action", "reward", "done"),
         "preprocess_obs": ("obs",),
     }
 
-    # Flags that do nothing without their switch (agents.config.check_only_with); PPO and A2C
+    # Flags that do nothing without their switch (agents.core.config.check_only_with); PPO and A2C
     # extend the table.
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("recurrence", "refresh_memories", "prev_action_reward"), "lstm_size>0"),
         "obs_clip": "normalize_obs",
         "scaled_reward_clip": "normalize_reward",
     }
-    # Flags of one kind of env only (agents.config.check_env_only).
+    # Flags of one kind of env only (agents.core.config.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {"log_std_init": "continuous", "text": "text"}
 
     # Constants of the agent (a subclass sets them; the learner reads them).

@@ -18,7 +18,7 @@ minibatch and no ratio clipping):
    the first). With `prev_action_reward` every step also gets the action and the env reward
    of the step before it (`networks.cores.previous_inputs`: at a chunk's first step from the
    rollout, at the rollout's first step from the stored state), zeroed at episode starts by
-   the network. Each minibatch is one `agents.learning.gradient_step` (microbatches, pmean
+   the network. Each minibatch is one `agents.core.learning.gradient_step` (microbatches, pmean
    over devices, global-norm clipping);
 4. the running observation statistics take in the rollout's observations (after the
    update: the learner normalised the rollout with the statistics the actor used, so the
@@ -42,10 +42,10 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.actors import entropy, log_prob
-from agents.hooks import HookError, call_hook, config_hook
-from agents.learning import ActorCriticLearner, gradient_step
-from agents.normalization import RunningStats, normalize
+from agents.core.actors import entropy, log_prob
+from agents.core.hooks import HookError, call_hook, config_hook
+from agents.core.learning import ActorCriticLearner, gradient_step
+from agents.core.normalization import RunningStats, normalize
 from networks.cores import previous_inputs
 
 Array = jax.Array

@@ -1,9 +1,9 @@
 """R2D1 (R2D2 without distributed actors, as rlpyt): config, learner and agent;
 `--agent r2d1`."""
 
+from agents.core.registry import AgentSpec
 from agents.r2d1.agent import R2D1Agent
 from agents.r2d1.config import PRESETS, R2D1Config
-from agents.registry import AgentSpec
 
 DESCRIPTION = "R2D1: recurrent DQN with stored states, burn-in, value rescaling, sequence PER"
 SPEC = AgentSpec(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from agents.actors import apex_epsilons
+from agents.core.actors import apex_epsilons
 from agents.dqn.agent import DQNAgent
 from agents.r2d1.config import R2D1Config
 from agents.r2d1.learner import R2D1Learner

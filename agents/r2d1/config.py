@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.config import (
+from agents.core.config import (
     ReplayWindow,
     check,
     check_floats_finite,
@@ -96,7 +96,7 @@ class R2D1Config(ReplayWindow):
     microbatch_traces: int = 0
     """Sequences per gradient chunk inside an update (0: no split)."""
 
-    # Flags that do nothing without their switch (agents.config.check_only_with).
+    # Flags that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(
             ("priority_exponent", "importance_exponent", "importance_exponent_steps",
@@ -146,7 +146,7 @@ class R2D1Config(ReplayWindow):
         )
         check_only_with(self)  # last: a value out of range is named as such first
 
-    # The replay window (agents.config.ReplayWindow): burn-in before the sampled trace, the
+    # The replay window (agents.core.config.ReplayWindow): burn-in before the sampled trace, the
     # rest of the learnt sequence and the n-step look-ahead after it.
     @property
     def learn_len(self) -> int:

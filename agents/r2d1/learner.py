@@ -16,8 +16,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from agents.core.learning import TraceBatch, burn_in_state
 from agents.dqn.learner import DQNLearner, Unrolled
-from agents.learning import TraceBatch, burn_in_state
 from networks.cores import previous_inputs
 
 sg = jax.lax.stop_gradient

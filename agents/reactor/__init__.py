@@ -1,8 +1,8 @@
 """The Reactor (Gruslys et al. 2018): config, learner and agent; `--agent reactor`."""
 
+from agents.core.registry import AgentSpec
 from agents.reactor.agent import ReactorAgent
 from agents.reactor.config import PRESETS, ReactorConfig
-from agents.registry import AgentSpec
 
 DESCRIPTION = "Reactor: distributional Retrace, β-LOO, prioritized sequence replay, LSTM"
 SPEC = AgentSpec(

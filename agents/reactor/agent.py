@@ -25,11 +25,11 @@ import time
 import jax
 import jax.numpy as jnp
 
-from agents.base import ACTOR_CRITIC_TUNABLE, AgentBase
-from agents.programs import copy_tree
+from agents.core.base import ACTOR_CRITIC_TUNABLE, AgentBase
+from agents.core.programs import copy_tree
+from agents.core.rollout import time_major
 from agents.reactor.config import ReactorConfig
 from agents.reactor.learner import METRICS, ReactorLearner
-from agents.rollout import time_major
 from networks import ReactorNetwork
 from replay import PrioritizedTraceReplay
 

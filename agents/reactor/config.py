@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.config import check, check_floats_finite, check_only_with, check_positive_int
+from agents.core.config import check, check_floats_finite, check_only_with, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class ReactorConfig:
     microbatch_traces: int = 0
     """Sequences per gradient chunk inside an update (0: no split)."""
 
-    # Flags that do nothing without their switch (agents.config.check_only_with).
+    # Flags that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = dict.fromkeys(
         ("num_atoms", "v_min", "v_max"), "distributional"
     )

@@ -13,7 +13,7 @@ One update on B replayed sequences (Gruslys et al. 2018, §3):
 - the target network is copied from the online one every `target_update_period` updates
   (`optax.periodic_update`).
 The shared steps (microbatches, data-parallel averaging, clipping, Adam) are
-`agents.learning.gradient_step`.
+`agents.core.learning.gradient_step`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
+from agents.core.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
+from agents.core.rollout import time_major
 from agents.reactor.config import ReactorConfig
-from agents.rollout import time_major
 from envs.core import batch_size_of
 
 Array = jax.Array
@@ -127,7 +127,7 @@ class ReactorLearner(ActorCriticLearner):
 
     def update(self, state: ReactorLearnerState, batch: TraceBatch, axis_name=None):
         """One gradient step. Pure. Data parallel like every learner here (see
-        `agents.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
+        `agents.core.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
         step = self.gradient_step(state, batch, axis_name, target_params=state.target_params)
         count = state.step + 1
         period = self.config.target_update_period

@@ -1,7 +1,7 @@
 """SAC (continuous and discrete) with critic ensembles (REDQ), n-step or V-trace targets and
 prioritized replay; registered as `--agent sac`."""
 
-from agents.registry import AgentSpec
+from agents.core.registry import AgentSpec
 from agents.sac.agent import SACAgent
 from agents.sac.config import PRESETS, SACConfig
 

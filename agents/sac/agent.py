@@ -1,4 +1,4 @@
-"""The SAC agent on the shared off-policy seam (agents/offpolicy.py): networks, actor and
+"""The SAC agent on the shared off-policy seam (agents/core/offpolicy.py): networks, actor and
 learner; continuous or discrete by the env's action space.
 
 One iteration: collect `trace_len` steps of every env (uniformly random actions until
@@ -26,15 +26,15 @@ import numpy as np
 import optax
 
 from agents import losses
-from agents.learning import TraceBatch
-from agents.offpolicy import (
+from agents.core.learning import TraceBatch
+from agents.core.offpolicy import (
     OFF_POLICY_TUNABLE,
     ActingParams,
     OffPolicyAgent,
     write_extras,
     write_steps,
 )
-from agents.rollout import ActorOutput, time_major
+from agents.core.rollout import ActorOutput, time_major
 from agents.sac.config import SACConfig
 from agents.sac.learner import METRICS, SACLearner
 from agents.sac.recurrent import RecurrentSACLearner

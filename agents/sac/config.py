@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.config import ConfigError, check, check_positive_int, check_sequence_window
-from agents.offpolicy import OffPolicyConfig
+from agents.core.config import ConfigError, check, check_positive_int, check_sequence_window
+from agents.core.offpolicy import OffPolicyConfig
 
 
 @dataclass(frozen=True)
@@ -70,14 +70,14 @@ class SACConfig(OffPolicyConfig):
     window's burn-in and learnt steps (agents/sac/recurrent.py); off: keep the states stored
     at acting time."""
 
-    # Flags that do nothing without their switch (agents.config.check_only_with).
+    # Flags that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **OffPolicyConfig.ONLY_WITH,
         **dict.fromkeys(("alpha_lr", "target_entropy", "target_entropy_scale"), "autotune"),
         "overwrite_mu": "target=vtrace",
         **dict.fromkeys(("lstm_size", "seq_len", "burn_in", "refresh_stored_state"), "recurrent"),
     }
-    # Flags of one kind of env only (agents.config.check_env_only).
+    # Flags of one kind of env only (agents.core.config.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {
         "target_entropy_scale": "discrete",
         **dict.fromkeys(("log_std_min", "log_std_max"), "continuous"),
@@ -129,7 +129,7 @@ class SACConfig(OffPolicyConfig):
                 "0 with --recurrent (the cores are fed the extrinsic reward)",
             )  # fmt: skip
 
-    # The replay window (agents.config.ReplayWindow): recurrent, a burn-in before the sampled
+    # The replay window (agents.core.config.ReplayWindow): recurrent, a burn-in before the sampled
     # trace and the rest of the sequence after it; feed-forward, one trace.
     @property
     def learn_len(self) -> int:

@@ -1,7 +1,7 @@
 """SAC learner: soft Q targets (n-step or V-trace) from a critic ensemble, the actor and the
 temperature; continuous (tanh Gaussian) or discrete (exact expectation over actions).
 
-One update on B transitions, each with its n-step window (agents/offpolicy.py), in this order
+One update on B transitions, each with its n-step window (agents/core/offpolicy.py), in this order
 (as CleanRL's sac_continuous_action and the SAC paper's Algorithm 1):
 1. critic targets from the target critics, min over M of the N members drawn at random
    (REDQ; M = N = 2 is SAC's clipped double Q), the current policy and α;
@@ -15,7 +15,7 @@ The critic ensemble is one module with stacked parameters (networks.sac.QEnsembl
 with vmap. The critics see actions in [−1, 1] (the tanh output); the env gets them scaled to
 its bounds, and log-probabilities are those of the scaled action (tanh_gaussian_log_prob
 with the bounds), as CleanRL computes them, so the target entropy −|A| means the same.
-The batch comes from the agent (agents/offpolicy.py) as the networks should see it: its
+The batch comes from the agent (agents/core/offpolicy.py) as the networks should see it: its
 observations normalised with --normalize-obs, its rewards with RND's intrinsic reward added
 with --rnd-coef; the state's `obs_stats` and `rnd` fields belong to the agent.
 """
@@ -30,8 +30,8 @@ import numpy as np
 import optax
 
 from agents import losses
-from agents.learning import TraceBatch
-from agents.offpolicy import apply, draw_members, ensemble_min, grads_and_aux, make_optimizer
+from agents.core.learning import TraceBatch
+from agents.core.offpolicy import apply, draw_members, ensemble_min, grads_and_aux, make_optimizer
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -51,7 +51,7 @@ class SACState(NamedTuple):
     key: Array
     env_steps: Array  # int32 env steps absorbed (random actions before start_train_at)
     obs_stats: Any = ()  # RunningStats of --normalize-obs (filled by the agent), or ()
-    rnd: Any = ()  # agents.rnd.RNDState with --rnd-coef (filled by the agent), or ()
+    rnd: Any = ()  # agents.core.rnd.RNDState with --rnd-coef (filled by the agent), or ()
 
 
 class SACLearner:
@@ -107,7 +107,7 @@ class SACLearner:
         """`state` restarted from new weights `params` as `init` starts its own: fresh states
         of every optimiser and the target critic equal to the new critic; log α (whose
         optimiser restarts too), the counts, key and statistics kept (a population's CEM
-        resampling, agents/population.py)."""
+        resampling, agents/core/population.py)."""
         return state._replace(
             params=params,
             target_critic=jax.tree.map(jnp.copy, params["critic"]),

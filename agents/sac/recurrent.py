@@ -13,7 +13,7 @@ position i − 1 (the stored ones for i = 0), zeroed at episode starts by the co
 One update:
 1. the online actor, the online critics' core and the target critics' core each start from
    their stored state and unroll the burn-in; the burnt-in state is stop_gradient'ed
-   (`agents.learning.burn_in_state`, shared with R2D1), so the burn-in steps get no
+   (`agents.core.learning.burn_in_state`, shared with R2D1), so the burn-in steps get no
    gradient and only refresh the stale stored state. Then the learnt steps, with gradient for
    the online networks, and for the actor and the target critics the look-ahead, without;
 2. critic targets of every learnt step: the feed-forward learner's n-step soft targets
@@ -44,8 +44,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.learning import TraceBatch, burn_in_state
-from agents.offpolicy import apply, draw_members, grads_and_aux
+from agents.core.learning import TraceBatch, burn_in_state
+from agents.core.offpolicy import apply, draw_members, grads_and_aux
 from agents.sac.learner import SACLearner, SACState
 from networks.cores import ActionRewardState, previous_inputs
 from networks.sac import RecurrentSACState

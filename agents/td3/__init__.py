@@ -1,7 +1,7 @@
 """TD3 and DDPG (a deterministic actor on the shared off-policy seam); `--agent td3`, with the
 ddpg-mujoco preset for DDPG."""
 
-from agents.registry import AgentSpec
+from agents.core.registry import AgentSpec
 from agents.td3.agent import TD3Agent
 from agents.td3.config import PRESETS, TD3Config
 

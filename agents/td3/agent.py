@@ -1,4 +1,4 @@
-"""The TD3 / DDPG agent on the shared off-policy seam (agents/offpolicy.py): a deterministic
+"""The TD3 / DDPG agent on the shared off-policy seam (agents/core/offpolicy.py): a deterministic
 tanh actor with Gaussian exploration noise, a critic ensemble, `TD3Learner`."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents import losses
-from agents.offpolicy import OFF_POLICY_TUNABLE, OffPolicyAgent
-from agents.rollout import ActorOutput
+from agents.core.offpolicy import OFF_POLICY_TUNABLE, OffPolicyAgent
+from agents.core.rollout import ActorOutput
 from agents.td3.config import TD3Config
 from agents.td3.learner import METRICS, TD3Learner
 from networks.sac import PolicyMLP, QEnsemble

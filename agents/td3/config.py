@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.config import check
-from agents.offpolicy import OffPolicyConfig
+from agents.core.config import check
+from agents.core.offpolicy import OffPolicyConfig
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class TD3Config(OffPolicyConfig):
     policy_delay: int = 2
     """Update the actor and the targets every this many critic updates (TD3: 2)."""
 
-    # Flags that do nothing without their switch (agents.config.check_only_with).
+    # Flags that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **OffPolicyConfig.ONLY_WITH,
         "noise_clip": "target_noise>0",

@@ -1,6 +1,6 @@
 """The deterministic-actor learner of TD3 and DDPG (rlpyt's QPG family).
 
-One update on B transitions with their n-step windows (agents/offpolicy.py):
+One update on B transitions with their n-step windows (agents/core/offpolicy.py):
 1. targets: the target actor's action at each next observation, smoothed with clipped
    Gaussian noise and clipped to [−1, 1] (`losses.td3_target_actions`), the min over the target
    critics (`losses.td3_targets`: clipped double Q; one critic gives DDPG's target), and for
@@ -11,7 +11,7 @@ One update on B transitions with their n-step windows (agents/offpolicy.py):
    actor and critics.
 
 Actions are in [−1, 1] for the networks (tanh output); the env gets them scaled to its bounds.
-The batch comes from the agent (agents/offpolicy.py) as the networks should see it: its
+The batch comes from the agent (agents/core/offpolicy.py) as the networks should see it: its
 observations normalised with --normalize-obs, its rewards with RND's intrinsic reward added
 with --rnd-coef; the state's `obs_stats` and `rnd` fields belong to the agent.
 """
@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.learning import TraceBatch
-from agents.offpolicy import apply, ensemble_min, grads_and_aux, make_optimizer
+from agents.core.learning import TraceBatch
+from agents.core.offpolicy import apply, ensemble_min, grads_and_aux, make_optimizer
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -47,7 +47,7 @@ class TD3State(NamedTuple):
     key: Array
     env_steps: Array
     obs_stats: Any = ()  # RunningStats of --normalize-obs (filled by the agent), or ()
-    rnd: Any = ()  # agents.rnd.RNDState with --rnd-coef (filled by the agent), or ()
+    rnd: Any = ()  # agents.core.rnd.RNDState with --rnd-coef (filled by the agent), or ()
 
 
 class TD3Learner:
@@ -80,7 +80,7 @@ class TD3Learner:
     def reset_params(self, state: TD3State, params) -> TD3State:
         """`state` restarted from new weights `params` as `init` starts its own: fresh states
         of both optimisers and the target networks equal to them; the counts, key and
-        statistics kept (a population's CEM resampling, agents/population.py)."""
+        statistics kept (a population's CEM resampling, agents/core/population.py)."""
         return state._replace(
             params=params,
             target_params=jax.tree.map(jnp.copy, params),

@@ -11,9 +11,9 @@ from agents import losses
 from agents.acer.agent import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.acer.learner import ACERLearner
-from agents.actors import categorical_actor
-from agents.learning import TraceBatch
-from agents.rollout import initial_actor_state, make_host_rollout, make_xla_rollout
+from agents.core.actors import categorical_actor
+from agents.core.learning import TraceBatch
+from agents.core.rollout import initial_actor_state, make_host_rollout, make_xla_rollout
 from envs import make_env
 from networks import ACERNetwork
 

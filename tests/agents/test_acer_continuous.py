@@ -16,7 +16,7 @@ from agents import losses
 from agents.acer.agent import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.acer.continuous import ACERGaussianLearner
-from agents.learning import TraceBatch
+from agents.core.learning import TraceBatch
 from envs import make_env
 from networks import GaussianSDNNetwork
 
@@ -234,7 +234,7 @@ def test_sharded_agent_trains_and_keeps_replicas_identical():
     (folded with its index), gradients are averaged, the replicas stay equal."""
     from jax.sharding import PartitionSpec as P
 
-    from agents.parallel import make_mesh
+    from agents.core.parallel import make_mesh
 
     cfg = SMALL.replace(num_envs=4, batch_size=4, buffer_size=4 * 5 * 3, replay_ratio=2.0)
     agent = ACERAgent(cfg, make_env("Pendulum-v1", 4, 0), mesh=make_mesh(2))

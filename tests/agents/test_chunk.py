@@ -1,4 +1,4 @@
-"""Many iterations per host sync (`train_chunk`, agents/base.py and agents/population.py).
+"""Many iterations per host sync (`train_chunk`, agents/core/base.py and agents/core/population.py).
 
 A chunk of N iterations in one program must be the N iterations of the one-iteration path
 (`train_iteration`, whose programs the host drives): the same update counts, episode
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.protocol import ChunkOutput
+from agents.core.protocol import ChunkOutput
 from experiments.common import make_agent, make_population
 
 RTOL, ATOL = 1e-4, 1e-5

@@ -1,4 +1,4 @@
-"""`agents.config.check_only_with`: a config field that has no effect without its switch
+"""`agents.core.config.check_only_with`: a config field that has no effect without its switch
 (each config's `ONLY_WITH` table) is an error naming the switch, given explicitly (the
 command line's flags) or, in a config built in code, set away from its default while an
 opt-in switch is off. The command line's cases are in tests/experiments/test_cli_validation.py."""
@@ -10,10 +10,10 @@ from typing import ClassVar
 
 import pytest
 
-from agents.config import ConfigError, check_only_with, check_only_with_table, describe_switch
+from agents.core.config import ConfigError, check_only_with, check_only_with_table, describe_switch
+from agents.core.registry import AgentSpec, all_specs
 from agents.dqn import DQNConfig
 from agents.r2d1 import R2D1Config
-from agents.registry import AgentSpec, all_specs
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,9 +10,9 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from agents.acer import ACERAgent, ACERConfig
-from agents.learning import TraceBatch
-from agents.parallel import DATA, make_mesh, place_rollout
-from agents.protocol import TrainState
+from agents.core.learning import TraceBatch
+from agents.core.parallel import DATA, make_mesh, place_rollout
+from agents.core.protocol import TrainState
 from envs import make_env
 
 pytestmark = pytest.mark.slow  # the slow tier (README: Tests): a learning run

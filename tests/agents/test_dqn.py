@@ -18,10 +18,10 @@ import numpy as np
 import optax
 import pytest
 
-from agents.actors import apex_epsilons, epsilon_greedy_actor, linear_epsilon
+from agents.core.actors import apex_epsilons, epsilon_greedy_actor, linear_epsilon
+from agents.core.learning import TraceBatch
 from agents.dqn.config import DQNConfig
 from agents.dqn.learner import DQNLearner, priority_mix
-from agents.learning import TraceBatch
 from networks import QOutput
 from replay import ReplaySample, SampleInfo, TraceReplay
 

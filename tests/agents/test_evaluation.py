@@ -1,4 +1,4 @@
-"""Evaluation feeds a recurrent core the reward as training did (agents.evaluation)."""
+"""Evaluation feeds a recurrent core the reward as training did (agents.core.evaluation)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.evaluation import eval_feedback
+from agents.core.evaluation import eval_feedback
 from networks.cores import ActionRewardState, feed_back
 
 
@@ -69,7 +69,7 @@ def _act(params, obs, first, core, key):
 def test_an_episode_that_never_ends_is_one_evaluation_error_not_a_bound_on_all_episodes():
     """The step bound is per episode: many short episodes finish (more steps in all than the
     bound); an episode that never ends raises EvaluationError, one line."""
-    from agents.evaluation import EvaluationError, evaluate
+    from agents.core.evaluation import EvaluationError, evaluate
 
     key = jax.random.PRNGKey(0)
     returns, lengths = evaluate(_act, None, _Env(2, 3), 40, key, max_steps=10)

@@ -1,4 +1,4 @@
-"""Evolving populations (agents/evolution.py): hyper-parameter draws, PBT and CEM selection
+"""Evolving populations (agents/core/evolution.py): hyper-parameter draws, PBT and CEM selection
 and resampling on fixed toy populations against NumPy written here, and the device side on
 a real ACER population, and one PBT and one CEM generation on every agent that evolves."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from agents.acer.agent import ACERAgent
 from agents.acer.config import ACERConfig
-from agents.config import ConfigError
-from agents.evolution import (
+from agents.core.config import ConfigError
+from agents.core.evolution import (
     PERTURB_FACTORS,
     Plan,
     cem_plan,
@@ -22,8 +22,8 @@ from agents.evolution import (
     pbt_plan,
     perturb,
 )
-from agents.population import Population, member_envs
-from agents.registry import agent_names, get_agent
+from agents.core.population import Population, member_envs
+from agents.core.registry import agent_names, get_agent
 from envs import make_env, run_env_seed
 
 BOUNDS = {"lr": (1e-6, 1.0), "entropy_weight": (0.0, 1.0), "discount": (0.5, 1.0)}
@@ -168,7 +168,7 @@ def _population(hparams=None, size=4, mesh=None):
 @pytest.mark.parametrize("devices", [1, 2])
 def test_population_pbt_copies_learner_rows_and_refreshes_keys(devices):
     """Also with the members split over a 2-device mesh: the copy crosses devices."""
-    from agents.parallel import POP, make_mesh
+    from agents.core.parallel import POP, make_mesh
 
     mesh = make_mesh(devices, axis=POP) if devices > 1 else None
     pop, state = _population({"lr": np.array([1e-3, 2e-3, 3e-3, 4e-3])}, mesh=mesh)

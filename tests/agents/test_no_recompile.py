@@ -7,7 +7,7 @@ import pytest
 
 from agents.acer.agent import ACERAgent
 from agents.acer.config import ACERConfig
-from agents.parallel import make_mesh
+from agents.core.parallel import make_mesh
 from agents.reactor.agent import ReactorAgent
 from agents.reactor.config import ReactorConfig
 from envs import make_env
@@ -54,7 +54,7 @@ def test_data_checks_raise_on_a_bad_action_inside_a_program():
     from jax.experimental import checkify
 
     from agents import losses
-    from agents.programs import Program, enable_data_checks
+    from agents.core.programs import Program, enable_data_checks
 
     T, B, A = 3, 2, 4
 

@@ -1,4 +1,4 @@
-"""Running observation statistics (agents/normalization.py) against NumPy, merged over fake
+"""Running observation statistics (agents/core/normalization.py) against NumPy, merged over fake
 devices, and as the off-policy agents use them (--normalize-obs): the replay keeps raw
 observations, the statistics count every env step, the learner and the actor see the same
 normalised inputs. The resume test is the CLI run in tests/agents/test_sac.py."""
@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.learning import sample_key
-from agents.normalization import RunningStats, normalize
-from agents.offpolicy import ActingParams
+from agents.core.learning import sample_key
+from agents.core.normalization import RunningStats, normalize
+from agents.core.offpolicy import ActingParams
 from agents.sac.agent import SACAgent
 from agents.sac.config import SACConfig
 from agents.td3.agent import TD3Agent
@@ -59,7 +59,7 @@ def test_running_stats_merged_over_devices_equal_one_device():
     device ends with the statistics of the whole batch."""
     from jax.sharding import PartitionSpec as P
 
-    from agents.parallel import make_mesh
+    from agents.core.parallel import make_mesh
 
     mesh = make_mesh(2)
     x = jnp.asarray(np.random.default_rng(0).normal(3.0, 2.0, size=(5, 8, 4)), jnp.float32)

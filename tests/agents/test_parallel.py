@@ -15,7 +15,7 @@ from jax.sharding import PartitionSpec as P
 
 from agents.acer.agent import ACERAgent
 from agents.acer.config import ACERConfig
-from agents.parallel import make_mesh, place_rollout, to_global
+from agents.core.parallel import make_mesh, place_rollout, to_global
 from envs import make_env
 from tests.xla import subprocess_xla_flags
 
@@ -48,7 +48,7 @@ def _one_update(num_devices: int, trust_region: bool):
 
 
 def _rollout(agent):
-    from agents.rollout import make_xla_rollout
+    from agents.core.rollout import make_xla_rollout
 
     return make_xla_rollout(agent.env, agent.select_action, CFG.trace_len, CFG.discount)
 

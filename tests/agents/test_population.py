@@ -1,4 +1,4 @@
-"""`--num-seeds P`: a population of P learners in one program (agents/population.py).
+"""`--num-seeds P`: a population of P learners in one program (agents/core/population.py).
 
 Member i must equal the single run with seed `seed + i`: its own envs, RNG streams, Poisson
 update counts and replay. Compared metric by metric over several iterations, and on a mesh
@@ -13,9 +13,9 @@ import pytest
 
 from agents.acer.agent import ACERAgent
 from agents.acer.config import ACERConfig
-from agents.config import ConfigError
-from agents.parallel import POP, make_mesh
-from agents.population import Population, PopulationLearner, member_envs
+from agents.core.config import ConfigError
+from agents.core.parallel import POP, make_mesh
+from agents.core.population import Population, PopulationLearner, member_envs
 from envs import make_env, run_env_seed
 
 CFG = ACERConfig(
@@ -99,8 +99,8 @@ def test_bad_population_is_refused():
     env = make_env("CartPole-v1", CFG.num_envs, 0)
     with pytest.raises(ValueError, match="--num-seeds=3 is not divisible by the number of devices"):
         Population([ACERAgent(CFG, env, seed=i) for i in range(3)], mesh=make_mesh(2, axis=POP))
+    from agents.core.registry import get_agent
     from agents.ppo.agent import PPOAgent
-    from agents.registry import get_agent
 
     ppo_cfg = get_agent("ppo").make_config(None, num_envs=CFG.num_envs, update_loop="dispatch")
     with pytest.raises(ConfigError, match=r"--num-seeds > 1 with --agent ppo: .*--update-loop"):
@@ -251,7 +251,7 @@ def test_reactor_members_equal_lock_step_single_runs():
 def test_dqn_and_r2d1_members_equal_single_runs(name):
     """ε from each member's own step count, windows with look-back/ahead, R2D1's stored
     LSTM states and previous-action feedback: all per member; member 1 has another lr."""
-    from agents.registry import get_agent
+    from agents.core.registry import get_agent
 
     spec = get_agent(name)
     small = dict(
@@ -297,7 +297,7 @@ def test_dqn_and_r2d1_members_equal_single_runs(name):
 def test_ppo_a2c_sac_td3_members_equal_single_runs(name, env_id, small, varied):
     """Member i equals the single run with seed SEED + i; member 1's varied fields (traced
     inside the vmapped update) equal a single run configured with those values."""
-    from agents.registry import get_agent
+    from agents.core.registry import get_agent
 
     spec = get_agent(name)
     cfg = spec.make_config(None, **small)
@@ -326,8 +326,8 @@ def test_member_loop_members_equal_single_runs():
 def test_member_loop_is_chosen_for_images_on_cpu():
     from types import SimpleNamespace
 
-    from agents.base import RolloutAgent
-    from agents.programs import member_loop_map
+    from agents.core.base import RolloutAgent
+    from agents.core.programs import member_loop_map
     from envs import ArraySpec
 
     def convolves(obs_spec):
@@ -351,8 +351,8 @@ def test_member_loop_is_chosen_for_images_on_cpu():
 
 
 def test_ppo_population_needs_a_one_program_update():
+    from agents.core.registry import get_agent
     from agents.ppo.agent import PPOAgent
-    from agents.registry import get_agent
 
     cfg = get_agent("ppo").make_config(None, num_envs=2, update_loop="dispatch")
     with pytest.raises(ConfigError, match=r"--num-seeds > 1 with --agent ppo: .*--update-loop"):
@@ -460,8 +460,8 @@ def test_cli_vary_writes_each_members_own_values(tmp_path):
     specs; a resume keeps both."""
     import json
 
-    from agents.evolution import draw_hparams
-    from agents.registry import get_agent
+    from agents.core.evolution import draw_hparams
+    from agents.core.registry import get_agent
     from experiments.common import load_run
     from experiments.train import main
 

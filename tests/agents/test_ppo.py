@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from agents.config import ConfigError
-from agents.hooks import HookError
-from agents.parallel import make_mesh, place_rollout, to_global
+from agents.core.config import ConfigError
+from agents.core.hooks import HookError
+from agents.core.parallel import make_mesh, place_rollout, to_global
+from agents.core.rollout import make_xla_rollout
 from agents.ppo.agent import PPOAgent
 from agents.ppo.config import PPOConfig
-from agents.rollout import make_xla_rollout
 from envs import make_env
 from experiments.common import make_agent
 from tests.agents import ppo_hooks

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.learning import TraceBatch
+from agents.core.learning import TraceBatch
 from agents.r2d1.config import R2D1Config
 from agents.r2d1.learner import R2D1Learner
 from networks import RecurrentQNetwork

@@ -10,7 +10,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from agents import losses
-from agents.learning import TraceBatch
+from agents.core.learning import TraceBatch
 from agents.reactor.agent import ReactorAgent
 from agents.reactor.config import ReactorConfig
 from agents.reactor.learner import ReactorLearner

@@ -1,4 +1,4 @@
-"""RND curiosity on the off-policy seam (agents/rnd.py, --rnd-coef): the intrinsic reward is
+"""RND curiosity on the off-policy seam (agents/core/rnd.py, --rnd-coef): the intrinsic reward is
 the predictor's error on novel observations and shrinks on familiar ones, the target network
 is fixed, every window step gets coef·r^i added before the critic targets, and the
 statistics count the env steps. NumPy references are written from arXiv:1810.12894 §2.2 and
@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.learning import sample_key
-from agents.rnd import RND, RNDState
+from agents.core.learning import sample_key
+from agents.core.rnd import RND, RNDState
 from agents.sac.agent import SACAgent
 from agents.sac.config import SACConfig
 from agents.td3.agent import TD3Agent

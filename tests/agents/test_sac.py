@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.offpolicy import ActingParams, draw_members, ensemble_min
+from agents.core.offpolicy import ActingParams, draw_members, ensemble_min
 from agents.sac.agent import SACAgent
 from agents.sac.config import SACConfig
 from agents.td3.agent import TD3Agent
@@ -183,8 +183,8 @@ def test_window_targets_see_terminations_and_truncations(pendulum, target, n, fa
     observation; nothing crosses the fake reset transition). `far`: a third of the stored
     behaviour log-probs are −10⁶ (an action deep in an old policy's tail, as --overwrite-mu
     can store), so π/μ overflows float32: the targets stay finite, with ρ truncated at 1."""
-    from agents.learning import TraceBatch
-    from agents.offpolicy import window_at
+    from agents.core.learning import TraceBatch
+    from agents.core.offpolicy import window_at
 
     cfg = SACConfig(**TINY, n_step=n, target=target, discount=GAMMA)
     agent = SACAgent(cfg, pendulum)
@@ -418,7 +418,7 @@ def test_sharded_sac_trains_with_scanned_updates_and_identical_replicas(options)
     absorb) and RND's predictor (pmean'd gradients) stay identical on both."""
     from jax.sharding import PartitionSpec as P
 
-    from agents.parallel import make_mesh
+    from agents.core.parallel import make_mesh
 
     cfg = SACConfig(**{**TINY, "num_envs": 4, "batch_size": 8}, start_train_at=16, n_step=2,
                     **options)  # fmt: skip

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.config import ConfigError
-from agents.learning import TraceBatch
+from agents.core.config import ConfigError
+from agents.core.learning import TraceBatch
 from agents.sac.agent import SACAgent
 from agents.sac.config import SACConfig
 from envs import make_env

@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.protocol import Agent, ChunkOutput, TrainState
-from agents.registry import AgentSpec, register, unregister
+from agents.core.protocol import Agent, ChunkOutput, TrainState
+from agents.core.registry import AgentSpec, register, unregister
 from experiments import evaluate, train
 
 
@@ -37,7 +37,7 @@ class ToyLearner(NamedTuple):
 
 
 class ToyAgent:
-    """Implements agents.protocol.Agent directly: host-stepped envs, softmax over
+    """Implements agents.core.protocol.Agent directly: host-stepped envs, softmax over
     preferences, an update that moves the preferences towards rewarded actions."""
 
     metric_names = ("loss", "entropy")

@@ -52,7 +52,7 @@ def test_bench_scaling_one_and_two_devices():
 
 
 def test_bench_population_counts_every_members_steps(tmp_path):
-    from agents.registry import get_agent
+    from agents.core.registry import get_agent
     from experiments import bench_population
 
     out = bench_population.main(

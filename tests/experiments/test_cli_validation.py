@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.config import describe_switch, flag
-from agents.registry import BUILTIN, get_agent
+from agents.core.config import describe_switch, flag
+from agents.core.registry import BUILTIN, get_agent
 from experiments import (
     bench_losses,
     bench_replay,
@@ -320,7 +320,7 @@ EXPLICIT_TRAIN = [
 ]  # fmt: skip
 
 
-# Every entry of every `ONLY_WITH` table (agents.config.check_only_with): the field given
+# Every entry of every `ONLY_WITH` table (agents.core.config.check_only_with): the field given
 # explicitly, at its default, with its switch off is an error naming the switch; with the
 # switch on it is accepted.
 
@@ -416,7 +416,7 @@ def test_only_with_cases_cover_every_agent():
 
 def test_env_only_flags_are_accepted_on_their_kind_of_env():
     """The ENV_ONLY tables name real fields and kinds, and each flag passes on its env."""
-    from agents.config import ENV_KINDS
+    from agents.core.config import ENV_KINDS
 
     for spec in map(get_agent, BUILTIN):
         names = {f.name for f in dataclasses.fields(spec.config_cls)}

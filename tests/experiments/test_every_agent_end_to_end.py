@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.registry import agent_names
+from agents.core.registry import agent_names
 from experiments import evaluate, train
 
 # One tiny command line per registered agent (a case per action space where the agent has

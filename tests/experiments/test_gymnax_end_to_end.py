@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import test_every_agent_end_to_end as base  # its functions, not collected again here
 
-from agents.registry import agent_names
+from agents.core.registry import agent_names
 
 GYMNAX = {"CartPole-v1": "gymnax/CartPole-v1", "CartPole-P-v1": "gymnax/CartPole-v1",
           "Pendulum-v1": "gymnax/Pendulum-v1"}  # fmt: skip

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.config import ConfigError, flag
+from agents.core.config import ConfigError, flag
 from agents.ppo.config import PPOConfig
 from experiments import evaluate, train
 from experiments.common import load_run, trained_hooks

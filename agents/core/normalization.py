@@ -1,6 +1,6 @@
 """Running statistics of a stream and observation normalisation, shared by every agent that
 normalises: PPO and A2C (--normalize-obs, --normalize-reward), SAC and TD3 (--normalize-obs,
-and RND's input and intrinsic-reward scaling, agents/rnd.py).
+and RND's input and intrinsic-reward scaling, agents/core/rnd.py).
 
 `RunningStats` is pure state, a NamedTuple of arrays: it lives in the learner state, so it
 is checkpointed with it and survives a resume. Under data parallelism `update` takes the

@@ -22,13 +22,13 @@ Metrics come back with an `active` mask and are split per member on the host
 (`split_output`).
 
 Hyper-parameters that vary over members (`hparams`: `field -> [P]`, drawn by
-`agents.evolution.draw_hparams`) live in the learner state (`PopulationLearner.hparams`, so
+`agents.core.evolution.draw_hparams`) live in the learner state (`PopulationLearner.hparams`, so
 they are checkpointed and evolve with it). Inside the vmapped programs each member's agent
 is member 0's with those config fields replaced by the member's traced values and its
 learner rebuilt from that config (`_with`, `traced_config`): the learner code is the single
 run's, reading `config.lr` etc. as it always does. Only fields the agent lists in `tunable`
 may vary (numbers the learner reads arithmetically; `discount` is written into the traces by
-this module's rollout). `evolve` applies a PBT or CEM generation (agents/evolution.py).
+this module's rollout). `evolve` applies a PBT or CEM generation (agents/core/evolution.py).
 
 What an agent needs to take part: it is a `RolloutAgent` whose iteration is the base one
 (collect, `absorb`, then `updates_due` × `replay_update`), whose pure functions do not
@@ -64,13 +64,19 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding
 
-from agents import evolution
-from agents.base import chunk_length
-from agents.config import ConfigError
-from agents.parallel import POP, P, check_divisible
-from agents.programs import ChunkProgram, Program, metric_sums, one_iteration_chunk, over_members
-from agents.protocol import ChunkOutput, IterationOutput, TrainState
-from agents.rollout import ActorState, _assemble, _env_action, _record
+from agents.core import evolution
+from agents.core.base import chunk_length
+from agents.core.config import ConfigError
+from agents.core.parallel import POP, P, check_divisible
+from agents.core.programs import (
+    ChunkProgram,
+    Program,
+    metric_sums,
+    one_iteration_chunk,
+    over_members,
+)
+from agents.core.protocol import ChunkOutput, IterationOutput, TrainState
+from agents.core.rollout import ActorState, _assemble, _env_action, _record
 from envs import PoolSlice
 
 
@@ -109,7 +115,7 @@ def check_population_support(agent) -> None:
     if not callable(getattr(getattr(agent, "learner", None), "reset_params", None)):
         raise ConfigError(
             f"--num-seeds > 1 with --agent {name}: its learner has no "
-            "reset_params(state, params) (agents/population.py)"
+            "reset_params(state, params) (agents/core/population.py)"
         )
     reason = agent.population_conflict() if hasattr(agent, "population_conflict") else None
     if reason:
@@ -134,7 +140,7 @@ def member_envs(pool, size: int) -> list[PoolSlice]:
 
 class Population:
     """P members of one agent in one program (module docstring). Implements the agent
-    protocol (agents/protocol.py) with every state stacked `[P, ...]`; `init` and
+    protocol (agents/core/protocol.py) with every state stacked `[P, ...]`; `init` and
     `reset_actor` take one key per member `[P, 2]`."""
 
     def __init__(
@@ -154,7 +160,7 @@ class Population:
             env = m.env
             if not (isinstance(env, PoolSlice) and env.pool is pool and env.index == i):
                 raise ValueError(
-                    "member agents must be built on agents.population.member_envs(pool, P)"
+                    "member agents must be built on agents.core.population.member_envs(pool, P)"
                     f"[i] in order; member {i} has {env!r}"
                 )
             if env.size != self.size:
@@ -247,7 +253,7 @@ class Population:
     def _rollout_fn(self, params, actor):
         """T steps of every member's envs: the policy vmapped over members, the pool stepped
         once per step with every member's actions, the bookkeeping vmapped
-        (agents.rollout)."""
+        (agents.core.rollout)."""
         first, feedback = self.members[0], self.members[0].core_feedback
         discount = params.hparams.get("discount")
         if discount is None:
@@ -371,7 +377,7 @@ class Population:
     # ------------------------------------------------------------------ evolution
     def _evolve_fn(self, learner: PopulationLearner, parent, resampled, elites, hparams, key,
                    std_max):  # fmt: skip
-        """The device side of one generation (agents/evolution.py): every member takes its
+        """The device side of one generation (agents/core/evolution.py): every member takes its
         parent's whole learner state (weights, optimiser state, step count); members marked
         `resampled` then draw new weights from the elites' Gaussian and restart from them as
         their learner's `reset_params` says (fresh optimiser states, the Polyak average or
@@ -407,7 +413,7 @@ class Population:
         return jax.tree.map(pick, fresh, member)
 
     def evolve(self, state: TrainState, plan, hparams: dict, key, std_max: float = 1.0):
-        """Apply a generation's `plan` (agents.evolution.Plan) and the members' new
+        """Apply a generation's `plan` (agents.core.evolution.Plan) and the members' new
         hyper-parameters to `state`; replays and actors stay each member's own."""
         if self._evolve is None:
             self._evolve = jax.jit(self._evolve_fn, donate_argnums=(0,), static_argnums=(6,))
@@ -470,7 +476,7 @@ class Population:
 
     def init(self, keys, *, jit: bool = True) -> TrainState:
         """`keys[i]`: member i's run key, `PRNGKey(seed + i)`, split as a single run splits
-        its key (agents.base.RolloutAgent.init). The learners are always built by one
+        its key (agents.core.base.RolloutAgent.init). The learners are always built by one
         compiled program (`init_learner`); `jit` is the protocol's and changes nothing."""
         split = jax.vmap(jax.random.split)(keys)
         learner_keys, actor_keys = split[:, 0], split[:, 1]

@@ -4,7 +4,7 @@ prioritized replay with an annealed IS exponent, the update-to-data schedule and
 exploration at the start.
 
 Transitions from traces. The rollout of T steps per env is stored as one trace slot per env
-(agents.base). A learner update wants B transitions, each with the n − 1 steps after it for
+(agents.core.base). A learner update wants B transitions, each with the n − 1 steps after it for
 n-step or V-trace targets: the replay is given a look-ahead of n − 1 steps
 (`replay.TraceReplay.lookahead`), B slots are drawn (uniformly, or by priority) and in each
 one offset o ∈ [0, T) uniformly, inside the jitted update. Uniform slot × uniform offset is a
@@ -21,13 +21,13 @@ maximum, are raised to β, which is annealed linearly from --per-beta to 1 over
 Many updates per env step run as one `lax.scan` over updates (`AgentBase.updates_per_program`
 = the updates of one iteration): one dispatch per iteration.
 
-Episode boundaries follow the trace conventions (agents/rollout.py): discount_t = γ(1 −
+Episode boundaries follow the trace conventions (agents/core/rollout.py): discount_t = γ(1 −
 terminated_{t+1}) (a time-limit truncation keeps γ and so bootstraps from the final
 observation) and mask_t = 0 on the fake auto-reset transition, which is never learnt and cuts
 n-step and V-trace windows.
 
 Observation normalisation (--normalize-obs). A running mean and variance of the observations
-(`agents.normalization.RunningStats`) is a field of the learner state, so it is checkpointed
+(`agents.core.normalization.RunningStats`) is a field of the learner state, so it is checkpointed
 and survives a resume. `absorb` takes each rollout's observations into it (summed over the
 devices under data parallelism, so every replica holds the same statistics). The replay
 stores RAW observations; a sampled batch is normalised when it is learnt, with the current
@@ -35,7 +35,7 @@ statistics, and the actor normalises with the same statistics (`ActingParams.obs
 after an iteration's `absorb`, its updates and the next rollout see the same mean and
 variance. Normalised values are clipped to ±--obs-clip (5).
 
-Curiosity (--rnd-coef > 0): random network distillation (agents/rnd.py). RND's own state
+Curiosity (--rnd-coef > 0): random network distillation (agents/core/rnd.py). RND's own state
 (predictor, fixed target, its input and error statistics) is the learner state's `rnd`
 field; each update adds --rnd-coef times the intrinsic rewards of the sampled windows to
 their extrinsic rewards before the learner computes its critic targets, so SAC, discrete
@@ -54,23 +54,23 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from agents.base import AgentBase
-from agents.config import (
+from agents.core.base import AgentBase
+from agents.core.config import (
     ReplayWindow,
     check,
     check_floats_finite,
     check_only_with,
     check_positive_int,
 )
-from agents.learning import (  # noqa: F401 (apply, grads_and_aux: re-exported for the learners)
+from agents.core.learning import (  # noqa: F401 (apply, grads_and_aux: re-exported for the learners)
     TraceBatch,
     apply,
     grads_and_aux,
     per_importance_exponent,
     sample_key,
 )
-from agents.normalization import RunningStats, normalize
-from agents.rnd import RND
+from agents.core.normalization import RunningStats, normalize
+from agents.core.rnd import RND
 from replay import PrioritizedTraceReplay, TraceReplay
 
 
@@ -124,7 +124,7 @@ class OffPolicyConfig(ReplayWindow):
     rnd_coef: float = 0.0
     """Curiosity by random network distillation (Burda et al. 2018, arXiv:1810.12894): the
     weight of RND's intrinsic reward added to the extrinsic reward in the critic targets (0:
-    off; agents/rnd.py). ICM (Pathak et al. 2017) is not implemented."""
+    off; agents/core/rnd.py). ICM (Pathak et al. 2017) is not implemented."""
     rnd_lr: float = 1e-4
     """With --rnd-coef: Adam learning rate of RND's predictor (the paper's 1e-4)."""
     rnd_features: int = 64
@@ -133,7 +133,7 @@ class OffPolicyConfig(ReplayWindow):
     # AgentBase's microbatching of trace updates does not apply to transition batches.
     microbatch_traces = 0
 
-    # Flags that do nothing without their switch (agents.config.check_only_with); SAC and TD3
+    # Flags that do nothing without their switch (agents.core.config.check_only_with); SAC and TD3
     # extend the table.
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("per_alpha", "per_beta", "per_beta_steps"), "prioritized"),
@@ -161,7 +161,7 @@ class OffPolicyConfig(ReplayWindow):
         check(self.rnd_coef >= 0, "rnd_coef", self.rnd_coef, ">= 0")
         check(self.rnd_lr > 0, "rnd_lr", self.rnd_lr, "> 0")
         per_env = self.buffer_size // (self.num_envs * self.trace_len)
-        need = self.min_traces_per_env  # the replay window (agents.config.ReplayWindow)
+        need = self.min_traces_per_env  # the replay window (agents.core.config.ReplayWindow)
         sizes = f"num_envs={self.num_envs}, trace_len={self.trace_len}, n_step={self.n_step}"
         if self.learn_len != self.trace_len or self.lookback:  # sequences
             sizes += f", seq_len={self.learn_len}, burn_in={self.lookback}"
@@ -399,7 +399,7 @@ class OffPolicyAgent(AgentBase):
         return learner, replay, metrics
 
     def add_intrinsic_reward(self, learner, batch: TraceBatch, axis_name=None):
-        """RND (agents/rnd.py): --rnd-coef times the intrinsic reward of every step of the
+        """RND (agents/core/rnd.py): --rnd-coef times the intrinsic reward of every step of the
         windows, e(x_{t+1}) / σ_e under the current predictor, added to its extrinsic reward;
         then one predictor step on the sampled transitions' next observations. Returns
         (learner, batch, RND's metrics)."""

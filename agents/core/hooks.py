@@ -27,7 +27,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from agents.config import ConfigError, flag
+from agents.core.config import ConfigError, flag
 
 
 class HookError(ValueError):

@@ -1,9 +1,9 @@
 """The agent protocol: everything `experiments/` knows about an agent.
 
 An agent is a folder under `agents/` (config, actor, learner, agent) plus one line in
-`agents/registry.py`. The training runner (`experiments/runner.py`), `evaluate`, `plot` and
+`agents/core/registry.py`. The training runner (`experiments/runner.py`), `evaluate`, `plot` and
 the benchmarks talk to it only through `Agent` below; none of them branches on an agent's
-name. `AgentBase` (agents/base.py) implements most of it for agents that collect time-major
+name. `AgentBase` (agents/core/base.py) implements most of it for agents that collect time-major
 rollouts into a trace replay, but an agent may implement the protocol from scratch (the
 toy agent in tests/experiments/test_agent_seam.py does).
 
@@ -26,7 +26,7 @@ takes). A resumed run rebuilds the agent, restores the learner into the structur
 `agent.init_learner(key)`, and starts new episodes with `agent.reset_actor`; replays are
 refilled.
 
-`--num-seeds P` wraps P members of an agent in `agents.population.Population`, which
+`--num-seeds P` wraps P members of an agent in `agents.core.population.Population`, which
 implements this protocol over states with a leading population axis; an agent opts in with
 `supports_population = True` (see that module for what it must satisfy).
 """
@@ -51,7 +51,7 @@ class TrainState(NamedTuple):
 
     learner: Any  # NamedTuple with a `params` field (and whatever else the learner keeps)
     replay: Any  # the replay state (a pytree of device arrays)
-    actor: Any  # the actor state (agents.rollout.ActorState for rollout-based agents)
+    actor: Any  # the actor state (agents.core.rollout.ActorState for rollout-based agents)
 
 
 class ChunkOutput(NamedTuple):
@@ -131,7 +131,7 @@ class Agent(Protocol):
         self, state: TrainState, iteration: int, env_steps: int, count: int
     ) -> tuple[TrainState, ChunkOutput]:
         """Act and learn for `count` (1 <= count <= max_chunk) iterations, one after another
-        in one device program where the agent can (agents/base.py); no host sync: outputs
+        in one device program where the agent can (agents/core/base.py); no host sync: outputs
         stay on the device.
 
         `iteration` and `env_steps` are the counts before the first of them; any schedule

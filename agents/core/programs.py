@@ -13,7 +13,7 @@ With data checks on (`enable_data_checks()`, what `--debug` does), every loss of
 probabilities valid; see `agents.losses.checked`): the program is `checkify`-ed and each call
 raises on the first failed check. It costs reductions and a host read per call.
 
-`Program(fn, population=True, mesh=...)` is the population form (agents/population.py):
+`Program(fn, population=True, mesh=...)` is the population form (agents/core/population.py):
 `fn` written for one learner is `vmap`ped over the leading population axis of every argument
 and output, with `axis_name=None` (members never average gradients with each other); over a
 mesh the members are split between devices by `jax.shard_map` along the mesh axis `POP`, each
@@ -36,9 +36,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+from agents.core.parallel import (
+    DATA,
+    POP,
+    ROLLOUT_SPECS,
+    abstract_rollout,
+    local_replica,
+    place_rollout,
+)
+from agents.core.rollout import make_host_rollout, make_xla_rollout, rollout_shape
 from agents.losses._checks import debug_scope
-from agents.parallel import DATA, POP, ROLLOUT_SPECS, abstract_rollout, local_replica, place_rollout
-from agents.rollout import make_host_rollout, make_xla_rollout, rollout_shape
 
 _DATA_CHECKS = [False]
 
@@ -237,7 +244,7 @@ def one_iteration_chunk(out, names, members: int | None = None):
     host: the one-iteration path syncs here (its runner syncs every iteration anyway), and
     no device work is queued beside its programs (on XLA:CPU a data-parallel program's
     collectives wait for every device's thread)."""
-    from agents.protocol import ChunkOutput
+    from agents.core.protocol import ChunkOutput
 
     out = jax.device_get(out)
     sums, count = metric_sums(out.metrics, names, members, xp=np)

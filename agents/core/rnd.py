@@ -10,7 +10,7 @@ Pure functions over `RNDState` (a field of the learner state, so checkpointed):
 - `rewards` (each update, on the sampled windows): r^i_t = e(x_{t+1}) / σ_e, the predictor's
   error on the next observation with the current predictor (`losses.rnd_prediction_error`,
   `losses.rnd_intrinsic_reward`). The agent adds coef·r^i_t to the extrinsic reward of
-  every step of the window before the critic targets (agents/offpolicy.py);
+  every step of the window before the critic targets (agents/core/offpolicy.py);
 - `update` (each update): one Adam step of the predictor on the sampled next observations
   (gradients averaged over devices).
 
@@ -28,8 +28,8 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.learning import apply, grads_and_aux
-from agents.normalization import RunningStats, normalize
+from agents.core.learning import apply, grads_and_aux
+from agents.core.normalization import RunningStats, normalize
 from networks.curiosity import rnd_networks
 
 OBS_CLIP = 5.0  # arXiv:1810.12894 §2.4: whitened observations clipped to [−5, 5]

@@ -1,10 +1,10 @@
 """Rollouts shared by the agents: time-major trace recording over a pure `select_action`.
 
 `select_action(params, obs, first, core_state, key) -> ActorOutput` is the agent's policy
-step (agents/actors.py builds it for categorical and Gaussian policies). Its output decides what a
-trace stores: the action (int32 index or float vector) and the behaviour statistics `mu` the
-learner needs for off-policy corrections (a probability vector, or any pytree: Gaussian mean
-and log-std, a log-prob).
+step (agents/core/actors.py builds it for categorical and Gaussian policies). Its output
+decides what a trace stores: the action (int32 index or float vector) and the behaviour
+statistics `mu` the learner needs for off-policy corrections (a probability vector, or any
+pytree: Gaussian mean and log-std, a log-prob).
 
 Observations may be arrays or pytrees (a dict for MiniGrid, `EnvSpec.obs_spec`): every
 observation field below is then a pytree of that structure whose leaves carry the axes shown.

@@ -3,7 +3,7 @@
 Adding an agent is a folder `agents/<name>/` whose `__init__.py` defines `SPEC`, an
 `AgentSpec`, and one line in `BUILTIN` below. Tests and user code can also `register` an
 agent at run time. `experiments/` looks agents up here and talks to them only through the
-protocol in agents/protocol.py.
+protocol in agents/core/protocol.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.config import check_only_with_table
+from agents.core.config import check_only_with_table
 
 # name -> package defining SPEC. One line per agent.
 BUILTIN: dict[str, str] = {
@@ -42,7 +42,7 @@ class AgentSpec:
     Attributes:
       name: the `--agent` value.
       config_cls: its frozen config dataclass (the agent's command line).
-      agent_cls: `agent_cls(config, env, *, seed, mesh)` implements agents.protocol.Agent.
+      agent_cls: `agent_cls(config, env, *, seed, mesh)` implements agents.core.protocol.Agent.
       presets: preset name -> values; keys are config fields or run options
         (`RUN_PRESET_FIELDS`). A comment beside each preset names its source paper.
       default_preset: the preset used when none is given (an empty one means the defaults).

@@ -13,10 +13,10 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from agents.rollout import Rollout
+from agents.core.rollout import Rollout
 
 DATA = "data"
-POP = "pop"  # the mesh axis a population of learners is split over (agents/population.py)
+POP = "pop"  # the mesh axis a population of learners is split over (agents/core/population.py)
 P = PartitionSpec
 
 

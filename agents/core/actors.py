@@ -1,7 +1,7 @@
 """Pure actors: `select_action(params, obs, first, core, key) -> ActorOutput` for rollouts and
 `act(greedy) -> ActFn` for evaluation, built from an agent's network.
 
-`ActorOutput.mu` decides what a trace stores for the learner (agents/rollout.py): the
+`ActorOutput.mu` decides what a trace stores for the learner (agents/core/rollout.py): the
 categorical actor records the probability vector μ(·|x); the Gaussian actor records the
 distribution's statistics `{"mean", "log_std"}`; the ε-greedy and NoisyNet actors of the
 value-based agents record nothing (`()`); the on-policy actor (`logp_value_actor`, A2C
@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from agents.core.rollout import ActorOutput
 from agents.losses import scale_action
-from agents.rollout import ActorOutput
 
 
 def categorical_actor(policy_logits):

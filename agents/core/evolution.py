@@ -1,4 +1,4 @@
-"""Evolving a population of learners (agents/population.py): per-member hyper-parameters,
+"""Evolving a population of learners (agents/core/population.py): per-member hyper-parameters,
 population-based training and the cross-entropy method over weights.
 
 Hyper-parameters. An agent names the scalar config fields a population may vary, with the
@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agents.config import ConfigError
+from agents.core.config import ConfigError
 
 PERTURB_FACTORS = (0.8, 1.2)  # Jaderberg et al. 2017, appendix A.1 ("perturb")
 

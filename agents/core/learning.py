@@ -42,7 +42,7 @@ class TraceBatch(NamedTuple):
 
     @classmethod
     def from_rollout(cls, traj) -> TraceBatch:
-        """The traces of a fresh rollout (agents.rollout.Rollout)."""
+        """The traces of a fresh rollout (agents.core.rollout.Rollout)."""
         steps = traj.steps
         return cls(
             obs=jax.tree.map(
@@ -242,7 +242,7 @@ class ActorCriticLearner:
 
     def reset_params(self, state, params):
         """`state` restarted from new weights `params` as `init` starts its own (a
-        population's CEM resampling, agents/population.py): a fresh optimiser state and
+        population's CEM resampling, agents/core/population.py): a fresh optimiser state and
         `params_copy` equal to them; the counts, key and statistics kept."""
         fields = {"params": params, "opt_state": self.optimizer.init(params)}
         if self.params_copy is not None:  # distinct buffers: both are donated

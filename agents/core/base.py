@@ -1,4 +1,4 @@
-"""The agent protocol (agents/protocol.py) for agents that act in rollouts of T steps, written
+"""The agent protocol (agents/core/protocol.py) for agents that act in rollouts of T steps, written
 once. An agent built on it writes its config, network, learner and a few hooks; the wiring
 (device programs for one device or a mesh, ahead-of-time compilation, the actor, resets,
 evaluation policy, and for replay agents the replay and its step spec) is here.
@@ -46,10 +46,10 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 
-from agents.actors import categorical_actor
-from agents.learning import TraceBatch, sample_key
-from agents.parallel import DATA, P, check_divisible, to_global
-from agents.programs import (
+from agents.core.actors import categorical_actor
+from agents.core.learning import TraceBatch, sample_key
+from agents.core.parallel import DATA, P, check_divisible, to_global
+from agents.core.programs import (
     ChunkProgram,
     Program,
     RolloutProgram,
@@ -58,8 +58,8 @@ from agents.programs import (
     replay_program_specs,
     rollout_program_specs,
 )
-from agents.protocol import ChunkOutput, IterationOutput, TrainState
-from agents.rollout import initial_actor_state, make_xla_rollout, trace_step_spec
+from agents.core.protocol import ChunkOutput, IterationOutput, TrainState
+from agents.core.rollout import initial_actor_state, make_xla_rollout, trace_step_spec
 from envs import obs_zeros
 from networks.torsos import convolves_in_loops_slowly
 
@@ -116,15 +116,15 @@ class RolloutAgent:
     metric_names: ClassVar[tuple[str, ...]] = ()
     discrete_only: ClassVar[bool] = True
     # `core_feedback(core, action, reward) -> core`: what a recurrent core learns of the step
-    # just taken (agents/protocol.py); None: nothing.
+    # just taken (agents/core/protocol.py); None: nothing.
     core_feedback = None
-    # Whether `--num-seeds P` may vmap P members of this agent (agents/population.py): True
+    # Whether `--num-seeds P` may vmap P members of this agent (agents/core/population.py): True
     # only for an agent whose iteration is the base one (collect, absorb, updates_due x
     # replay_update) and whose pure functions do not read `self.seed`, once a test shows its
     # members equal single runs.
     supports_population: ClassVar[bool] = False
     # The scalar config fields a population may vary per member (`--vary`, `--evolve`), with
-    # the range each must stay in (agents/evolution.py). Only fields the learner and
+    # the range each must stay in (agents/core/evolution.py). Only fields the learner and
     # `absorb` read as numbers inside their traced functions (never in Python control flow
     # or shapes), and `discount`, which the population's rollout writes into the traces.
     tunable: ClassVar[dict[str, tuple[float, float]]] = {}
@@ -143,7 +143,7 @@ class RolloutAgent:
         return None
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None):
-        """`mesh`: a 1-D mesh from `agents.parallel.make_mesh` for data parallelism; None or
+        """`mesh`: a 1-D mesh from `agents.core.parallel.make_mesh` for data parallelism; None or
         a single device keeps the plain jitted path."""
         spec = env.spec
         if self.discrete_only and not spec.discrete:
@@ -188,7 +188,7 @@ class RolloutAgent:
         raise NotImplementedError
 
     def make_actor(self):
-        """`(select_action, act)` (agents/actors.py); by default the categorical actor of
+        """`(select_action, act)` (agents/core/actors.py); by default the categorical actor of
         `policy_logits`."""
         return categorical_actor(self.policy_logits)
 

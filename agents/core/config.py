@@ -105,7 +105,7 @@ def check_only_with(config, given: Iterable[str] | None = None, name_of=flag) ->
 
 def check_only_with_table(cls) -> None:
     """A one-line ValueError unless every entry of `cls.ONLY_WITH` ties a field of `cls` to a
-    switch on another field (agents.registry checks every agent's config with it: a typo in
+    switch on another field (agents.core.registry checks every agent's config with it: a typo in
     the table would silently disable a check)."""
     fields = {f.name for f in dataclasses.fields(cls)}
     for name, switch in getattr(cls, "ONLY_WITH", {}).items():
