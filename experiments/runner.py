@@ -434,9 +434,10 @@ class Runner:
         n = run.num_seeds
         mesh = make_mesh(run.num_devices, axis=POP)
         check_divisible("--num-seeds", n, mesh.size)  # one line, before anything is built
-        if not getattr(get_agent(run.agent).agent_cls, "supports_population", False):
+        agent_cls = get_agent(run.agent).agent_cls
+        if not agent_cls.supports_population:
             raise ConfigError(f"--num-seeds > 1 is not supported by --agent {run.agent}")
-        tunable = get_agent(run.agent).agent_cls.tunable
+        tunable = agent_cls.tunable
         hparams = draw_hparams(hparam_specs(run), n, tunable, run.seed)
         n_env = self.args.config.num_envs
         pool = make_env(

@@ -110,7 +110,7 @@ def traced_config(config, values: dict):
 def check_population_support(agent) -> None:
     """A one-line ConfigError unless `agent` (a member built for one seed) can be vmapped."""
     name = getattr(agent, "name", type(agent).__name__)
-    if not getattr(agent, "supports_population", False):
+    if not agent.supports_population:
         raise ConfigError(f"--num-seeds > 1 is not supported by --agent {name}")
     if not callable(getattr(getattr(agent, "learner", None), "reset_params", None)):
         raise ConfigError(

@@ -28,7 +28,7 @@ refilled.
 
 `--num-seeds P` wraps P members of an agent in `agents.core.population.Population`, which
 implements this protocol over states with a leading population axis; an agent opts in with
-`supports_population = True` (see that module for what it must satisfy).
+the class attribute `supports_population = True` (see that module for what it must satisfy).
 """
 
 from __future__ import annotations
@@ -98,6 +98,10 @@ class Agent(Protocol):
       bytes_per_transition: replay storage per transition (0 for agents without replay).
       max_chunk: the most iterations one `train_chunk` call may run.
       host_driven: None, or why the host drives each iteration (then `max_chunk` is 1).
+      supports_population: whether `--num-seeds P` may vmap P members of it (class attribute;
+        agents/core/population.py says what a member must provide).
+      tunable: {config field: (low, high)} that `--vary` and evolution may set per member
+        (class attribute; {} for none).
     """
 
     config: Any
@@ -109,6 +113,8 @@ class Agent(Protocol):
     bytes_per_transition: float
     max_chunk: int
     host_driven: str | None
+    supports_population: bool
+    tunable: dict[str, tuple[float, float]]
 
     def init(self, key: Array, *, jit: bool = False) -> TrainState:
         """A fresh learner, an empty replay and reset envs (`jit`: the learner built by one

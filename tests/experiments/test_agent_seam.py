@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import json
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +46,8 @@ class ToyAgent:
     bytes_per_transition = 0.0
     max_chunk = 1  # one iteration per host sync
     host_driven = "the toy steps its envs on the host"
+    supports_population = False  # --num-seeds > 1 is refused in one line
+    tunable: ClassVar[dict] = {}
 
     def __init__(self, config: ToyConfig, env, *, seed: int = 0, mesh=None):
         self.config, self.env, self.seed = config, env, seed
