@@ -22,6 +22,8 @@ from agents.core.config import flag
 from agents.core.evaluation import MAX_EPISODES, EvaluationError, eval_feedback, evaluate
 from agents.core.hooks import check_given_again
 from envs import make_env
+from envs.gymnax_env import PREFIX as GYMNAX
+from envs.gymnax_render import FrameRenderer, video_refusal
 from experiments.args import TrainArgs, cli
 from experiments.checkpoint import CheckpointError
 from experiments.common import build_agent, load_run, restore_learner, trained_hooks
@@ -132,14 +134,19 @@ def _acting_hooks(config, trained: dict[str, str], args: EvalArgs, run_dir: Path
     return config, notes
 
 
-def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
-    """One episode. Atari: the 84×84 frames the agent sees. Others: gymnasium's rgb render."""
+def _record_video(agent, act, params, args: EvalArgs, run_dir: Path, flatten_obs: bool) -> Path:
+    """One episode. Atari: the 84×84 frames the agent sees. gymnax: frames drawn from the
+    observations (envs/gymnax_render.py). Others: gymnasium's rgb render."""
     import imageio.v2 as imageio
 
-    env_id = agent.env.spec.env_id
-    frames = []
-    if agent.env.spec.is_atari:
-        env = make_env(env_id, 1, args.seed, train=False)
+    spec = agent.env.spec
+    env_id, frames = spec.env_id, []
+    if spec.is_atari or env_id.startswith(GYMNAX):
+        env = make_env(env_id, 1, args.seed, train=False, flatten_obs=flatten_obs)
+        if spec.is_atari:
+            draw = lambda obs: np.repeat(np.repeat(obs[-1], 2, 0), 2, 1)  # noqa: E731
+        else:  # gymnax: MinAtar's channels, or gymnasium's picture of the observed state
+            draw = FrameRenderer(env_id, spec.obs_shape)
         evaluate(
             act,
             params,
@@ -148,15 +155,16 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path) -> Path:
             jax.random.PRNGKey(args.seed),
             agent.initial_core(1),
             feedback=eval_feedback(agent),
-            on_step=lambda ts: frames.append(np.repeat(np.repeat(ts.obs[0, -1], 2, 0), 2, 1)),
+            on_step=lambda ts: frames.append(draw(np.asarray(ts.obs[0]))),
         )
+        if isinstance(draw, FrameRenderer):
+            draw.close()
     else:
         import gymnasium as gym
 
         from envs.gymnasium_env import register_optional_envs
 
         register_optional_envs(env_id)
-        spec = agent.env.spec
         convert = getattr(agent.env, "convert_obs", None)  # the gymnasium adapter's conversion
         if convert is None:
             convert = lambda o: np.asarray(o, spec.obs_dtype)  # noqa: E731  (envpool: arrays)
@@ -199,11 +207,10 @@ def main(argv: list[str] | None = None) -> dict:
         if args.out:
             check_file_target(args.out)
         train_args = load_run(run_dir)
-        if args.video and train_args.run.env.startswith("gymnax/"):
-            raise ValueError(
-                f"--video: {train_args.run.env} is a gymnax env, which has no renderer here; "
-                "evaluate it without --video"
-            )
+        if args.video and train_args.run.env.startswith(GYMNAX):
+            reason = video_refusal(train_args.run.env)
+            if reason is not None:
+                raise ValueError(reason)
         config, notes = _acting_hooks(train_args.config, trained_hooks(run_dir), args, run_dir)
         n = args.num_envs or min(args.episodes, 16)
         env = make_env(
@@ -244,7 +251,9 @@ def main(argv: list[str] | None = None) -> dict:
         ]
     if args.video:
         try:
-            result["video"] = str(_record_video(agent, act, params, args, run_dir))
+            result["video"] = str(
+                _record_video(agent, act, params, args, run_dir, train_args.run.flatten_obs)
+            )
         except (UnsafePathError, WriteError) as err:
             raise SystemExit(f"error: {err}") from None
         except (ValueError, OSError) as err:  # imageio's: ffmpeg's errors span lines

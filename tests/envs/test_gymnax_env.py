@@ -131,3 +131,38 @@ def test_unknown_gymnax_id_gets_close_matches():
         make_env("gymnax/Breakout-MinAtr", 1, 0)
     with pytest.raises(ValueError, match="gymnax"):
         make_env("gymnax/CartPole-v1", 1, 0, num_threads=2)
+
+
+def test_minatar_frames_colour_each_channel():
+    from envs.gymnax_render import CELL, minatar_frame, palette
+
+    obs = np.zeros((10, 10, 4), bool)
+    obs[2, 3, 0] = obs[7, 1, 2] = True
+    obs[5, 5, 1] = obs[5, 5, 3] = True  # two channels in one cell: the last one is drawn
+    colours = palette(4)
+    assert len({tuple(c) for c in colours}) == 4 and colours.dtype == np.uint8
+    for frame in (minatar_frame(obs, 4), minatar_frame(obs.reshape(-1), 4)):  # flat too
+        assert frame.shape == (10 * CELL, 10 * CELL, 3)
+        cell = lambda r, c, f=frame: f[r * CELL : (r + 1) * CELL, c * CELL : (c + 1) * CELL]  # noqa: E731
+        assert (cell(2, 3) == colours[0]).all() and (cell(7, 1) == colours[2]).all()
+        assert (cell(5, 5) == colours[3]).all() and (cell(0, 0) == 0).all()
+        assert (frame.reshape(-1, 3).any(axis=1)).sum() == 3 * CELL * CELL
+
+
+def test_classic_control_states_from_observations():
+    """The gymnasium state each renderer sets, recovered from the observation: the angles
+    from their cos/sin (Acrobot, Pendulum), positions and velocities as they are."""
+    from envs.gymnax_render import CLASSIC, FrameRenderer, video_refusal
+
+    a1, a2, d1, d2 = 2.5, -1.2, 0.3, -0.7
+    acrobot = np.array([np.cos(a1), np.sin(a1), np.cos(a2), np.sin(a2), d1, d2])
+    np.testing.assert_allclose(CLASSIC["Acrobot-v1"][1](acrobot), [a1, a2, d1, d2], rtol=1e-12)
+    pendulum = np.array([np.cos(-2.9), np.sin(-2.9), 4.0])
+    np.testing.assert_allclose(CLASSIC["Pendulum-v1"][1](pendulum), [-2.9, 4.0], rtol=1e-12)
+    np.testing.assert_allclose(CLASSIC["MountainCar-v0"][1](np.array([-0.5, 0.01])), [-0.5, 0.01])
+    render = FrameRenderer("gymnax/CartPole-v1", (4,))
+    left, right = render(np.array([-1.5, 0, 0, 0])), render(np.array([1.5, 0, 0.2, 0]))
+    render.close()
+    assert left.shape == right.shape == (400, 600, 3) and (left != right).any()
+    assert video_refusal("gymnax/Breakout-MinAtar") is None
+    assert "no renderer" in video_refusal("gymnax/DeepSea-bsuite")

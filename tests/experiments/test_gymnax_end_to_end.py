@@ -57,13 +57,23 @@ def test_train_resume_evaluate_on_gymnax(tmp_path, case, monkeypatch):
     base.test_train_resume_evaluate_in_process(tmp_path, case)
 
 
-def test_video_of_a_gymnax_run_is_refused_in_one_line(tmp_path):
+def test_video_of_a_gymnax_run(tmp_path):
+    """evaluate --video on gymnax: frames drawn from the observations (envs/gymnax_render.py);
+    an env without a renderer is refused in one line before anything is built."""
+    import imageio.v2 as imageio
+
     from experiments import evaluate, train
 
     run_dir = tmp_path / "run"
     flags = "--agent ppo --env gymnax/CartPole-v1 --num-envs 2 --trace-len 8 --eval-episodes 0"
     flags += " --num-devices 1"
     train.main([*flags.split(), "--total-steps", "16", "--run-dir", str(run_dir), "--no-progress"])
-    with pytest.raises(SystemExit, match="--video: gymnax/CartPole-v1 is a gymnax env"):
+    out = evaluate.main([str(run_dir), "--episodes", "1", "--video", "--video-format", "gif"])
+    frames = imageio.mimread(out["video"])
+    assert out["video"] == str(run_dir / "videos" / "eval.gif")
+    assert 2 <= len(frames) <= 500 and frames[0].shape[:2] == (400, 600)  # gymnasium's size
+    assert any((f != frames[0]).any() for f in frames[1:])  # the pole moves
+    config = run_dir / "config.json"
+    config.write_text(config.read_text().replace("gymnax/CartPole-v1", "gymnax/Catch-bsuite"))
+    with pytest.raises(SystemExit, match="--video: gymnax/Catch-bsuite has no renderer here"):
         evaluate.main([str(run_dir), "--episodes", "1", "--video"])
-    assert not (run_dir / "videos").exists()
