@@ -20,8 +20,11 @@ class A2CAgent(PPOAgent):
     }
 
     def make_optimizer(self, learning_rate) -> optax.GradientTransformation:
-        """RMSprop as PyTorch (and torch-ac) computes it: ε outside the square root."""
+        """RMSprop with ε outside the square root (PyTorch, torch-ac) and the mean square
+        started as --rmsprop-start says."""
         cfg = self.config
         return optax.rmsprop(
-            learning_rate, decay=cfg.rmsprop_alpha, eps=cfg.rmsprop_eps, eps_in_sqrt=False
-        )
+            learning_rate, decay=cfg.rmsprop_alpha, eps=cfg.rmsprop_eps, eps_in_sqrt=False,
+            initial_scale=1.0 if cfg.rmsprop_start == "one" else 0.0,
+            bias_correction=cfg.rmsprop_start == "debiased",
+        )  # fmt: skip

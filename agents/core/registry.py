@@ -31,7 +31,15 @@ BUILTIN: dict[str, str] = {
 
 # Run options (experiments/args.py RunArgs) a preset may set besides the agent's config.
 RUN_PRESET_FIELDS = frozenset(
-    {"env", "total_steps", "checkpoint_every", "return_window", "eval_episodes", "reward_clip"}
+    {
+        "env",
+        "total_steps",
+        "checkpoint_every",
+        "return_window",
+        "eval_episodes",
+        "eval_greedy",
+        "reward_clip",
+    }
 )
 
 
