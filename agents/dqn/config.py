@@ -82,6 +82,9 @@ class DQNConfig(ReplayWindow):
     """Updates between copies of the online network to the target network."""
     lr: float = 5e-4
     """Adam learning rate."""
+    anneal_steps: int = 0
+    """Decay the learning rate linearly to 0 over this many env steps, counted in updates
+    from --start-train-at (0: constant, as DQN and Rainbow)."""
     adam_eps: float = 1e-5
     """Adam ε (rlpyt/Dopamine on Atari: 0.01 / 32 = 3.125e-4)."""
     max_grad_norm: float = 10.0
@@ -126,6 +129,7 @@ class DQNConfig(ReplayWindow):
             "target_update_period", "num_atoms",
         )  # fmt: skip
         check_floats_finite(self)
+        check(self.anneal_steps >= 0, "anneal_steps", self.anneal_steps, ">= 0 (0: constant)")
         check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
         check(self.replay_ratio > 0, "replay_ratio", self.replay_ratio, "> 0")
         check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")

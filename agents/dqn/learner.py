@@ -71,13 +71,25 @@ def priority_mix(td_abs, valid, eta):
     return eta * peak + (1.0 - eta) * mean
 
 
+def learning_rate(config):
+    """`config.lr`, or with `anneal_steps` an optax schedule over the update count: linear
+    from lr to 0 over the updates made by env step `anneal_steps` (a DQN/R2D1 config)."""
+    if not config.anneal_steps:
+        return config.lr
+    per_step = config.replay_ratio / (config.batch_size * config.learn_len)
+    updates = max(1.0, (config.anneal_steps - config.start_train_at) * per_step)
+    return lambda count: config.lr * jnp.clip(1.0 - count / updates, 0.0, 1.0)
+
+
 class DQNLearner:
     """See the module docstring. `config` is a `DQNConfig` (or R2D1's, with its fields)."""
 
     def __init__(self, config, network):
         self.config = config
         self.network = network
-        self.optimizer = adam_with_clipping(config.lr, config.max_grad_norm, eps=config.adam_eps)
+        self.optimizer = adam_with_clipping(
+            learning_rate(config), config.max_grad_norm, eps=config.adam_eps
+        )
         cfg = config
         self.atoms = (
             jnp.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms, dtype=jnp.float32)

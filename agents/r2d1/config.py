@@ -74,6 +74,9 @@ class R2D1Config(ReplayWindow):
     """Updates between copies of the online network to the target network (R2D2: 2500)."""
     lr: float = 5e-4
     """Adam learning rate (R2D2: 1e-4)."""
+    anneal_steps: int = 0
+    """Decay the learning rate linearly to 0 over this many env steps, counted in updates
+    from --start-train-at (0: constant, as R2D2)."""
     adam_eps: float = 1e-5
     """Adam ε (R2D2: 1e-3)."""
     max_grad_norm: float = 40.0
@@ -121,6 +124,7 @@ class R2D1Config(ReplayWindow):
         for name in ("priority_exponent", "importance_exponent", "priority_eta"):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
         check(self.lr > 0, "lr", self.lr, "> 0")
+        check(self.anneal_steps >= 0, "anneal_steps", self.anneal_steps, ">= 0 (0: constant)")
         check(self.adam_eps > 0, "adam_eps", self.adam_eps, "> 0")
         check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "> 0")
         for name in ("eps_start", "eps_end", "eval_epsilon"):

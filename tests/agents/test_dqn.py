@@ -308,3 +308,24 @@ def test_noisy_flags():
             parse(["--agent", "dqn", "--noisy", *extra])
     assert parse(["--agent", "dqn", "--preset", "dqn-atari", "--noisy"]).config.eps_end == 0.01
     assert DQNConfig(noisy=True, eps_end=0.01).noisy
+
+
+def test_annealed_learning_rate_reaches_zero_at_anneal_steps():
+    """--anneal-steps S: lr·(1 − k/U) at update k, U = the updates made by env step S
+    ((S − start_train_at) · replay_ratio / (batch_size · learn_len)), 0 after; constant lr
+    without it. The optimizer takes those steps (Adam's first step is lr per parameter)."""
+    from agents.dqn.learner import learning_rate
+
+    cfg = DQNConfig(lr=1e-3, anneal_steps=10_000, start_train_at=2_000, replay_ratio=32.0,
+                    batch_size=16, trace_len=4)  # fmt: skip
+    updates = (10_000 - 2_000) * 32.0 / (16 * 4)  # 4,000
+    schedule = learning_rate(cfg)
+    for k in (0, 1, 1_000, 2_000, 3_999, 4_000, 9_000):
+        want = 1e-3 * max(0.0, 1.0 - k / updates)
+        np.testing.assert_allclose(float(schedule(jnp.asarray(k))), want, rtol=1e-6, atol=1e-9)
+    assert learning_rate(DQNConfig(lr=1e-3)) == 1e-3
+    opt = optax.adam(schedule)
+    state = opt.init(jnp.zeros(3))
+    for k in range(3):
+        step, state = opt.update(jnp.array([1.0, -2.0, 0.5]), state)
+        np.testing.assert_allclose(np.abs(step), 1e-3 * (1 - k / updates), rtol=1e-4)
