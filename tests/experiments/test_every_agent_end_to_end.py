@@ -56,8 +56,8 @@ CASES = {
         32,
     ),
     "sac-discrete": (
-        "--agent sac --num-envs 2 --trace-len 4 --batch-size 8 --buffer-size 400 --hidden 8"
-        " --start-train-at 16",
+        "--agent sac --env CartPole-v1 --num-envs 2 --trace-len 4 --batch-size 8"
+        " --buffer-size 400 --hidden 8 --start-train-at 16",
         16,
         32,
     ),
