@@ -8,10 +8,18 @@ runs; also used for a default that cannot be a population). A seed succeeds when
 end-of-training evaluation reaches the task's threshold (`SOLVED`: CartPole-v1 475,
 Pendulum-v1 −200). Prints and writes per agent the success count, the IQM of the evaluation
 returns with a 95% stratified bootstrap CI (rliable), and the wall time per run.
+
+Each agent's result also records what its default command trained (`default_command`: the
+run options and the config that `--agent NAME` resolves to) and its fingerprint
+(`default_hash`). tests/experiments/test_defaults_benchmark.py compares the fingerprints of
+today's defaults with the committed results (docs/results/defaults-10-seeds/results.json),
+so a changed default fails the tests until this benchmark is run again and committed.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import subprocess
 import sys
@@ -24,10 +32,28 @@ import numpy as np
 import tyro
 
 from agents.core.registry import agent_names
+from experiments.args import parse_train_args
 from experiments.common import save_results
 from experiments.report import aggregates
 
 SOLVED = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "CartPole-P-v1": 475.0}
+# Run options that do not change what a run learns: where it writes, how it shows progress.
+NOT_LEARNING = ("seed", "run_dir", "exp_name", "resume", "progress")
+
+
+def default_command(agent: str) -> dict:
+    """What `experiments.train --agent AGENT` trains: its run options (less `NOT_LEARNING`)
+    and its agent config, as JSON values."""
+    args = parse_train_args(["--agent", agent])
+    run = {k: v for k, v in dataclasses.asdict(args.run).items() if k not in NOT_LEARNING}
+    config = dataclasses.asdict(args.config)
+    return json.loads(json.dumps({"run": run, "config": config}, default=repr))
+
+
+def default_hash(agent: str) -> str:
+    """A fingerprint of `default_command(agent)`."""
+    text = json.dumps(default_command(agent), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -83,7 +109,10 @@ def run_agent(agent: str, args: Args) -> dict:
     threshold = SOLVED.get(env)
     solved = int((returns >= threshold).sum()) if threshold is not None else None
     return {
+        "default_hash": default_hash(agent),
+        "default_command": default_command(agent),
         "mode": mode,
+        "num_seeds": args.num_seeds,
         "env": env,
         "eval_returns": returns.tolist(),
         "solved": solved,
@@ -115,8 +144,13 @@ def main(args: Args) -> dict:
             flush=True,
         )
     out = {"args": vars(args), "results": results}
-    if args.out:
-        save_results(str(Path(args.out) / "results.json"), out)
+    if args.out:  # merged into the results already there: agents can be run one at a time
+        path = Path(args.out) / "results.json"
+        if path.is_file():
+            kept = json.loads(path.read_text())["results"]
+            out["results"] = {**{k: v for k, v in kept.items() if k not in results}, **results}
+        out["results"] = dict(sorted(out["results"].items()))
+        save_results(str(path), out)
     return out
 
 
