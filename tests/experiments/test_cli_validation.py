@@ -118,8 +118,10 @@ ZERO_OK = {
         "microbatch_traces",
         "eps_decay_steps",
         "importance_exponent_steps",
+        "anneal_steps",
     },
     get_agent("r2d1").config_cls: {
+        "anneal_steps",
         "start_train_at",
         "importance_exponent_steps",
         "microbatch_traces",
