@@ -364,6 +364,12 @@ class VecEnv:
         with rows in env order."""
         raise NotImplementedError
 
+    def convert_obs(self, obs: Any) -> Any:
+        """A batch of raw gymnasium observations of this env's task (leaves with a leading
+        batch axis; e.g. from a separate render env) as this env's observations: here arrays
+        cast to the spec's dtype; adapters and wrappers that change observations override it."""
+        return np.asarray(obs, self.spec.obs_dtype)
+
     def close(self) -> None:
         """Release the backend's resources."""
 

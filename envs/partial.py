@@ -37,6 +37,9 @@ class ObsMapVecEnv(VecEnv):
     def _map(self, obs, xp):
         raise NotImplementedError
 
+    def convert_obs(self, obs):
+        return self._map(self.inner.convert_obs(obs), np)
+
     def _select(self, ts: TimeStep, xp) -> TimeStep:
         return ts._replace(obs=self._map(ts.obs, xp))
 

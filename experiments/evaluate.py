@@ -165,19 +165,17 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path, flatten_obs
         from envs.gymnasium_env import register_optional_envs
 
         register_optional_envs(env_id)
-        convert = getattr(agent.env, "convert_obs", None)  # the gymnasium adapter's conversion
-        if convert is None:
-            convert = lambda o: np.asarray(o, spec.obs_dtype)  # noqa: E731  (envpool: arrays)
         env = gym.make(env_id, render_mode="rgb_array")
         obs, _ = env.reset(seed=args.seed)
         key, core, first = jax.random.PRNGKey(args.seed), agent.initial_core(1), np.ones(1, bool)
         frames.append(env.render())
         while True:
             key, sub = jax.random.split(key)
-            batch = convert(jax.tree.map(lambda x: np.asarray(x)[None], obs))
+            # the raw gymnasium observation as the agent's env gives it (envs.VecEnv)
+            batch = agent.env.convert_obs(jax.tree.map(lambda x: np.asarray(x)[None], obs))
             action, core = act(params, batch, first, core, sub)
             a = np.asarray(action[0])
-            obs, _, terminated, truncated, _ = env.step(int(a) if agent.env.spec.discrete else a)
+            obs, _, terminated, truncated, _ = env.step(int(a) if spec.discrete else a)
             first = np.zeros(1, bool)
             frames.append(env.render())
             if terminated or truncated:

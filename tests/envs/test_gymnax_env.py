@@ -243,3 +243,17 @@ def test_random_play_against_the_minatar_package(game):
         assert (g_len == 2500).all() and (m_len == 2501).all()
     else:
         assert abs(g_len.mean() - m_len.mean()) <= se(g_len, m_len), (g_len.mean(), m_len.mean())
+
+
+def test_convert_obs_maps_raw_observations_as_the_env_does():
+    """`VecEnv.convert_obs` (evaluate's gymnasium render loop): arrays cast to the spec's
+    dtype, then the wrappers' maps (here --flatten-obs)."""
+    raw = np.zeros((2, 10, 10, 4), np.int64)
+    raw[1, 3, 4, 2] = 1
+    plain = make_env("gymnax/Breakout-MinAtar", 2, 0)
+    flat = make_env("gymnax/Breakout-MinAtar", 2, 0, flatten_obs=True)
+    got = plain.convert_obs(raw)
+    assert got.dtype == np.dtype(bool) and got.shape == (2, 10, 10, 4) and got[1, 3, 4, 2]
+    got = flat.convert_obs(raw)
+    assert got.shape == (2, 400) and got.dtype == np.dtype(bool)
+    np.testing.assert_array_equal(got, raw.reshape(2, -1).astype(bool))

@@ -57,23 +57,38 @@ def test_train_resume_evaluate_on_gymnax(tmp_path, case, monkeypatch):
     base.test_train_resume_evaluate_in_process(tmp_path, case)
 
 
-def test_video_of_a_gymnax_run(tmp_path):
-    """evaluate --video on gymnax: frames drawn from the observations (envs/gymnax_render.py);
-    an env without a renderer is refused in one line before anything is built."""
+def _video(run_dir, env_id):
+    """Train PPO on `env_id` for 16 steps, record a gif; (evaluate's result, its frames)."""
     import imageio.v2 as imageio
 
     from experiments import evaluate, train
 
-    run_dir = tmp_path / "run"
-    flags = "--agent ppo --env gymnax/CartPole-v1 --num-envs 2 --trace-len 8 --eval-episodes 0"
+    flags = f"--agent ppo --env {env_id} --num-envs 2 --trace-len 8 --eval-episodes 0"
     flags += " --num-devices 1"
     train.main([*flags.split(), "--total-steps", "16", "--run-dir", str(run_dir), "--no-progress"])
     out = evaluate.main([str(run_dir), "--episodes", "1", "--video", "--video-format", "gif"])
-    frames = imageio.mimread(out["video"])
     assert out["video"] == str(run_dir / "videos" / "eval.gif")
+    return out, imageio.mimread(out["video"])
+
+
+def test_video_of_a_gymnax_run(tmp_path):
+    """evaluate --video on gymnax: frames drawn from the observations (envs/gymnax_render.py);
+    an env without a renderer is refused in one line before anything is built."""
+    from experiments import evaluate
+
+    run_dir = tmp_path / "run"
+    _, frames = _video(run_dir, "gymnax/CartPole-v1")
     assert 2 <= len(frames) <= 500 and frames[0].shape[:2] == (400, 600)  # gymnasium's size
     assert any((f != frames[0]).any() for f in frames[1:])  # the pole moves
     config = run_dir / "config.json"
     config.write_text(config.read_text().replace("gymnax/CartPole-v1", "gymnax/Catch-bsuite"))
     with pytest.raises(SystemExit, match="--video: gymnax/Catch-bsuite has no renderer here"):
         evaluate.main([str(run_dir), "--episodes", "1", "--video"])
+
+
+def test_video_through_gymnasium_of_an_envpool_run(tmp_path):
+    """The other path: a gymnasium render env whose raw observations reach the agent through
+    its env's `convert_obs` (envs.VecEnv)."""
+    _, frames = _video(tmp_path / "run", "CartPole-v1")
+    assert 2 <= len(frames) <= 501 and frames[0].shape[:2] == (400, 600)
+    assert any((f != frames[0]).any() for f in frames[1:])  # the pole moves
