@@ -59,12 +59,12 @@ def palette(channels: int) -> np.ndarray:
     return (np.asarray([colours[c % len(colours)] for c in range(channels)]) * 255).astype(np.uint8)
 
 
-def minatar_frame(obs: np.ndarray, channels: int) -> np.ndarray:
-    """`[10·CELL, 10·CELL, 3]` uint8 of one MinAtar observation (`[10, 10, C]` or flat)."""
-    grid = np.asarray(obs, bool).reshape(10, 10, channels)
-    colours = palette(channels)
+def minatar_frame(obs: np.ndarray, colours: np.ndarray) -> np.ndarray:
+    """`[10·CELL, 10·CELL, 3]` uint8 of one MinAtar observation (`[10, 10, C]` or flat),
+    channel c drawn in `colours[c]` (`palette(C)`)."""
+    grid = np.asarray(obs, bool).reshape(10, 10, len(colours))
     frame = np.zeros((10, 10, 3), np.uint8)
-    for c in range(channels):  # the last channel set wins
+    for c in range(len(colours)):  # the last channel set wins
         frame[grid[:, :, c]] = colours[c]
     return np.repeat(np.repeat(frame, CELL, 0), CELL, 1)
 
@@ -78,8 +78,9 @@ class FrameRenderer:
         if reason is not None:
             raise ValueError(reason)
         self.name, self._gym = env_id.removeprefix(PREFIX), None
-        self.channels = int(np.prod(obs_shape)) // 100
-        if not is_minatar(self.name):
+        if is_minatar(self.name):
+            self.colours = palette(int(np.prod(obs_shape)) // 100)
+        else:
             import gymnasium as gym
 
             gym_id, self._state = CLASSIC[self.name]
@@ -89,7 +90,7 @@ class FrameRenderer:
     def __call__(self, obs) -> np.ndarray:
         obs = np.asarray(obs)
         if self._gym is None:
-            return minatar_frame(obs, self.channels)
+            return minatar_frame(obs, self.colours)
         env = self._gym.unwrapped
         env.state = np.asarray(self._state(obs.astype(np.float64)), np.float64)
         return np.asarray(self._gym.render())

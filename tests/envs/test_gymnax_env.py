@@ -141,7 +141,7 @@ def test_minatar_frames_colour_each_channel():
     obs[5, 5, 1] = obs[5, 5, 3] = True  # two channels in one cell: the last one is drawn
     colours = palette(4)
     assert len({tuple(c) for c in colours}) == 4 and colours.dtype == np.uint8
-    for frame in (minatar_frame(obs, 4), minatar_frame(obs.reshape(-1), 4)):  # flat too
+    for frame in (minatar_frame(obs, colours), minatar_frame(obs.reshape(-1), colours)):  # flat too
         assert frame.shape == (10 * CELL, 10 * CELL, 3)
         cell = lambda r, c, f=frame: f[r * CELL : (r + 1) * CELL, c * CELL : (c + 1) * CELL]  # noqa: E731
         assert (cell(2, 3) == colours[0]).all() and (cell(7, 1) == colours[2]).all()

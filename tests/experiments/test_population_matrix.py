@@ -140,4 +140,3 @@ def test_population_cell(tmp_path, case, mode):
 def test_the_matrix_covers_every_case_and_mode():
     """Every (case, mode) is a cell: refusals are listed, never skipped."""
     assert set(REFUSED) <= {(c, m) for c in CASES for m in MODES}
-    assert Path(__file__).name == "test_population_matrix.py"
