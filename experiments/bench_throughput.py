@@ -26,9 +26,12 @@ import time
 from dataclasses import dataclass
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
 from agents.core.config import check, from_dict
+from agents.core.protocol import NetworkCost
 from envs import make_env
 from experiments.args import check_env, check_output_file, cli, lookup
 from experiments.common import bench_preset, make_agent, save_results
@@ -155,16 +158,40 @@ def build(args: BenchArgs, spec, preset: str, field: str, value):
     return TrainLoop(agent, state), compile_s
 
 
+def timed_pass(cost: NetworkCost):
+    """`make(batch) -> (jitted fn, args)` of one part of a cost model: the forward pass
+    `cost.apply(params, *inputs)`, or with an optimizer a training step: the gradient of the
+    sum of its outputs' mean squares with respect to `params`, then the optimizer's update
+    (the network's forward+backward cost, whatever the agent's loss)."""
+    if cost.optimizer is None:
+        fn = jax.jit(cost.apply)
+        return lambda b: (fn, (cost.params, *cost.inputs(b)))
+    opt = cost.optimizer
+
+    def train_step(params, opt_state, *inputs):
+        def loss(p):
+            out = jax.tree.leaves(cost.apply(p, *inputs))
+            return sum(jnp.mean(jnp.square(x.astype(jnp.float32))) for x in out)
+
+        updates, opt_state = opt.update(jax.grad(loss)(params), opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    fn, opt_state = jax.jit(train_step), opt.init(cost.params)
+    return lambda b: (fn, (cost.params, opt_state, *cost.inputs(b)))
+
+
 def ceiling(agent, raw: float, batch_sizes) -> dict | None:
     """The compute-bound ceiling from the agent's cost model, or None without one."""
     costs = agent.network_costs()
     if not costs:
         return None
     seconds, parts = 1.0 / raw, {}
-    for name, (make, passes) in costs.items():
-        per_sample, batch = best_per_sample(make, batch_sizes)
-        parts[name] = {"s_per_sample": per_sample, "batch": batch, "passes_per_step": passes}
-        seconds += passes * per_sample
+    for name, cost in costs.items():
+        per_sample, batch = best_per_sample(timed_pass(cost), batch_sizes)
+        parts[name] = {
+            "s_per_sample": per_sample, "batch": batch, "passes_per_step": cost.passes
+        }  # fmt: skip
+        seconds += cost.passes * per_sample
     return {"ceiling_sps": 1.0 / seconds, "parts": parts}
 
 

@@ -19,10 +19,7 @@ runner fetches the metrics, once per iteration.
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
 from agents.acer import actor
 from agents.acer.config import CONTINUOUS_ONLY, ACERConfig
@@ -109,35 +106,13 @@ class ACERAgent(AgentBase):
         """The cost model of experiments.bench_throughput: per env step ACER runs
         (1 + replay_ratio)·(T+1)/T forward+backward passes (one on-policy and replay_ratio
         replayed traces of T+1 observations per T steps), as many forward passes of the
-        averaged network with the trust region, and one acting forward pass. Returns
-        name -> (make(batch) -> (jitted fn, args), passes per env step). Feed-forward, array
-        observations and discrete actions only."""
-        cfg, spec, net = self.config, self.env.spec, self.network
-        if cfg.lstm_size or spec.pytree_obs or self.continuous:
+        averaged network with the trust region, and one acting forward pass. Feed-forward,
+        array observations and discrete actions only."""
+        cfg = self.config
+        if cfg.lstm_size or self.env.spec.pytree_obs or self.continuous:
             return {}
-        params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
-        opt = self.learner.optimizer
-        opt_state = opt.init(params)
-
-        def obs(b):
-            x = jax.random.randint(jax.random.PRNGKey(b), (b, *spec.obs_shape), 0, 255)
-            return x.astype(spec.obs_dtype)
-
-        def train_step(p, s, o):
-            def loss(p):
-                logits, q = net.apply(p, o)
-                return jnp.mean(jax.nn.log_softmax(logits)[:, 0]) + jnp.mean(q**2)
-
-            u, s = opt.update(jax.grad(loss)(p), s, p)
-            return optax.apply_updates(p, u), s
-
-        fwd, train = jax.jit(net.apply), jax.jit(train_step)
         n_train = (1 + cfg.replay_ratio) * (cfg.trace_len + 1) / cfg.trace_len
-        n_fwd = 1 + (n_train if cfg.trust_region else 0)
-        return {
-            "forward": (lambda b: (fwd, (params, obs(b))), n_fwd),
-            "forward+backward+adam": (lambda b: (train, (params, opt_state, obs(b))), n_train),
-        }
+        return self.network_pass_costs(1 + (n_train if cfg.trust_region else 0), n_train)
 
 
 def check_action_space(config: ACERConfig, spec) -> None:

@@ -58,7 +58,13 @@ from agents.core.programs import (
     replay_program_specs,
     rollout_program_specs,
 )
-from agents.core.protocol import ChunkOutput, IterationOutput, TrainState
+from agents.core.protocol import (
+    ChunkOutput,
+    IterationOutput,
+    NetworkCost,
+    TrainState,
+    random_inputs,
+)
 from agents.core.rollout import initial_actor_state, make_xla_rollout, trace_step_spec
 from envs import obs_zeros
 from networks.torsos import convolves_in_loops_slowly
@@ -135,8 +141,24 @@ class RolloutAgent:
     # compute-bound ceiling).
     bench_compare: ClassVar[str] = ""
 
-    def network_costs(self) -> dict:
+    def network_costs(self) -> dict[str, NetworkCost]:
         return {}
+
+    def network_pass_costs(self, forward: float, train: float, obs_shape=None) -> dict:
+        """The usual cost model of one network on array observations: `forward` acting or
+        target passes and `train` forward+backward passes with the learner's optimizer per
+        env step (`network_costs` of ACER, DQN, PPO)."""
+        spec, net = self.env.spec, self.network
+        shape = spec.obs_shape if obs_shape is None else obs_shape
+        params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *shape), spec.obs_dtype))
+        obs = random_inputs(shape, spec.obs_dtype)
+        inputs = lambda b: (obs(b),)  # noqa: E731
+        return {
+            "forward": NetworkCost(net.apply, params, inputs, forward),
+            "forward+backward+adam": NetworkCost(
+                net.apply, params, inputs, train, self.learner.optimizer
+            ),
+        }
 
     def population_conflict(self) -> str | None:
         """Why this configured agent cannot be a population member (None: it can)."""

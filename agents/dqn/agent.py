@@ -21,9 +21,7 @@ import dataclasses
 import math
 from typing import ClassVar
 
-import jax
 import jax.numpy as jnp
-import optax
 
 from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
 from agents.core.base import AgentBase
@@ -141,30 +139,8 @@ class DQNAgent(AgentBase):
     def network_costs(self) -> dict:
         """The cost model of experiments.bench_throughput: per env step, one acting forward
         pass, and per update batch·L frames forward+backward with Adam, batch·n online and
-        batch·(L+n−1) target forward passes (agents.dqn.learner.network_costs_per_step).
-        Returns name -> (make(batch) -> (jitted fn, args), frames per env step)."""
-        spec, net = self.env.spec, self.network
-        if spec.pytree_obs:
+        batch·(L+n−1) target forward passes (agents.dqn.learner.network_costs_per_step)."""
+        if self.env.spec.pytree_obs:
             return {}
-        params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *spec.obs_shape), spec.obs_dtype))
-        opt = self.learner.optimizer
-        opt_state = opt.init(params)
-
-        def obs(b):
-            x = jax.random.randint(jax.random.PRNGKey(b), (b, *spec.obs_shape), 0, 255)
-            return x.astype(spec.obs_dtype)
-
-        def train_step(p, s, o):
-            def loss(p):
-                q = net.apply(p, o).q_values
-                return jnp.mean(optax.huber_loss(q[:, 0], jnp.ones_like(q[:, 0])))
-
-            u, s = opt.update(jax.grad(loss)(p), s, p)
-            return optax.apply_updates(p, u), s
-
-        fwd, train = jax.jit(net.apply), jax.jit(train_step)
         n_train, n_fwd = network_costs_per_step(self.config, self.updates_per_env_step())
-        return {
-            "forward": (lambda b: (fwd, (params, obs(b))), n_fwd),
-            "forward+backward+adam": (lambda b: (train, (params, opt_state, obs(b))), n_train),
-        }
+        return self.network_pass_costs(n_fwd, n_train)

@@ -228,30 +228,8 @@ class PPOAgent(RolloutAgent):
         """The cost model of experiments.bench_throughput: per env step PPO runs `epochs`
         forward+backward passes (each sample once per epoch), one acting forward pass and
         1/T bootstrap forward passes. Feed-forward only."""
-        cfg, spec, net = self.config, self.env.spec, self.network
-        shape = _array_shape(net.obs_spec)
+        shape = _array_shape(self.network.obs_spec)
         if self.recurrent or shape is None:
             return {}
-        params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *shape), spec.obs_dtype))
-        opt = self.learner.optimizer
-        opt_state = opt.init(params)
-
-        def obs(b):
-            x = jax.random.randint(jax.random.PRNGKey(b), (b, *shape), 0, 255)
-            return x.astype(spec.obs_dtype)
-
-        def train_step(p, s, o):
-            def loss(p):
-                dist, v = net.apply(p, o)
-                logits = dist if spec.discrete else dist[0]
-                return jnp.mean(jax.nn.log_softmax(logits)[:, 0]) + jnp.mean(v**2)
-
-            u, s = opt.update(jax.grad(loss)(p), s, p)
-            return optax.apply_updates(p, u), s
-
-        fwd, train = jax.jit(net.apply), jax.jit(train_step)
-        n_fwd = 1 + 1 / cfg.trace_len
-        return {
-            "forward": (lambda b: (fwd, (params, obs(b))), n_fwd),
-            "forward+backward+adam": (lambda b: (train, (params, opt_state, obs(b))), cfg.epochs),
-        }
+        cfg = self.config
+        return self.network_pass_costs(1 + 1 / cfg.trace_len, cfg.epochs, shape)

@@ -23,7 +23,6 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from agents import losses
 from agents.core.learning import TraceBatch
@@ -34,6 +33,7 @@ from agents.core.offpolicy import (
     write_extras,
     write_steps,
 )
+from agents.core.protocol import NetworkCost, random_inputs
 from agents.core.rollout import ActorOutput, time_major
 from agents.sac.config import SACConfig
 from agents.sac.learner import METRICS, SACLearner
@@ -242,68 +242,41 @@ class SACAgent(OffPolicyAgent):
         forward; per update (update_to_data per env step, batch B) the target pass (actor +
         N critics forward on B·n next observations), the critic step (N critics forward +
         backward + Adam on B) and the actor step (actor + N critics forward + backward on B).
-        Each is timed as one jitted function of the real modules. Returns name -> (make(batch)
-        -> (jitted fn, args), batches of that size per env step); the batch axis is
-        transitions here, so the bench's best batch size stands for B."""
+        The batch axis is transitions here, so the bench's best batch size stands for B."""
         cfg, spec, learner = self.config, self.env.spec, self.learner
         if cfg.recurrent:  # the unroll's cost depends on the sequence layout
             return {}
         state = learner.init(jax.random.PRNGKey(0), self.sample_obs(1))
         actor, critic = state.params["actor"], state.params["critic"]
-        members = jnp.arange(cfg.critic_subset)
-        dim = spec.num_actions if spec.discrete else learner.action_dim
+        members, key = jnp.arange(cfg.critic_subset), jax.random.PRNGKey(0)
+        obs = random_inputs(spec.obs_shape, jnp.float32)
+        shape = () if spec.discrete else (learner.action_dim,)
+        dtype = jnp.int32 if spec.discrete else jnp.float32
 
-        def obs(b):
-            return jax.random.normal(jax.random.PRNGKey(b), (b, *spec.obs_shape), jnp.float32)
-
-        def actions(b):
+        def actor_loss(p, c, o):
             if spec.discrete:
-                return jnp.zeros((b,), jnp.int32)
-            return jnp.zeros((b, dim), jnp.float32)
-
-        def act(p, o):
-            return learner.sample(p, o, jax.random.PRNGKey(0))[0]
-
-        def target(p, c, o):
-            return learner.soft_value_parts(p, c, o, jax.random.PRNGKey(0), members, 1.0)
-
-        opt = learner.optimizers["critic"]
-
-        def critic_step(c, s, o, a):
-            def loss(c):
-                return jnp.mean(jnp.square(learner.q_taken(c, o, a)))
-
-            u, s = opt.update(jax.grad(loss)(c), s, c)
-            return optax.apply_updates(c, u), s
-
-        aopt = learner.optimizers["actor"]
-
-        def actor_step(p, s, c, o):
-            def loss(p):
-                if spec.discrete:
-                    return jnp.mean(learner.sample(p, o, None)[0] * learner.critic.apply(c, o)[0])
-                a, logp = learner.sample(p, o, jax.random.PRNGKey(0))
-                return jnp.mean(logp - learner.critic.apply(c, o, a)[0])
-
-            u, s = aopt.update(jax.grad(loss)(p), s, p)
-            return optax.apply_updates(p, u), s
+                return learner.sample(p, o, None)[0] * learner.critic.apply(c, o)[0]
+            a, logp = learner.sample(p, o, key)
+            return logp - learner.critic.apply(c, o, a)[0]
 
         per_step = cfg.update_to_data * cfg.batch_size  # transitions learnt per env step
         return {
-            "act forward": (lambda b: (jax.jit(act), (actor, obs(b))), 1.0),
-            "target forward": (
-                lambda b: (jax.jit(target), (actor, critic, obs(b))),
-                per_step * cfg.n_step,
+            "act forward": NetworkCost(
+                lambda p, o: learner.sample(p, o, key)[0], actor, lambda b: (obs(b),), 1.0
             ),
-            "critic step": (
-                lambda b: (jax.jit(critic_step), (critic, opt.init(critic), obs(b), actions(b))),
-                per_step,
+            "target forward": NetworkCost(
+                lambda p, c, o: learner.soft_value_parts(p, c, o, key, members, 1.0),
+                actor, lambda b: (critic, obs(b)), per_step * cfg.n_step,
             ),
-            "actor step": (
-                lambda b: (jax.jit(actor_step), (actor, aopt.init(actor), critic, obs(b))),
-                per_step / cfg.policy_delay,
+            "critic step": NetworkCost(
+                learner.q_taken, critic, lambda b: (obs(b), jnp.zeros((b, *shape), dtype)),
+                per_step, learner.optimizers["critic"],
             ),
-        }
+            "actor step": NetworkCost(
+                actor_loss, actor, lambda b: (critic, obs(b)), per_step / cfg.policy_delay,
+                learner.optimizers["actor"],
+            ),
+        }  # fmt: skip
 
 
 def _feed_reward(core: RecurrentSACState, action, reward) -> RecurrentSACState:
