@@ -35,7 +35,21 @@ CASES_GYMNAX.update({
     "minatar-acer-cnn": (
         "--agent acer --env gymnax/Breakout-MinAtar --num-envs 2 --trace-len 5 --batch-size 2"
         " --buffer-size 100", 20, 40),
+    "minatar-a2c-cnn": (
+        "--agent a2c --env gymnax/Asterix-MinAtar --num-envs 4 --trace-len 4", 16, 32),
+    "minatar-r2d1-cnn": (
+        "--agent r2d1 --env gymnax/Freeway-MinAtar --num-envs 4 --trace-len 2 --seq-len 2"
+        " --burn-in 2 --n-step 2 --batch-size 4 --buffer-size 400 --start-train-at 16"
+        " --hidden 8 --lstm-size 8", 32, 64),
+    "minatar-reactor-cnn": (
+        "--agent reactor --env gymnax/SpaceInvaders-MinAtar --lstm-size 8 --start-train-at 0"
+        " --num-envs 4 --trace-len 5 --batch-size 4 --buffer-size 400 --no-decoupled", 40, 80),
+    "minatar-sac-flat": (
+        "--agent sac --env gymnax/Seaquest-MinAtar --flatten-obs --num-envs 2 --trace-len 4"
+        " --batch-size 8 --buffer-size 400 --hidden 8 --start-train-at 16", 16, 32),
 })  # fmt: skip
+# Agents with no MinAtar case, and why (MinAtar's actions are discrete).
+NO_MINATAR = {"td3": "td3 needs continuous actions"}
 FAST: set[str] = set()  # the fast tier trains on gymnax in the video test below
 
 
@@ -46,6 +60,18 @@ def _agent(case: str) -> str:
 
 def test_every_agent_has_a_gymnax_case():
     assert {_agent(c) for c in CASES_GYMNAX} == set(agent_names())
+    minatar = {_agent(c) for c in CASES_GYMNAX if "MinAtar" in CASES_GYMNAX[c][0]}
+    assert minatar == set(agent_names()) - set(NO_MINATAR)
+
+
+@pytest.mark.parametrize("agent", sorted(NO_MINATAR))
+def test_an_agent_without_minatar_is_refused_in_one_line(tmp_path, agent):
+    from experiments import train
+
+    argv = ["--agent", agent, "--env", "gymnax/Breakout-MinAtar", "--run-dir", str(tmp_path)]
+    with pytest.raises(SystemExit, match=NO_MINATAR[agent]) as err:
+        train.main([*argv, "--no-progress"])
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize(
