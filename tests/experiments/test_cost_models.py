@@ -20,9 +20,8 @@ CASES = {
 
 
 def _changed(before, after) -> bool:
-    return any(
-        not np.allclose(a, b) for a, b in zip(jax.tree.leaves(before), jax.tree.leaves(after))
-    )
+    pairs = zip(jax.tree.leaves(before), jax.tree.leaves(after), strict=True)
+    return any(not np.allclose(a, b) for a, b in pairs)
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
