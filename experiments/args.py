@@ -23,6 +23,7 @@ from agents.core.config import check_only_with, flag
 from agents.core.evaluation import MAX_EPISODES
 from agents.core.hooks import check_given_again, hook_fields
 from agents.core.registry import AgentSpec, agent_names, all_specs, get_agent
+from envs.gymnax_env import PREFIX as GYMNAX
 from experiments.runfolder import check_run_dir_writable
 
 C = TypeVar("C")
@@ -67,8 +68,8 @@ class RunArgs:
     --seed + i (its own envs, RNG streams and replay), vmapped over a population axis and
     split over --num-devices (which must divide it). Logs go to <run>/member-<i>/. Agents
     that support it: ACER, DQN, R2D1, Reactor with --no-decoupled, PPO and A2C (with the
-    one-program --update-loop scan or unroll), SAC and TD3; envpool envs only. At most
-    4,096 members."""
+    one-program --update-loop scan or unroll), SAC and TD3; envs stepped inside XLA only
+    (envpool's XLA step, gymnax). At most 4,096 members."""
 
     vary: tuple[str, ...] = ()
     """Population hyper-parameters (with --num-seeds > 1), FIELD=SPEC each: FIELD one the
@@ -116,6 +117,13 @@ class RunArgs:
     """Write a checkpoint every this many env steps (and at the end)."""
     keep_checkpoints: int = 3
     """How many recent checkpoints to keep (>= 1)."""
+    exact_resume: bool = False
+    """Checkpoint the whole training state: the learner and also the replay, the envs'
+    states, the running episodes and the RNG keys (as Dopamine saves its replay), so that a
+    run stopped and resumed is the same experiment, bit for bit, as one that never stopped.
+    JAX-native envs only (gymnax/<id>: their state is arrays), one device and process; each
+    checkpoint grows by the replay's size. Without it a resumed run refills its replay and
+    starts new episodes."""
     return_window: int = 20
     """Episodes in the moving window of the logged mean return."""
     max_minutes: float | None = None
@@ -184,6 +192,15 @@ class RunArgs:
         need(self.checkpoint_every >= 1, "checkpoint_every", ">= 1")
         need(self.iterations_per_sync >= 0, "iterations_per_sync", ">= 0 (0: automatic)")
         need(self.keep_checkpoints >= 1, "keep_checkpoints", ">= 1")
+        if self.exact_resume and not self.env.startswith(GYMNAX):
+            raise ValueError(
+                f"--exact-resume needs a JAX-native env (gymnax/<id>), whose state can be "
+                f"checkpointed; {self.env} keeps its state outside JAX"
+            )
+        need(
+            not self.exact_resume or self.num_processes == 1, "num_processes",
+            "1 with --exact-resume",
+        )  # fmt: skip
         need(self.return_window >= 1, "return_window", ">= 1")
         need(
             self.max_minutes is None or (math.isfinite(self.max_minutes) and self.max_minutes > 0),

@@ -132,11 +132,14 @@ class Checkpointer:
         check_folder(self.directory, self.directory.parent, link_ok=False)
         check_folder(self.directory / STAGING, self.directory, link_ok=False)
 
-    def save(self, step: int, state: Any, meta: dict) -> Path:
+    def save(self, step: int, state: Any, meta: dict, exact: Any = None) -> Path:
         """Save a pytree of arrays plus a JSON-able dict under `step` (an env-step count);
-        returns the committed folder. Every process of a multi-process run must call it;
-        process 0 writes the checksums, commits and rotates. A full disk (or quota, or a
-        read-only one) is one `WriteError` line."""
+        returns the committed folder. `exact`: a second pytree of arrays (--exact-resume: the
+        replay and the actor's env states and key), saved as an item of its own, `exact/`,
+        so that a reader of `state` alone (evaluation) never needs its structure. Every
+        process of a multi-process run must call it; process 0 writes the checksums,
+        commits and rotates. A full disk (or quota, or a read-only one) is one `WriteError`
+        line."""
         step = int(step)
         final = self.directory / str(step)
         self._check_folders()
@@ -150,7 +153,7 @@ class Checkpointer:
         staging = self.directory / STAGING
         self._saves += 1
         try:
-            self._stage_and_commit(step, state, meta, staging, final)
+            self._stage_and_commit(step, state, meta, exact, staging, final)
         except Exception as err:
             code = storage_errno(err)
             if code is None:
@@ -170,19 +173,18 @@ class Checkpointer:
         self._manager.reload()
         return final
 
-    def _stage_and_commit(self, step: int, state: Any, meta: dict, staging: Path, final: Path):
+    def _stage_and_commit(self, step, state, meta, exact, staging: Path, final: Path):
         if self._lead:  # leftovers of a save that was killed
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir(parents=True)
         self._barrier(f"stage_{step}")
         staged = staging / str(step)
+        items = dict(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta))
+        if exact is not None:
+            items["exact"] = ocp.args.StandardSave(exact)
         with held_thread_output():
             self._writer.save(
-                staged,
-                args=ocp.args.Composite(
-                    state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
-                ),
-                custom_metadata={"checksums": CHECKSUMS},
+                staged, args=ocp.args.Composite(**items), custom_metadata={"checksums": CHECKSUMS}
             )
         if self._lead:
             write_checksums(staged, step)
@@ -220,9 +222,13 @@ class Checkpointer:
 
     # Restoring.
 
-    def restore(self, target: Any, step: int | None = None) -> tuple[Any, dict, int]:
+    def restore(
+        self, target: Any, step: int | None = None, exact: Any = None
+    ) -> tuple[Any, dict, int]:
         """Restore into the structure of `target` (arrays or ShapeDtypeStructs); returns
-        (state, meta, step).
+        (state, meta, step). With `exact` (a second target): also the `exact` item saved
+        beside the state, returned as (state, exact) in place of state; a checkpoint saved
+        without one is the caller's mistake (ValueError, as a structure mismatch).
 
         Without `step`: the newest checkpoint that verifies and restores; each damaged one
         on the way is skipped, reported and set aside (see the module docstring). With
@@ -230,6 +236,8 @@ class Checkpointer:
         left in place). `CheckpointError` (one line) when none restores; `ValueError` when
         `target` does not match the saved structure."""
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
+        if exact is not None:
+            exact = jax.tree.map(ocp.utils.to_shape_dtype_struct, exact)
         if step is not None:
             step = int(step)
             if step not in self.steps():
@@ -238,7 +246,7 @@ class Checkpointer:
                     f"no checkpoint {step} in {self.directory} (checkpoints: {have})"
                 )
             try:
-                return self._restore_one(step, abstract)
+                return self._restore_one(step, abstract, exact)
             except _Damaged as err:
                 raise CheckpointError(
                     f"checkpoint {step} in {self.directory} is damaged: {err.reason}"
@@ -246,7 +254,7 @@ class Checkpointer:
         failed = []
         for candidate in reversed(self.steps()):
             try:
-                return self._restore_one(candidate, abstract)
+                return self._restore_one(candidate, abstract, exact)
             except _Damaged as err:
                 reason = err.reason + self._set_aside(candidate)
             self.skipped.append((candidate, reason))
@@ -260,22 +268,27 @@ class Checkpointer:
         earlier = f" (set aside earlier as damaged: {', '.join(aside)})" if aside else ""
         raise CheckpointError(f"no complete checkpoint in {self.directory}{earlier}")
 
-    def _restore_one(self, step: int, abstract: Any) -> tuple[Any, dict, int]:
+    def _restore_one(self, step: int, abstract: Any, exact: Any) -> tuple[Any, dict, int]:
         folder = self.directory / str(step)
         _verify(folder, step)
-        mismatch = _structure_mismatch(folder, abstract)
-        if mismatch:
-            raise ValueError(
-                f"checkpoint {step} in {self.directory} does not match the restore target: "
-                f"{mismatch}"
-            )
+        items = {"state": abstract, **({"exact": exact} if exact is not None else {})}
+        for item, wanted in items.items():
+            if item == "exact" and not (folder / item).is_dir():
+                raise ValueError(
+                    f"checkpoint {step} in {self.directory} holds no replay or env states "
+                    "(saved without --exact-resume)"
+                )
+            mismatch = _structure_mismatch(folder, wanted, item)
+            if mismatch:
+                raise ValueError(
+                    f"checkpoint {step} in {self.directory} does not match the restore "
+                    f"target: {'' if item == 'state' else 'exact: '}{mismatch}"
+                )
+        args = {k: ocp.args.StandardRestore(v) for k, v in items.items()}
         try:
             with held_thread_output():  # a failure is reported once, as a skip or an error
                 out = self._manager.restore(
-                    step,
-                    args=ocp.args.Composite(
-                        state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()
-                    ),
+                    step, args=ocp.args.Composite(**args, meta=ocp.args.JsonRestore())
                 )
         except PermissionError:
             raise
@@ -288,7 +301,8 @@ class Checkpointer:
         meta = out["meta"]
         if not isinstance(meta, dict):
             raise _Damaged(f"meta holds a {type(meta).__name__}, expected a JSON object")
-        return out["state"], dict(meta), step
+        restored = out["state"] if exact is None else (out["state"], out["exact"])
+        return restored, dict(meta), step
 
     def _set_aside(self, step: int) -> str:
         """Rename a damaged checkpoint to damaged-<step>-<n>/; returns a note for the report.
@@ -412,11 +426,11 @@ def _has_checksums_marker(folder: Path) -> bool:
     return isinstance(custom, dict) and custom.get("checksums") == CHECKSUMS
 
 
-def _structure_mismatch(folder: Path, abstract: Any) -> str | None:
-    """Why `abstract` cannot be restored from `folder/state` (different leaves or shapes),
+def _structure_mismatch(folder: Path, abstract: Any, item: str = "state") -> str | None:
+    """Why `abstract` cannot be restored from `folder/<item>` (different leaves or shapes),
     or None. Unreadable metadata is damage."""
     try:
-        saved = ocp.StandardCheckpointHandler().metadata(folder / "state")
+        saved = ocp.StandardCheckpointHandler().metadata(folder / item)
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise _Damaged(f"orbax cannot read its metadata: {_one_line(err)}") from err
     saved = ocp.tree.to_flat_dict(getattr(saved, "tree", saved))

@@ -85,18 +85,28 @@ def build_agent(args: TrainArgs, env, mesh=None, seed: int | None = None):
 
 def checkpoint_tree(learner) -> dict:
     """The arrays a checkpoint holds: the whole learner state (replicated over the mesh when
-    data parallel). The actor's RNG key and the counters go into the JSON metadata. The
-    replay and the env states are not saved; a resumed run refills its replay and starts
-    new episodes."""
+    data parallel). The counters go into the JSON metadata. The replay and the env states
+    are saved only with --exact-resume (`exact_tree`, an item of its own); otherwise a
+    resumed run refills its replay and starts new episodes."""
     return {"learner": learner._asdict()}
 
 
-def restore_checkpoint(checkpointer: Checkpointer, learner, step: int | None = None):
-    """Restore a learner of `learner`'s structure; returns (learner, meta, step).
+def exact_tree(state) -> dict:
+    """What --exact-resume adds to a checkpoint (its `exact` item): the replay and the actor
+    (env states, observations, recurrent cores, running episodes, RNG key) of a TrainState."""
+    return {"replay": state.replay, "actor": state.actor}
+
+
+def restore_checkpoint(checkpointer: Checkpointer, learner, step: int | None = None, exact=None):
+    """Restore a learner of `learner`'s structure; returns (learner, meta, step). With
+    `exact` (an `exact_tree`): ((learner, exact_tree), meta, step).
 
     Checkpoints of early versions also hold an `actor_key` array (no longer used: a resumed
     run draws new episodes from its seed and iteration); those still load."""
     target = checkpoint_tree(learner)
+    if exact is not None:
+        (restored, saved), meta, step = checkpointer.restore(target, step, exact=exact)
+        return (type(learner)(**restored["learner"]), saved), meta, step
     try:
         restored, meta, step = checkpointer.restore(target, step)
     except ValueError:

@@ -37,7 +37,13 @@ from agents.core.registry import get_agent
 from envs import eval_env_seed, make_env, obs_spec_json, run_env_seed
 from experiments.args import TrainArgs, hparam_specs
 from experiments.checkpoint import Checkpointer
-from experiments.common import build_agent, checkpoint_tree, config_json, restore_checkpoint
+from experiments.common import (
+    build_agent,
+    checkpoint_tree,
+    config_json,
+    exact_tree,
+    restore_checkpoint,
+)
 from experiments.preflight import check_run
 from experiments.runfolder import (
     RunLock,
@@ -115,6 +121,24 @@ def restored_counters(meta: dict, step: int, size: int | None, where: str) -> li
             )
         out.append(counters)
     return out
+
+
+def restored_windows(meta: dict, size: int, where: str) -> list[dict]:
+    """The return windows an --exact-resume checkpoint's metadata holds, one per member:
+    {"returns": [float], "lengths": [float]}, lists of finite numbers. Else a one-line
+    ValueError naming the checkpoint (`where`)."""
+    windows = meta.get("windows")
+    if not isinstance(windows, list) or len(windows) != size:
+        raise ValueError(f"{where}: meta windows must be a list of {size} objects")
+    for i, window in enumerate(windows):
+        for name in ("returns", "lengths"):
+            values = window.get(name) if isinstance(window, dict) else None
+            ok = isinstance(values, list) and all(
+                type(v) in (int, float) and math.isfinite(v) for v in values
+            )
+            if not ok:
+                raise ValueError(f"{where}: meta windows[{i}].{name} must be a list of numbers")
+    return windows
 
 
 def _meta_int(value, name: str, where: str) -> int:
@@ -512,9 +536,21 @@ class Runner:
         members = [Counters() for _ in range(agent.size)] if population else None
         generation = 0  # the last generation of an evolving population
         since = None  # when each member's hyper-parameters took effect (PopulationLoop)
+        exact = run.exact_resume
+        if exact and agent.num_devices > 1:
+            raise ConfigError(
+                f"--exact-resume runs on one device (this run has {agent.num_devices}: "
+                "--num-devices 1)"
+            )
+        windows = None
         if self.resuming and checkpointer.steps():  # damaged ones: set aside, or one error
-            learner, meta, step = restore_checkpoint(checkpointer, state.learner)
+            learner, meta, step = restore_checkpoint(
+                checkpointer, state.learner, exact=exact_tree(state) if exact else None
+            )
             where = f"checkpoint {step} in {ckpt_dir}"
+            if exact:
+                learner, saved = learner
+                windows = restored_windows(meta, agent.size if population else 1, where)
             if population:
                 members = restored_counters(meta, step, agent.size, where)
                 counters = members[0]
@@ -532,7 +568,10 @@ class Runner:
                 key = jax.random.fold_in(jax.random.PRNGKey(seed + 7), counters.iteration)
                 return jax.random.fold_in(key, jax.process_index())
 
-            state = agent.reset_actor(state._replace(learner=learner), self._keys(actor_key))
+            if exact:  # the replay, env states, episodes and keys as they were
+                state = state._replace(learner=learner, **saved)
+            else:
+                state = agent.reset_actor(state._replace(learner=learner), self._keys(actor_key))
             last_ckpt = str(ckpt_dir / str(step))
             print(f"resumed {run_dir} from checkpoint at env step {step}", file=sys.stderr)
         elif self.resuming:
@@ -580,6 +619,10 @@ class Runner:
             counters = loop.counters
         else:
             loop = TrainLoop(agent, state, counters, run.return_window)
+        train_loops = loop.loops if population else [loop]
+        for train_loop, window in zip(train_loops, windows or [], strict=False):
+            train_loop.returns.extend(window["returns"])
+            train_loop.lengths.extend(window["lengths"])
         every = run.checkpoint_every
         next_ckpt = (counters.env_steps // every + 1) * every
         stop = StopRequest(run.max_minutes)
@@ -610,8 +653,15 @@ class Runner:
                             if loop.evolver is not None:
                                 meta["generation"] = loop.evolver.generation
                             meta["hparams_since"] = loop.since
+                        extra = None
+                        if exact:  # and the logged return windows (PBT ranks by them)
+                            extra = exact_tree(loop.state)
+                            meta["windows"] = [
+                                {"returns": list(lp.returns), "lengths": list(lp.lengths)}
+                                for lp in train_loops
+                            ]
                         path = checkpointer.save(
-                            counters.env_steps, checkpoint_tree(loop.state.learner), meta
+                            counters.env_steps, checkpoint_tree(loop.state.learner), meta, extra
                         )
                         last_ckpt = str(path)
                         next_ckpt = (counters.env_steps // every + 1) * every

@@ -24,7 +24,10 @@ never passes a checkpoint, a generation or the end of training.
 Checkpoints hold `state.learner` (a NamedTuple of arrays with a `params` field: what `act`
 takes). A resumed run rebuilds the agent, restores the learner into the structure of
 `agent.init_learner(key)`, and starts new episodes with `agent.reset_actor`; replays are
-refilled.
+refilled. With --exact-resume (envs whose state is arrays) checkpoints also hold
+`state.replay` and `state.actor`, restored into the structure of a fresh `agent.init`, so
+everything an agent keeps between iterations must live in `TrainState` (never on the agent
+object) for a resumed run to be the same run.
 
 `--num-seeds P` wraps P members of an agent in `agents.core.population.Population`, which
 implements this protocol over states with a leading population axis; an agent opts in with

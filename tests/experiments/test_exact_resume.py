@@ -1,0 +1,155 @@
+"""--exact-resume: a run stopped at a checkpoint and resumed is the same experiment, bit for
+bit, as one that never stopped (learner, replay, env states, episodes, RNG keys and the
+logged metrics), on the gymnax backend; without the flag the resumed run differs (so the
+comparison can fail). Refusals are one line, before anything is built."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from experiments import evaluate, train
+
+DQN = (
+    "--agent dqn --env gymnax/CartPole-v1 --num-envs 4 --trace-len 2 --batch-size 4"
+    " --buffer-size 400 --start-train-at 16 --hidden 8 --prioritized"
+)
+PPO_PBT = (
+    "--agent ppo --env gymnax/CartPole-v1 --num-envs 2 --trace-len 8 --num-seeds 2"
+    " --evolve pbt --evolve-every 32 --evolve-fraction 0.5"
+)
+# Columns that time the run rather than describe what it learnt.
+TIMING = {"sps", "wall_s"}
+
+
+def _common(run_dir: Path) -> list[str]:
+    return [
+        "--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "0",
+        "--iterations-per-sync", "1", "--checkpoint-every", "48", "--num-devices", "1",
+    ]  # fmt: skip
+
+
+def _arrays(run_dir: Path, step: int) -> dict:
+    """Every array a checkpoint holds (its state/ and, with --exact-resume, exact/)."""
+    folder = run_dir / "checkpoints" / str(step)
+    out = {}
+    for item in ("state", "exact"):
+        if (folder / item).is_dir():
+            tree = ocp.StandardCheckpointer().restore(folder / item)
+            out.update({f"{item}/{k}": v for k, v in ocp.tree.to_flat_dict(tree, sep="/").items()})
+    return out
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(f)]
+
+
+def _train_both_ways(tmp_path: Path, flags: str, exact: bool, total: int = 96, stop: int = 48):
+    """(straight run folder, stopped-and-resumed run folder)."""
+    extra = ["--exact-resume"] if exact else []
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train.main([*flags.split(), *extra, *_common(straight), "--total-steps", str(total)])
+    train.main([*flags.split(), *extra, *_common(resumed), "--total-steps", str(stop)])
+    train.main(["--resume", str(resumed), "--total-steps", str(total), "--no-progress"])
+    return straight, resumed
+
+
+def _assert_same(a: dict, b: dict):
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
+
+
+def test_a_resumed_run_is_the_run_that_never_stopped(tmp_path):
+    straight, resumed = _train_both_ways(tmp_path, DQN, exact=True)
+    a, b = _arrays(straight, 96), _arrays(resumed, 96)
+    assert any(k.startswith("exact/replay/") for k in a)
+    assert any(k.startswith("exact/actor/env_state") for k in a)
+    _assert_same(a, b)
+    assert _rows(straight / "metrics.csv") == _rows(resumed / "metrics.csv")
+    # an evaluation reads the learner alone from such a checkpoint
+    result = evaluate.main([str(resumed), "--episodes", "2", "--num-envs", "2"])
+    assert result["checkpoint_step"] == 96
+
+
+def test_without_the_flag_a_resumed_run_differs(tmp_path):
+    """The control: the resumed run refills its replay and starts new episodes."""
+    straight, resumed = _train_both_ways(tmp_path, DQN, exact=False)
+    a, b = _arrays(straight, 96), _arrays(resumed, 96)
+    assert not any(k.startswith("exact/") for k in a)
+    params = [k for k in a if k.startswith("state/learner/params/")]
+    assert params and any(not np.array_equal(a[k], b[k]) for k in params)
+
+
+@pytest.mark.slow
+def test_an_evolving_population_resumes_exactly(tmp_path):
+    """PBT ranks members by their return windows: those come back from the checkpoint too,
+    so the generation after the resume copies and perturbs the same members."""
+    straight, resumed = _train_both_ways(tmp_path, PPO_PBT, exact=True, total=96, stop=48)
+    _assert_same(_arrays(straight, 96), _arrays(resumed, 96))
+    for i in range(2):
+        member = f"member-{i}/metrics.csv"
+        assert _rows(straight / member) == _rows(resumed / member)
+    lineage = [(straight / "lineage.csv").read_text(), (resumed / "lineage.csv").read_text()]
+    assert lineage[0] == lineage[1] and lineage[0].count("\n") > 1
+
+
+def test_damaged_windows_in_the_metadata_are_one_line(tmp_path, capsys):
+    """Checksums prove a checkpoint is as written, not that what was written is sane: meta
+    windows rewritten (and checksummed again) fail the resume in one line naming them."""
+    from experiments.checkpoint import write_checksums
+
+    run_dir = tmp_path / "run"
+    train.main([*DQN.split(), "--exact-resume", *_common(run_dir), "--total-steps", "48"])
+    ckpt = run_dir / "checkpoints" / "48"
+    meta = json.loads((ckpt / "meta" / "metadata").read_text())
+    assert len(meta["windows"]) == 1 and set(meta["windows"][0]) == {"returns", "lengths"}
+    meta["windows"][0]["returns"] = ["x"]
+    (ckpt / "meta" / "metadata").write_text(json.dumps(meta))
+    (ckpt / "checksums.json").unlink()
+    write_checksums(ckpt, 48)
+    with pytest.raises(SystemExit) as err:
+        train.main(["--resume", str(run_dir), "--total-steps", "96", "--no-progress"])
+    message = str(err.value)
+    assert "\n" not in message and "meta windows[0].returns must be a list of numbers" in message
+
+
+@pytest.mark.parametrize(
+    "windows, size, needle",
+    [
+        (None, 1, "meta windows must be a list of 1 objects"),
+        ([{"returns": [], "lengths": []}], 2, "meta windows must be a list of 2 objects"),
+        (["x"], 1, "windows[0].returns must be a list of numbers"),
+        ([{"returns": [1.0, float("nan")], "lengths": [1]}], 1, "windows[0].returns must be"),
+        ([{"returns": [1.0], "lengths": [True]}], 1, "windows[0].lengths must be"),
+    ],
+)
+def test_restored_windows_are_checked(windows, size, needle):
+    from experiments.runner import restored_windows
+
+    with pytest.raises(ValueError, match=r"^checkpoint 8 in x: ") as err:
+        restored_windows({"windows": windows}, size, "checkpoint 8 in x")
+    assert needle in str(err.value)
+    good = [{"returns": [1.5, 2], "lengths": [3, 4]}] * size
+    assert restored_windows({"windows": good}, size, "x") == good
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ("--env CartPole-v1", "--exact-resume needs a JAX-native env (gymnax/<id>)"),
+        ("--env gymnax/CartPole-v1 --num-processes 2", "--num-processes must be 1 with"),
+    ],
+)
+def test_refusals_are_one_line(tmp_path, flags, message):
+    argv = ["--agent", "dqn", *flags.split(), "--exact-resume", "--run-dir", str(tmp_path / "r")]
+    with pytest.raises(SystemExit, match=re.escape(message)) as err:
+        train.main([*argv, "--no-progress"])
+    assert "\n" not in str(err.value) and not (tmp_path / "r").exists()
