@@ -37,8 +37,9 @@ from experiments.common import save_results
 from experiments.report import aggregates
 
 SOLVED = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "CartPole-P-v1": 475.0}
-# Run options that do not change what a run learns: where it writes, how it shows progress.
-NOT_LEARNING = ("seed", "run_dir", "exp_name", "resume", "progress")
+# Run options that do not change what a run learns: where it writes, how it shows progress,
+# what its checkpoints hold.
+NOT_LEARNING = ("seed", "run_dir", "exp_name", "resume", "progress", "exact_resume")
 
 
 def default_command(agent: str) -> dict:

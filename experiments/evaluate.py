@@ -21,6 +21,7 @@ import tyro
 from agents.core.config import flag
 from agents.core.evaluation import MAX_EPISODES, EvaluationError, eval_feedback, evaluate
 from agents.core.hooks import check_given_again
+from agents.core.registry import get_agent
 from envs import make_env
 from envs.gymnax_env import PREFIX as GYMNAX
 from envs.gymnax_render import FrameRenderer, video_refusal
@@ -95,24 +96,6 @@ class EvalArgs:
             "preprocess_obs",
             "module:function",
         )
-
-
-def _acting_config(config, num_envs: int):
-    """The training config, for acting in `num_envs` envs: an evaluation stores no replay
-    and makes no updates, so it gets the smallest replay the agent accepts and unsplit
-    updates (else --num-envs / --episodes would trip the training checks of --buffer-size
-    and --microbatch-traces, or the replay's memory check on a smaller machine)."""
-    names = {f.name for f in dataclasses.fields(config)}
-    changes = {"num_envs": num_envs} if "num_envs" in names else {}
-    if {"buffer_size", "trace_len"} <= names:
-        # 3 traces per env, or more where the agent's replay windows need more.
-        traces = getattr(config, "min_traces_per_env", 3)
-        changes["buffer_size"] = traces * num_envs * config.trace_len
-    if "microbatch_traces" in names:
-        changes["microbatch_traces"] = 0
-    if "num_minibatches" in names:  # on-policy agents: any number of envs
-        changes["num_minibatches"] = 1
-    return dataclasses.replace(config, **changes)
 
 
 def _acting_hooks(config, trained: dict[str, str], args: EvalArgs, run_dir: Path):
@@ -214,7 +197,8 @@ def main(argv: list[str] | None = None) -> dict:
         env = make_env(
             train_args.run.env, n, args.seed, train=False, flatten_obs=train_args.run.flatten_obs
         )
-        acting = TrainArgs(train_args.run, _acting_config(config, n))
+        agent_cls = get_agent(train_args.run.agent).agent_cls
+        acting = TrainArgs(train_args.run, agent_cls.acting_config(config, n))
         agent = build_agent(acting, env, seed=args.seed)
         learner, _, step = restore_learner(agent, run_dir, args.step)
     except (ValueError, OSError, CheckpointError) as err:

@@ -23,6 +23,9 @@ class ACERConfig:
     flags default to None and are an error with a discrete env (and --lstm-size with a
     continuous one)."""
 
+    # Replay traces per env that leave one sampleable (agents.core.base.AgentBase).
+    min_traces_per_env: ClassVar[int] = 3
+
     num_envs: int = 16
     """Parallel environments (envpool batch; over all processes)."""
     trace_len: int = 20

@@ -40,6 +40,7 @@ also `update(state, TraceBatch, axis_name) -> (state, metrics, priorities [B])`.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, ClassVar
 
@@ -163,6 +164,13 @@ class RolloutAgent:
     def population_conflict(self) -> str | None:
         """Why this configured agent cannot be a population member (None: it can)."""
         return None
+
+    @classmethod
+    def acting_config(cls, config, num_envs: int):
+        """The training `config`, for an agent that only acts in `num_envs` envs
+        (evaluation): the envs replaced, and whatever training sizes that count must divide
+        or fill set to the smallest the agent accepts (it stores nothing and learns nothing)."""
+        return dataclasses.replace(config, num_envs=num_envs)
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None):
         """`mesh`: a 1-D mesh from `agents.core.parallel.make_mesh` for data parallelism; None or
@@ -390,6 +398,17 @@ class AgentBase(RolloutAgent):
     rollout), and set `updates_per_program` (module docstring) before calling `__init__`."""
 
     updates_per_program: int = 1
+
+    @classmethod
+    def acting_config(cls, config, num_envs: int):
+        """The smallest replay the config accepts (`min_traces_per_env` traces per env: else
+        the buffer-size check, or the replay's memory check on a smaller machine, would trip
+        over the evaluation's env count) and unsplit updates."""
+        traces = config.min_traces_per_env * num_envs * config.trace_len
+        changes = {"num_envs": num_envs, "buffer_size": traces}
+        if config.microbatch_traces:
+            changes["microbatch_traces"] = 0
+        return dataclasses.replace(config, **changes)
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None, replay_memory_limit=None):
         super().__init__(config, env, seed=seed, mesh=mesh)

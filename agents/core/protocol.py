@@ -147,6 +147,12 @@ class Agent(Protocol):
     supports_population: bool
     tunable: dict[str, tuple[float, float]]
 
+    @classmethod
+    def acting_config(cls, config: Any, num_envs: int) -> Any:
+        """`config` for an agent built only to act in `num_envs` envs (evaluation): the
+        smallest replay and the least split updates the agent accepts."""
+        ...
+
     def init(self, key: Array, *, jit: bool = False) -> TrainState:
         """A fresh learner, an empty replay and reset envs (`jit`: the learner built by one
         compiled program rather than op by op, the faster way in a fresh process)."""

@@ -18,6 +18,9 @@ class ReactorConfig:
     # Old run folders saved this field under its former name.
     RENAMED: ClassVar[dict[str, str]] = {"microbatch_sequences": "microbatch_traces"}
 
+    # Replay traces per env that leave one sampleable (agents.core.base.AgentBase).
+    min_traces_per_env: ClassVar[int] = 3
+
     num_envs: int = 8
     """Parallel environments (envpool batch; over all processes)."""
     trace_len: int = 32

@@ -5,6 +5,7 @@ experiments.train -> resume -> evaluate with no change to experiments/."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
@@ -53,6 +54,10 @@ class ToyAgent:
         self.config, self.env, self.seed = config, env, seed
         self.steps_per_iteration = config.trace_len * config.num_envs
         self._update = None
+
+    @classmethod
+    def acting_config(cls, config, num_envs):
+        return dataclasses.replace(config, num_envs=num_envs)
 
     def init_learner(self, key):
         return ToyLearner({"w": jnp.zeros(self.env.spec.num_actions)}, jnp.zeros((), jnp.int32))
