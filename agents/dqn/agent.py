@@ -27,7 +27,7 @@ from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_act
 from agents.core.base import AgentBase
 from agents.core.learning import TraceBatch, sample_key
 from agents.dqn.config import DQNConfig
-from agents.dqn.learner import METRICS, DQNLearner, network_costs_per_step
+from agents.dqn.learner import METRICS, DQNLearner, dqn_optimizer, network_costs_per_step
 from networks import QNetwork
 from replay import PrioritizedTraceReplay, TraceReplay
 
@@ -61,7 +61,7 @@ class DQNAgent(AgentBase):
         )
 
     def make_learner(self, network):
-        return DQNLearner(self.config, network)
+        return DQNLearner(self.config, network, dqn_optimizer(self.config))
 
     @property
     def noisy(self) -> bool:

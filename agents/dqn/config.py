@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal, get_args, get_type_hints
 
 from agents.core.config import (
     ReplayWindow,
@@ -81,12 +81,22 @@ class DQNConfig(ReplayWindow):
     target_update_period: int = 200
     """Updates between copies of the online network to the target network."""
     lr: float = 5e-4
-    """Adam learning rate."""
+    """Learning rate of the optimizer."""
     anneal_steps: int = 0
     """Decay the learning rate linearly to 0 over this many env steps, counted in updates
     from --start-train-at (0: constant, as DQN and Rainbow)."""
+    optimizer: Literal["adam", "rmsprop"] = "adam"
+    """adam, or rmsprop: centered RMSProp with momentum (Graves 2013, arXiv:1308.0850 eq.
+    38-40, as PyTorch's `RMSprop(centered=True)`, which the MinAtar paper's DQN ran: ε is
+    added to the root of the centred second moment, the moments start at 0)."""
     adam_eps: float = 1e-5
     """Adam ε (rlpyt/Dopamine on Atari: 0.01 / 32 = 3.125e-4)."""
+    rmsprop_decay: float = 0.95
+    """RMSProp's decay of its gradient and squared-gradient averages (MinAtar DQN: 0.95)."""
+    rmsprop_eps: float = 0.01
+    """RMSProp's ε (MinAtar DQN's "minimum squared gradient": 0.01)."""
+    rmsprop_momentum: float = 0.95
+    """RMSProp's momentum on the scaled gradient (MinAtar DQN: 0.95)."""
     max_grad_norm: float = 10.0
     """Clip gradients to this global L2 norm (rlpyt: 10)."""
     eps_start: float = 1.0
@@ -121,6 +131,8 @@ class DQNConfig(ReplayWindow):
         **dict.fromkeys(("num_atoms", "v_min", "v_max"), "distributional"),
         "huber_delta": "!distributional",  # C51's loss is a cross-entropy
         **dict.fromkeys(("eps_start", "eps_end", "eps_decay_steps", "eval_epsilon"), "!noisy"),
+        **dict.fromkeys(("rmsprop_decay", "rmsprop_eps", "rmsprop_momentum"), "optimizer=rmsprop"),
+        "adam_eps": "optimizer=adam",
     }  # fmt: skip
 
     def __post_init__(self):
@@ -145,6 +157,14 @@ class DQNConfig(ReplayWindow):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
         check(self.lr > 0, "lr", self.lr, "> 0")
         check(self.adam_eps > 0, "adam_eps", self.adam_eps, "> 0")
+        optimizers = get_args(get_type_hints(type(self))["optimizer"])
+        check(self.optimizer in optimizers, "optimizer", self.optimizer, "|".join(optimizers))
+        check(0.0 <= self.rmsprop_decay < 1.0, "rmsprop_decay", self.rmsprop_decay, "in [0, 1)")
+        check(self.rmsprop_eps > 0, "rmsprop_eps", self.rmsprop_eps, "> 0")
+        check(
+            0.0 <= self.rmsprop_momentum < 1.0, "rmsprop_momentum", self.rmsprop_momentum,
+            "in [0, 1)",
+        )  # fmt: skip
         check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "> 0")
         for name in ("eps_start", "eps_end", "eval_epsilon"):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
@@ -221,6 +241,43 @@ PRESETS: dict[str, dict] = {
         "microbatch_traces": 8,
         "checkpoint_every": 200_000,
         "return_window": 10,
+    },
+    # The MinAtar paper's DQN (Young & Tian 2019, arXiv:1903.03176, §5, with the settings of
+    # its repository's examples/dqn.py): its network (one 3x3 conv of 16 filters, 128 hidden
+    # units: the MinAtar CNN, picked from the observation shape), batch 32, one update per
+    # env step, replay 100k, learning from 5k steps, target copy every 1,000 updates, γ 0.99,
+    # Huber loss, one-step targets without double Q or dueling, centered RMSProp with
+    # momentum (lr 2.5e-4, ρ 0.95, ε 0.01, momentum 0.95), no gradient clipping, ε-greedy
+    # from 1 to 0.1 and 5M frames (= env steps: MinAtar has no frame skip), sticky actions
+    # p = 0.1 (the gymnax backend's default for MinAtar ids). One difference: the paper
+    # decays ε over the 100k frames after learning starts (ε = 1 before), ours over env steps
+    # 0-100k (ε 0.955 at 5k, 0.1 from 100k on). Other games: --env gymnax/<Game>-MinAtar.
+    "dqn-minatar": {
+        "env": "gymnax/Breakout-MinAtar",
+        "total_steps": 5_000_000,
+        "num_envs": 1,
+        "trace_len": 1,
+        "batch_size": 32,
+        "replay_ratio": 32.0,
+        "buffer_size": 100_000,
+        "start_train_at": 5_000,
+        "discount": 0.99,
+        "n_step": 1,
+        "double": False,
+        "dueling": False,
+        "huber_delta": 1.0,
+        "target_update_period": 1_000,
+        "optimizer": "rmsprop",
+        "lr": 2.5e-4,
+        "rmsprop_decay": 0.95,
+        "rmsprop_eps": 0.01,
+        "rmsprop_momentum": 0.95,
+        "max_grad_norm": 1e9,
+        "eps_start": 1.0,
+        "eps_end": 0.1,
+        "eps_decay_steps": 100_000,
+        "checkpoint_every": 250_000,
+        "return_window": 100,
     },
     # C51 (Bellemare et al. 2017, §5): 51 atoms on [−10, 10], Adam lr 2.5e-4 with ε 0.01/32,
     # otherwise the dqn-atari settings above (double selection and dueling as in Rainbow,

@@ -81,15 +81,29 @@ def learning_rate(config):
     return lambda count: config.lr * jnp.clip(1.0 - count / updates, 0.0, 1.0)
 
 
-class DQNLearner:
-    """See the module docstring. `config` is a `DQNConfig` (or R2D1's, with its fields)."""
+def dqn_optimizer(config) -> optax.GradientTransformation:
+    """Clip by global norm, then Adam, or with --optimizer rmsprop centered RMSProp with
+    momentum as PyTorch's `RMSprop(centered=True)` (the MinAtar paper's DQN): with g the
+    gradient, v ← ρv + (1 − ρ)g², m ← ρm + (1 − ρ)g, b ← μb + g / (√(v − m²) + ε), and the
+    step −lr·b; every moment starts at 0 (a DQNConfig)."""
+    lr = learning_rate(config)
+    if config.optimizer == "adam":
+        return adam_with_clipping(lr, config.max_grad_norm, eps=config.adam_eps)
+    rmsprop = optax.rmsprop(
+        lr, decay=config.rmsprop_decay, eps=config.rmsprop_eps, eps_in_sqrt=False,
+        centered=True, momentum=config.rmsprop_momentum,
+    )  # fmt: skip
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), rmsprop)
 
-    def __init__(self, config, network):
+
+class DQNLearner:
+    """See the module docstring. `config` is a `DQNConfig` (or R2D1's, with its fields);
+    `optimizer` its optax optimizer (`dqn_optimizer`, or Adam with clipping for R2D1)."""
+
+    def __init__(self, config, network, optimizer: optax.GradientTransformation):
         self.config = config
         self.network = network
-        self.optimizer = adam_with_clipping(
-            learning_rate(config), config.max_grad_norm, eps=config.adam_eps
-        )
+        self.optimizer = optimizer
         cfg = config
         self.atoms = (
             jnp.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms, dtype=jnp.float32)

@@ -15,7 +15,9 @@ import jax
 import jax.numpy as jnp
 
 from agents.core.actors import apex_epsilons
+from agents.core.learning import adam_with_clipping
 from agents.dqn.agent import DQNAgent
+from agents.dqn.learner import learning_rate
 from agents.r2d1.config import R2D1Config
 from agents.r2d1.learner import R2D1Learner
 from networks import RecurrentQNetwork
@@ -40,7 +42,9 @@ class R2D1Agent(DQNAgent):
         )
 
     def make_learner(self, network):
-        return R2D1Learner(self.config, network)
+        cfg = self.config  # R2D2's Adam
+        optimizer = adam_with_clipping(learning_rate(cfg), cfg.max_grad_norm, eps=cfg.adam_eps)
+        return R2D1Learner(cfg, network, optimizer)
 
     def q_values(self, params, obs, first, core):
         out, core = self.network.apply(params, obs[None], first[None], core)

@@ -8,6 +8,7 @@ The losses themselves are tested in tests/losses/test_value.py.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ import pytest
 from agents.core.actors import apex_epsilons, epsilon_greedy_actor, linear_epsilon
 from agents.core.learning import TraceBatch
 from agents.dqn.config import DQNConfig
-from agents.dqn.learner import DQNLearner, priority_mix
+from agents.dqn.learner import DQNLearner, dqn_optimizer, priority_mix
 from networks import QOutput
 from replay import ReplaySample, SampleInfo, TraceReplay
 
@@ -130,7 +131,7 @@ def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n):
             "mu": (),
         }
         state = replay.add(state, np.stack([s[0][sl] for s in streams], 1), steps)
-    learner = DQNLearner(cfg, LinearQ())
+    learner = DQNLearner(cfg, LinearQ(), dqn_optimizer(cfg))
     w_online = rng.normal(size=(3, 2)).astype(np.float32)
     w_target = rng.normal(size=(3, 2)).astype(np.float32)
     valid = np.flatnonzero(np.asarray(replay.valid_mask(state)))
@@ -166,7 +167,7 @@ def test_priority_mix_of_max_and_mean_over_valid_steps():
 def test_target_network_is_copied_every_period():
     cfg = DQNConfig(num_envs=1, trace_len=2, n_step=1, batch_size=2, buffer_size=64,
                     target_update_period=3, hidden=(4,), lr=0.1)  # fmt: skip
-    learner = DQNLearner(cfg, LinearQ())
+    learner = DQNLearner(cfg, LinearQ(), dqn_optimizer(cfg))
     state = learner.init(jax.random.PRNGKey(0), jnp.zeros((1, 3)))
     w0 = jnp.asarray(np.random.default_rng(1).normal(size=(3, 2)), jnp.float32)
     state = state._replace(params=w0, target_params=w0, opt_state=learner.optimizer.init(w0))
@@ -207,7 +208,7 @@ def test_importance_exponent_is_annealed_to_one_in_env_steps(env_steps):
                     hidden=(4,), prioritized=True, importance_exponent=beta0,
                     importance_exponent_steps=steps, double=False, dueling=False,
                     max_grad_norm=1e6, huber_delta=0.0, target_update_period=1000)  # fmt: skip
-    learner = DQNLearner(cfg, LinearQ())
+    learner = DQNLearner(cfg, LinearQ(), dqn_optimizer(cfg))
     learner.optimizer = optax.sgd(lr)  # so that the step is the gradient itself
     state = learner.init(jax.random.PRNGKey(0), jnp.zeros((1, 3)))
     rng = np.random.default_rng(3)
@@ -329,3 +330,55 @@ def test_annealed_learning_rate_reaches_zero_at_anneal_steps():
     for k in range(3):
         step, state = opt.update(jnp.array([1.0, -2.0, 0.5]), state)
         np.testing.assert_allclose(np.abs(step), 1e-3 * (1 - k / updates), rtol=1e-4)
+
+
+def _centered_rmsprop_reference(grads, lr, rho, eps, mu):
+    """PyTorch's RMSprop(centered=True, momentum=mu) written from its documented update (the
+    MinAtar paper's DQN optimizer): v <- rho v + (1 - rho) g^2, m <- rho m + (1 - rho) g,
+    b <- mu b + g / (sqrt(v - m^2) + eps), p <- p - lr b; all moments start at 0."""
+    p = np.zeros_like(grads[0])
+    v, m, b = np.zeros_like(p), np.zeros_like(p), np.zeros_like(p)
+    out = []
+    for g in grads:
+        v = rho * v + (1 - rho) * g**2
+        m = rho * m + (1 - rho) * g
+        b = mu * b + g / (np.sqrt(v - m**2) + eps)
+        p = p - lr * b
+        out.append(p.copy())
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rmsprop_option_is_centered_rmsprop_with_momentum(seed):
+    rng = np.random.default_rng(seed)
+    rho, eps, mu, lr = rng.uniform(0.8, 0.99), rng.uniform(1e-3, 0.1), rng.uniform(0, 0.95), 1e-2
+    cfg = DQNConfig(
+        optimizer="rmsprop", lr=lr, rmsprop_decay=rho, rmsprop_eps=eps, rmsprop_momentum=mu,
+        max_grad_norm=1e9,
+    )  # fmt: skip
+    grads = [rng.normal(size=(3, 4)).astype(np.float32) for _ in range(6)]
+    opt = dqn_optimizer(cfg)
+    params = jnp.zeros((3, 4))
+    state = opt.init(params)
+    expected = _centered_rmsprop_reference([g.astype(np.float64) for g in grads], lr, rho, eps, mu)
+    for g, want in zip(grads, expected, strict=True):
+        updates, state = opt.update(jnp.asarray(g), state, params)
+        params = params + updates
+        np.testing.assert_allclose(np.asarray(params), want, rtol=2e-4, atol=1e-6)
+
+
+def test_optimizer_flags_need_their_optimizer():
+    from agents.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="--rmsprop-eps needs --optimizer rmsprop"):
+        DQNConfig(rmsprop_eps=0.1)
+    with pytest.raises(ValueError, match=re.escape("--optimizer must be adam|rmsprop")):
+        DQNConfig(optimizer="sgd")
+    # On the command line: a flag given for the other optimizer is an error, before anything
+    # is built; a preset's Adam ε stays harmless when the user picks RMSProp.
+    from experiments.args import parse_train_args
+
+    with pytest.raises(SystemExit, match="--adam-eps needs --optimizer adam"):
+        parse_train_args(["--agent", "dqn", "--optimizer", "rmsprop", "--adam-eps", "1e-3"])
+    args = parse_train_args(["--agent", "dqn", "--preset", "dqn-atari", "--optimizer", "rmsprop"])
+    assert args.config.optimizer == "rmsprop"

@@ -331,7 +331,7 @@ SAMPLE = {"vary": "lr=1e-3,1e-4", "sweep_lr": "1e-3,1e-4", "evolve_every": "10",
           "target_entropy": "-1.0"}  # fmt: skip
 # Switches on by default that cannot be turned off by the generic rule below, and switches
 # that need other flags to be on.
-SWITCH_OFF = {"n_step=0": ["--n-step", "3"]}
+SWITCH_OFF = {"n_step=0": ["--n-step", "3"], "optimizer=adam": ["--optimizer", "rmsprop"]}
 SWITCH_ON = {
     "evolve=pbt|cem": ["--num-seeds", "2", "--evolve", "pbt", "--evolve-every", "10"],
     "evolve=cem": ["--num-seeds", "2", "--evolve", "cem", "--evolve-every", "10"],
