@@ -153,3 +153,35 @@ def test_refusals_are_one_line(tmp_path, flags, message):
     with pytest.raises(SystemExit, match=re.escape(message)) as err:
         train.main([*argv, "--no-progress"])
     assert "\n" not in str(err.value) and not (tmp_path / "r").exists()
+
+
+def _gymnax_cases():
+    """Every registered agent's gymnax case (tests/experiments/test_gymnax_end_to_end.py),
+    the Reactor in lock-step: its decoupled actor thread is not deterministic even when
+    nothing stops it."""
+    from test_gymnax_end_to_end import CASES_GYMNAX
+
+    cases = {}
+    for name, (flags, first, total) in CASES_GYMNAX.items():
+        if name.startswith("gymnax-"):
+            extra = " --no-decoupled" if "--agent reactor" in flags else ""
+            cases[name] = (flags + extra, first, total)
+    return cases
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(_gymnax_cases()))
+def test_every_agent_resumes_exactly_on_gymnax(tmp_path, case):
+    """Nothing an agent keeps between iterations lives outside its TrainState."""
+    flags, first, total = _gymnax_cases()[case]
+    extra = ["--exact-resume", "--checkpoint-every", str(first)]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    common = ["--no-progress", "--eval-episodes", "0", "--iterations-per-sync", "1",
+              "--num-devices", "1"]  # fmt: skip
+    train.main([*flags.split(), *extra, *common, "--run-dir", str(straight),
+                "--total-steps", str(total)])  # fmt: skip
+    train.main([*flags.split(), *extra, *common, "--run-dir", str(resumed),
+                "--total-steps", str(first)])  # fmt: skip
+    train.main(["--resume", str(resumed), "--total-steps", str(total), "--no-progress"])
+    _assert_same(_arrays(straight, total), _arrays(resumed, total))
+    assert _rows(straight / "metrics.csv") == _rows(resumed / "metrics.csv")
