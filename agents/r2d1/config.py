@@ -169,9 +169,11 @@ PRESETS: dict[str, dict] = {
     # a 2-core CPU: sequences of 20 starting every 10 steps after a burn-in of 10, LSTM 64,
     # γ = 0.99, a linearly decaying ε, and dqn-classic's learning rate (5e-4, Adam ε 1e-5,
     # decayed linearly to 0 over the run's 200k steps), replay ratio (32) and target period
-    # (200); the rest as R2D2. Over seeds 0-9 as a population (docs/results/defaults-10-seeds):
-    # 9 solved, against 7 with a constant rate over 100k steps and 7 with the decay over 150k.
-    "r2d1-classic": {"total_steps": 200_000, "anneal_steps": 200_000},
+    # (200), and uniform replay (as dqn-classic); the rest as R2D2. Over seeds 0-9 as a
+    # population (docs/results/defaults-10-seeds): 10 solved with uniform replay, against 9
+    # with R2D2's prioritized replay (α 0.9), 8 with it and a 200k replay, 7 with a constant
+    # rate over 100k steps and 7 with the decay over 150k.
+    "r2d1-classic": {"total_steps": 200_000, "anneal_steps": 200_000, "prioritized": False},
     # rlpyt's R2D1 Atari settings (Kapturowski et al. 2019, Table 2): sequences of 80 steps
     # overlapping by 40 (trace_len 40), burn-in 40, n = 5, γ = 0.997, value rescaling, double
     # + dueling, squared loss, priorities with η = 0.9, α = 0.9, β = 0.6, Adam lr 1e-4 and

@@ -30,9 +30,7 @@ NOT_MEASURED = {
 }
 # Defaults the committed benchmark shows below 10 of 10 (strict xfail: one that reaches it
 # fails here until it is taken off this list).
-BELOW_10_OF_10: dict[str, str] = {
-    "r2d1": "9 of 10: seed 1 ends at 187.5 (docs/results/defaults-10-seeds)",
-}
+BELOW_10_OF_10: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("agent", sorted(agent_names()))
