@@ -59,6 +59,9 @@ class ToyAgent:
     def acting_config(cls, config, num_envs):
         return dataclasses.replace(config, num_envs=num_envs)
 
+    def network_costs(self):
+        return {}  # no compute-bound ceiling in experiments.bench_throughput
+
     def init_learner(self, key):
         return ToyLearner({"w": jnp.zeros(self.env.spec.num_actions)}, jnp.zeros((), jnp.int32))
 
