@@ -505,7 +505,13 @@ class Runner:
             jax.config.update("jax_debug_nans", debug_nans)
 
     def _check_pace(self, agent) -> None:
-        """--iterations-per-sync within what the agent can run per program (one line)."""
+        """--iterations-per-sync within what the agent can run per program, and
+        --exact-resume on one device (one line, before anything is compiled)."""
+        if self.args.run.exact_resume and agent.num_devices > 1:
+            raise ConfigError(
+                f"--exact-resume runs on one device (this run has {agent.num_devices}: "
+                "--num-devices 1)"
+            )
         n = self.args.run.iterations_per_sync
         if n > agent.max_chunk:
             why = agent.host_driven
@@ -537,11 +543,6 @@ class Runner:
         generation = 0  # the last generation of an evolving population
         since = None  # when each member's hyper-parameters took effect (PopulationLoop)
         exact = run.exact_resume
-        if exact and agent.num_devices > 1:
-            raise ConfigError(
-                f"--exact-resume runs on one device (this run has {agent.num_devices}: "
-                "--num-devices 1)"
-            )
         windows = None
         if self.resuming and checkpointer.steps():  # damaged ones: set aside, or one error
             learner, meta, step = restore_checkpoint(
@@ -620,9 +621,10 @@ class Runner:
         else:
             loop = TrainLoop(agent, state, counters, run.return_window)
         train_loops = loop.loops if population else [loop]
-        for train_loop, window in zip(train_loops, windows or [], strict=False):
-            train_loop.returns.extend(window["returns"])
-            train_loop.lengths.extend(window["lengths"])
+        if windows is not None:  # restored_windows checked there is one per loop
+            for train_loop, window in zip(train_loops, windows, strict=True):
+                train_loop.returns.extend(window["returns"])
+                train_loop.lengths.extend(window["lengths"])
         every = run.checkpoint_every
         next_ckpt = (counters.env_steps // every + 1) * every
         stop = StopRequest(run.max_minutes)
@@ -653,15 +655,15 @@ class Runner:
                             if loop.evolver is not None:
                                 meta["generation"] = loop.evolver.generation
                             meta["hparams_since"] = loop.since
-                        extra = None
+                        saved = None
                         if exact:  # and the logged return windows (PBT ranks by them)
-                            extra = exact_tree(loop.state)
+                            saved = exact_tree(loop.state)
                             meta["windows"] = [
                                 {"returns": list(lp.returns), "lengths": list(lp.lengths)}
                                 for lp in train_loops
                             ]
                         path = checkpointer.save(
-                            counters.env_steps, checkpoint_tree(loop.state.learner), meta, extra
+                            counters.env_steps, checkpoint_tree(loop.state.learner), meta, saved
                         )
                         last_ckpt = str(path)
                         next_ckpt = (counters.env_steps // every + 1) * every

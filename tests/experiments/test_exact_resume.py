@@ -185,3 +185,23 @@ def test_every_agent_resumes_exactly_on_gymnax(tmp_path, case):
     train.main(["--resume", str(resumed), "--total-steps", str(total), "--no-progress"])
     _assert_same(_arrays(straight, total), _arrays(resumed, total))
     assert _rows(straight / "metrics.csv") == _rows(resumed / "metrics.csv")
+
+
+def test_a_checkpoint_without_the_exact_item_is_a_one_line_mismatch(tmp_path):
+    """Asking a checkpoint saved without --exact-resume for its replay and env states is the
+    caller's mistake (ValueError naming it), not damage: nothing is set aside."""
+    import jax.numpy as jnp
+
+    from experiments.checkpoint import Checkpointer
+
+    ckpt = Checkpointer(tmp_path / "checkpoints")
+    try:
+        ckpt.save(8, {"w": jnp.ones(3)}, {"counters": {}})
+        with pytest.raises(ValueError, match="holds no replay or env states") as err:
+            ckpt.restore({"w": jnp.ones(3)}, exact={"replay": jnp.zeros(2)})
+        assert "\n" not in str(err.value) and ckpt.steps() == [8] and not ckpt.skipped
+        restored, _, step = ckpt.restore({"w": jnp.ones(3)})  # the state alone still loads
+        np.testing.assert_array_equal(restored["w"], np.ones(3))
+        assert step == 8
+    finally:
+        ckpt.close()
