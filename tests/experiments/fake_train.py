@@ -2,7 +2,9 @@
 writes a run folder of the same layout (config.json, metrics.csv, checkpoints/<step>/,
 summary.json) in 500-step iterations of FAKE_STEP_S seconds, holds the run folder's lock,
 resumes from its last checkpoint, stops cleanly on SIGTERM, and appends one line per
-launch to <sweep>/invocations.jsonl: what the tests audit."""
+launch to <sweep>/invocations.jsonl: what the tests audit. With FAKE_OVERLAP=N a launch
+waits (up to 30 s) until N launches have started before it steps, so a test of concurrency
+does not depend on how fast a loaded machine starts processes."""
 
 import json
 import os
@@ -38,6 +40,9 @@ def main(argv):
               "pid": os.getpid(), "start": time.time(), "cpus": sorted(os.sched_getaffinity(0)),
               "device": os.environ.get("CUDA_VISIBLE_DEVICES")}  # fmt: skip
     log(run_dir, {"event": "start", **record})
+    overlap, deadline = int(os.environ.get("FAKE_OVERLAP", "0")), time.time() + 30
+    while started(run_dir) < overlap and time.time() < deadline:
+        time.sleep(0.02)
     stop = []
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
     if run["env"] == "Fail-v0":
@@ -57,6 +62,11 @@ def main(argv):
     write_json_atomic(run_dir / "summary.json", summary)
     log(run_dir, {"event": "end", **record})
     lock.close()
+
+
+def started(run_dir) -> int:
+    lines = (run_dir.parent / "invocations.jsonl").read_text().splitlines()
+    return sum(json.loads(line)["event"] == "start" for line in lines)
 
 
 def log(run_dir, record):

@@ -191,6 +191,7 @@ def test_a_run_folder_linked_out_of_the_sweep_is_refused_and_the_others_go_on(
 
 def test_slots_bound_concurrency_and_pin_cores_and_devices(tmp_path, fake, monkeypatch):
     monkeypatch.setenv("FAKE_STEP_S", "0.05")
+    monkeypatch.setenv("FAKE_OVERLAP", "2")  # the first two launches wait for each other
     cores = sorted(os.sched_getaffinity(0))
     data = spec(tmp_path, seeds=4, slots=2, cpus=[[cores[0]], [cores[-1]]], devices=["3", "7"])
     sweep = sw.parse_spec(data, validate=False)
