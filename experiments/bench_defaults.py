@@ -33,7 +33,7 @@ import tyro
 
 from agents.core.registry import agent_names
 from experiments.args import parse_train_args
-from experiments.common import save_results
+from experiments.common import cold_process_env, save_results
 from experiments.report import aggregates
 
 SOLVED = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "CartPole-P-v1": 475.0}
@@ -75,7 +75,7 @@ class Args:
 def _train(argv: list[str]) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "experiments.train", *argv, "--no-progress"],
-        capture_output=True, text=True, check=False,
+        capture_output=True, text=True, check=False, env=cold_process_env(),
     )  # fmt: skip
     if proc.returncode:
         raise RuntimeError(f"train {' '.join(argv)} failed: {proc.stderr[-1500:]}")

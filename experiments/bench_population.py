@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 from agents.core.config import check
 from experiments.args import check_env, check_output_file, cli, lookup
-from experiments.common import make_agent, make_population, save_results
+from experiments.common import cold_process_env, make_agent, make_population, save_results
 from experiments.runner import Counters, PopulationLoop, TrainLoop
 
 
@@ -113,7 +113,7 @@ def _train_process(args: PopulationBenchArgs, run_dir: str, steps: int, *extra: 
     if args.preset:
         cmd += ["--preset", args.preset]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=cold_process_env())
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"error: {' '.join(cmd)} failed:\n{proc.stderr.strip()}")

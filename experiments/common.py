@@ -5,6 +5,7 @@ its learner from a checkpoint."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import jax
@@ -18,6 +19,37 @@ from envs import make_env, run_env_seed
 from experiments.args import RunArgs, TrainArgs, hparam_specs
 from experiments.checkpoint import Checkpointer
 from experiments.runfolder import read_json, write_json_atomic
+
+COMPILE_CACHE_OFF = "REACTOR_JAX_NO_COMPILE_CACHE"
+"""Set to 1 in the environment to compile every program afresh (`use_compile_cache`)."""
+
+
+def use_compile_cache() -> Path | None:
+    """Keep the compiled programs between processes (JAX's persistent compilation cache), so
+    that a command run again loads its programs instead of compiling them.
+
+    The cache is JAX_COMPILATION_CACHE_DIR where the user set it (JAX reads it itself), else
+    $XDG_CACHE_HOME/reactor-jax/jax (~/.cache/...), never a run folder's (untrusted data).
+    Every program is kept, not only those that took JAX's default 1 s to compile, unless
+    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS says otherwise. Off (returns None) with
+    REACTOR_JAX_NO_COMPILE_CACHE=1. Call it before the first compile."""
+
+    if os.environ.get(COMPILE_CACHE_OFF, "") not in ("", "0"):
+        jax.config.update("jax_enable_compilation_cache", False)
+        return None
+    chosen = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    folder = Path(chosen) if chosen else Path(base) / "reactor-jax" / "jax"
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    return folder
+
+
+def cold_process_env() -> dict[str, str]:
+    """The environment for a benchmark's timed train process: this one's, with the compile
+    cache off, so that every process compiles its programs as a first run does."""
+    return {**os.environ, COMPILE_CACHE_OFF: "1"}
 
 
 def load_run(run_dir: str | Path) -> TrainArgs:
@@ -230,7 +262,8 @@ def timed_train_process(argv: list[str], time_from: int) -> dict:
     """One `experiments.train` process with `argv` (a run folder of its own, removed after),
     timed from its metrics.csv: env steps per second between the first host sync at or past
     env step `time_from` and the last (past compiles and warm-up). Returns sps, timed_steps,
-    syncs (metrics rows) and compile_s; a failed run raises RuntimeError with its stderr."""
+    syncs (metrics rows) and compile_s (compiled afresh: `cold_process_env`); a failed run
+    raises RuntimeError with its stderr."""
     import csv
     import json
     import subprocess
@@ -239,7 +272,9 @@ def timed_train_process(argv: list[str], time_from: int) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "experiments.train", *argv, "--run-dir", f"{tmp}/run"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, check=False, env=cold_process_env()
+        )
         if proc.returncode:
             raise RuntimeError(f"train {' '.join(argv)} failed: {proc.stderr[-2000:]}")
         with open(f"{tmp}/run/metrics.csv") as f:

@@ -27,7 +27,13 @@ from envs.gymnax_env import PREFIX as GYMNAX
 from envs.gymnax_render import FrameRenderer, video_refusal
 from experiments.args import TrainArgs, cli
 from experiments.checkpoint import CheckpointError
-from experiments.common import build_agent, load_run, restore_learner, trained_hooks
+from experiments.common import (
+    build_agent,
+    load_run,
+    restore_learner,
+    trained_hooks,
+    use_compile_cache,
+)
 from experiments.runfolder import (
     UnsafePathError,
     WriteError,
@@ -188,6 +194,7 @@ def main(argv: list[str] | None = None) -> dict:
         if args.out:
             check_file_target(args.out)
         train_args = load_run(run_dir)
+        use_compile_cache()
         if args.video and train_args.run.env.startswith(GYMNAX):
             reason = video_refusal(train_args.run.env)
             if reason is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from agents.core.evaluation import EvaluationError
 from experiments.args import flag_value, parse_train_args, resume_args
 from experiments.checkpoint import CheckpointError
-from experiments.common import load_run, trained_hooks
+from experiments.common import load_run, trained_hooks, use_compile_cache
 from experiments.runfolder import RunFolderLocked, check_run_dir_writable
 from experiments.runner import Runner, init_distributed, resolve_run_dir
 
@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         if args.run.process_id == 0:  # the process that writes the run folder
             check_run_folder(args, resuming)
         init_distributed(args)
+        use_compile_cache()
         return Runner(args, resuming).run()
     except (ValueError, RunFolderLocked, CheckpointError, EvaluationError, OSError) as err:
         raise SystemExit(f"error: {err}") from None

@@ -96,6 +96,16 @@ def slice_batch(batch, start: int, size: int, batch_major: tuple[str, ...] = BAT
     return type(batch)(**fields)
 
 
+def linear_decay(lr, anneal_steps: int, start_train_at: int, updates_per_env_step):
+    """`lr`, or with `anneal_steps` > 0 an optax schedule over the optimizer's update count:
+    lr·(1 − k/U) at update k, 0 from U on, where U = (anneal_steps − start_train_at) ·
+    updates_per_env_step is the number of updates made by env step `anneal_steps`."""
+    if not anneal_steps:
+        return lr
+    updates = max(1.0, (anneal_steps - start_train_at) * updates_per_env_step)
+    return lambda count: lr * jnp.clip(1.0 - count / updates, 0.0, 1.0)
+
+
 def adam_with_clipping(lr, max_grad_norm, **adam_kwargs) -> optax.GradientTransformation:
     """Clip by global norm, then Adam."""
     return optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(lr, **adam_kwargs))

@@ -35,6 +35,7 @@ from agents.core.learning import (
     TraceBatch,
     adam_with_clipping,
     gradient_step,
+    linear_decay,
     per_importance_exponent,
 )
 
@@ -74,11 +75,8 @@ def priority_mix(td_abs, valid, eta):
 def learning_rate(config):
     """`config.lr`, or with `anneal_steps` an optax schedule over the update count: linear
     from lr to 0 over the updates made by env step `anneal_steps` (a DQN/R2D1 config)."""
-    if not config.anneal_steps:
-        return config.lr
     per_step = config.replay_ratio / (config.batch_size * config.learn_len)
-    updates = max(1.0, (config.anneal_steps - config.start_train_at) * per_step)
-    return lambda count: config.lr * jnp.clip(1.0 - count / updates, 0.0, 1.0)
+    return linear_decay(config.lr, config.anneal_steps, config.start_train_at, per_step)
 
 
 def dqn_optimizer(config) -> optax.GradientTransformation:

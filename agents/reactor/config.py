@@ -53,6 +53,8 @@ class ReactorConfig:
     """Learner steps between target-network copies (paper: 1000)."""
     lr: float = 1e-3
     """Adam learning rate (paper: 5e-5 on Atari)."""
+    anneal_steps: int = 0
+    """Decay the learning rate linearly to 0 by this env step (0: constant)."""
     adam_b1: float = 0.0
     """Adam β1 (paper: 0)."""
     adam_b2: float = 0.999
@@ -118,6 +120,7 @@ class ReactorConfig:
             "env_steps_per_update", self.env_steps_per_update, "> 0",
         )  # fmt: skip
         check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
+        check(self.anneal_steps >= 0, "anneal_steps", self.anneal_steps, ">= 0 (0: constant)")
         check(self.microbatch_traces >= 0, "microbatch_traces", self.microbatch_traces, ">= 0")
         if self.microbatch_traces:
             check(

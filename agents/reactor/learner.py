@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.core.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
+from agents.core.learning import ActorCriticLearner, TraceBatch, adam_with_clipping, linear_decay
 from agents.core.rollout import time_major
 from agents.reactor.config import ReactorConfig
 from envs.core import batch_size_of
@@ -54,8 +54,11 @@ class ReactorLearner(ActorCriticLearner):
     def __init__(self, config: ReactorConfig, network):
         self.config = config
         self.network = network
+        lr = linear_decay(
+            config.lr, config.anneal_steps, config.start_train_at, 1.0 / config.env_steps_per_update
+        )
         self.optimizer = adam_with_clipping(
-            config.lr, config.max_grad_norm,
+            lr, config.max_grad_norm,
             b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps,
         )  # fmt: skip
 

@@ -170,3 +170,36 @@ def test_microbatched_update_equals_whole_batch():
     jax.tree.map(close, s1.params, s2.params)
     jax.tree.map(close, m1, m2)
     close(p1, p2)
+
+
+def test_annealed_learning_rate_reaches_zero_at_anneal_steps():
+    """--anneal-steps S: the learning rate at update k is lr·(1 − k/U), U = the updates made by
+    env step S, (S − start_train_at) / env_steps_per_update, and 0 from U on; constant without
+    it. Checked on Adam's step from zero moments at count k (b1 = 0, so m̂ = g, and
+    v̂ = (1 − b2)·g² / (1 − b2^(k+1)))."""
+    g = np.array([1.0, -2.0, 0.5])
+
+    def adam_step(learner, k):
+        state = learner.optimizer.init(jnp.zeros(3))
+        state = jax.tree.map(  # both counts (Adam's and the schedule's) at k
+            lambda x: jnp.asarray(k, x.dtype) if x.ndim == 0 and x.dtype == jnp.int32 else x,
+            state,
+        )
+        return np.asarray(learner.optimizer.update(jnp.asarray(g, jnp.float32), state)[0])
+
+    def expected(lr, k):
+        v_hat = (1.0 - 0.999) * g**2 / (1.0 - 0.999 ** (k + 1))
+        return -lr * g / (np.sqrt(v_hat) + 1e-6)
+
+    cfg = ReactorConfig(lr=1e-3, anneal_steps=10_000, start_train_at=2_000,
+                        env_steps_per_update=8.0)  # fmt: skip
+    annealed, constant = ReactorLearner(cfg, None), ReactorLearner(ReactorConfig(lr=1e-3), None)
+    for k in (0, 1, 250, 999, 1_000, 5_000):
+        lr_k = 1e-3 * max(0.0, 1.0 - k / 1_000)  # U = (10,000 − 2,000) / 8
+        np.testing.assert_allclose(adam_step(annealed, k), expected(lr_k, k), rtol=1e-4, atol=1e-12)
+        np.testing.assert_allclose(adam_step(constant, k), expected(1e-3, k), rtol=1e-4)
+
+
+def test_anneal_steps_must_not_be_negative():
+    with pytest.raises(ValueError, match="--anneal-steps must be >= 0"):
+        ReactorConfig(anneal_steps=-1)
