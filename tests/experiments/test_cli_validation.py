@@ -112,7 +112,12 @@ ZERO_OK = {
         "iterations_per_sync",
     },
     get_agent("acer").config_cls: {"start_train_at", "lstm_size", "microbatch_traces"},
-    get_agent("reactor").config_cls: {"start_train_at", "priority_neighbours", "microbatch_traces"},
+    get_agent("reactor").config_cls: {
+        "start_train_at",
+        "priority_neighbours",
+        "microbatch_traces",
+        "anneal_steps",
+    },
     get_agent("dqn").config_cls: {
         "start_train_at",
         "microbatch_traces",
