@@ -33,7 +33,6 @@ def use_compile_cache() -> Path | None:
     Every program is kept, not only those that took JAX's default 1 s to compile, unless
     JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS says otherwise. Off (returns None) with
     REACTOR_JAX_NO_COMPILE_CACHE=1. Call it before the first compile."""
-
     if os.environ.get(COMPILE_CACHE_OFF, "") not in ("", "0"):
         jax.config.update("jax_enable_compilation_cache", False)
         return None
