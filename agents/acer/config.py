@@ -7,7 +7,13 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.core.config import check, check_floats_finite, check_only_with, check_positive_int
+from agents.core.config import (
+    check,
+    check_floats_finite,
+    check_only_with,
+    check_positive_int,
+    check_trace_replay,
+)
 
 DEFAULT_SDN_SAMPLES = 5  # ACER §5.1
 DEFAULT_LOG_STD_INIT = math.log(0.5)
@@ -104,29 +110,13 @@ class ACERConfig:
         check(self.value_weight > 0, "value_weight", self.value_weight, "> 0")
         check(self.lstm_size >= 0, "lstm_size", self.lstm_size, ">= 0")
         check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
-        check(self.microbatch_traces >= 0, "microbatch_traces", self.microbatch_traces, ">= 0")
         check(
             self.sdn_samples is None or self.sdn_samples >= 1,
             "sdn_samples",
             self.sdn_samples,
             "an integer >= 1 (or None)",
         )
-        per_env = self.buffer_size // (self.num_envs * self.trace_len)
-        check(
-            per_env >= 3,
-            "buffer_size",
-            self.buffer_size,
-            f"at least 3 traces per env (>= {3 * self.num_envs * self.trace_len} for "
-            f"num_envs={self.num_envs}, trace_len={self.trace_len})",
-        )
-        if self.microbatch_traces:
-            for name in ("num_envs", "batch_size"):
-                check(
-                    getattr(self, name) % self.microbatch_traces == 0,
-                    name,
-                    getattr(self, name),
-                    f"divisible by --microbatch-traces {self.microbatch_traces}",
-                )
+        check_trace_replay(self, 3, divisible=("num_envs", "batch_size"))
         check_only_with(self)  # last: a value out of range is named as such first
 
     @property

@@ -173,6 +173,37 @@ def check_floats_finite(config) -> None:
                 check_finite(config, name)
 
 
+def check_trace_replay(
+    config, need: int, unit: str = "traces", sizes: str = "", divisible=("batch_size",)
+) -> None:
+    """What every trace-replay config checks: `--microbatch-traces` >= 0 and dividing the
+    fields `divisible`, and a buffer of at least `need` `unit` (whole traces) per env;
+    `sizes` adds the settings behind `need` to the message."""
+    m = config.microbatch_traces
+    check(m >= 0, "microbatch_traces", m, ">= 0")
+    for name in divisible if m else ():
+        value = getattr(config, name)
+        check(value % m == 0, name, value, f"divisible by --microbatch-traces {m}")
+    envs, trace = config.num_envs, config.trace_len
+    check(
+        config.buffer_size // (envs * trace) >= need, "buffer_size", config.buffer_size,
+        f"at least {need} {unit} per env (>= {need * envs * trace} for num_envs={envs}, "
+        f"trace_len={trace}{sizes})",
+    )  # fmt: skip
+
+
+def module_from_config(module_cls, config, **given):
+    """`module_cls(**given, ...)` (a flax module, a dataclass), its other fields read from the
+    config's fields of the same name: a network's setting is a config field, named once."""
+    names = {f.name for f in dataclasses.fields(config)}
+    shared = {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(module_cls)
+        if f.init and f.name in names and f.name not in given
+    }
+    return module_cls(**given, **shared)
+
+
 def _field_types(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 

@@ -61,6 +61,7 @@ from agents.core.config import (
     check_floats_finite,
     check_only_with,
     check_positive_int,
+    check_trace_replay,
 )
 from agents.core.learning import (  # noqa: F401 (apply, grads_and_aux: re-exported for the learners)
     TraceBatch,
@@ -160,18 +161,11 @@ class OffPolicyConfig(ReplayWindow):
         check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
         check(self.rnd_coef >= 0, "rnd_coef", self.rnd_coef, ">= 0")
         check(self.rnd_lr > 0, "rnd_lr", self.rnd_lr, "> 0")
-        per_env = self.buffer_size // (self.num_envs * self.trace_len)
-        need = self.min_traces_per_env  # the replay window (agents.core.config.ReplayWindow)
-        sizes = f"num_envs={self.num_envs}, trace_len={self.trace_len}, n_step={self.n_step}"
+        sizes = f", n_step={self.n_step}"
         if self.learn_len != self.trace_len or self.lookback:  # sequences
             sizes += f", seq_len={self.learn_len}, burn_in={self.lookback}"
-        check(
-            per_env >= need,
-            "buffer_size",
-            self.buffer_size,
-            f"at least {need} slots per env (>= {need * self.num_envs * self.trace_len} for "
-            f"{sizes})",
-        )
+        # the replay window (agents.core.config.ReplayWindow)
+        check_trace_replay(self, self.min_traces_per_env, "slots", sizes, divisible=())
         check_only_with(self)  # last: a value out of range is named as such first
 
     @property

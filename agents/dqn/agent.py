@@ -25,6 +25,7 @@ import jax.numpy as jnp
 
 from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
 from agents.core.base import AgentBase
+from agents.core.config import module_from_config
 from agents.core.learning import TraceBatch, sample_key
 from agents.dqn.config import DQNConfig
 from agents.dqn.learner import METRICS, DQNLearner, dqn_optimizer, network_costs_per_step
@@ -50,15 +51,10 @@ class DQNAgent(AgentBase):
         atoms = ()
         if cfg.distributional:
             atoms = tuple(float(x) for x in jnp.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms))
-        return QNetwork(
-            obs_spec=spec.obs_spec,
-            num_actions=spec.num_actions,
-            hidden=cfg.hidden,
-            dueling=cfg.dueling,
-            num_atoms=cfg.num_atoms if cfg.distributional else 0,
-            atoms=atoms,
-            noisy=cfg.noisy,
-        )
+        return module_from_config(
+            QNetwork, cfg, obs_spec=spec.obs_spec, num_actions=spec.num_actions,
+            num_atoms=cfg.num_atoms if cfg.distributional else 0, atoms=atoms,
+        )  # fmt: skip
 
     def make_learner(self, network):
         return DQNLearner(self.config, network, dqn_optimizer(self.config))

@@ -13,6 +13,7 @@ from agents.core.config import (
     check_importance_annealing,
     check_only_with,
     check_positive_int,
+    check_trace_replay,
 )
 
 
@@ -170,28 +171,10 @@ class DQNConfig(ReplayWindow):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
         check(self.eps_decay_steps >= 0, "eps_decay_steps", self.eps_decay_steps, ">= 0")
         check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
-        check(self.microbatch_traces >= 0, "microbatch_traces", self.microbatch_traces, ">= 0")
-        if self.microbatch_traces:
-            check(
-                self.batch_size % self.microbatch_traces == 0,
-                "batch_size", self.batch_size,
-                f"divisible by --microbatch-traces {self.microbatch_traces}",
-            )  # fmt: skip
-        self._check_buffer()
+        # the sampled window reaches `lookahead` steps past a trace (ReplayWindow): the
+        # replay needs that many more whole traces per env
+        check_trace_replay(self, self.min_traces_per_env)
         check_only_with(self)  # last: a value out of range is named as such first
-
-    # The sampled window reaches `lookahead` steps past a trace (agents.core.config.ReplayWindow):
-    # the replay needs that many more whole traces per env.
-    def _check_buffer(self):
-        per_env = self.buffer_size // (self.num_envs * self.trace_len)
-        need = self.min_traces_per_env
-        check(
-            per_env >= need,
-            "buffer_size",
-            self.buffer_size,
-            f"at least {need} traces per env (>= {need * self.num_envs * self.trace_len} for "
-            f"num_envs={self.num_envs}, trace_len={self.trace_len})",
-        )
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)

@@ -16,7 +16,7 @@ import optax
 
 from agents.core.actors import logp_value_actor
 from agents.core.base import ACTOR_CRITIC_TUNABLE, RolloutAgent
-from agents.core.config import ConfigError
+from agents.core.config import ConfigError, module_from_config
 from agents.core.hooks import call_hook, config_hook
 from agents.core.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, to_global
 from agents.core.programs import Program
@@ -131,18 +131,10 @@ class PPOAgent(RolloutAgent):
             if hasattr(out, "shape"):  # an array; a pytree hook keeps the env's leaves
                 obs_spec = tuple(out.shape[1:])
         action_dim = spec.num_actions if spec.discrete else int(math.prod(spec.action_shape))
-        return ActorCriticNetwork(
-            obs_spec=obs_spec,
-            action_dim=action_dim,
+        return module_from_config(
+            ActorCriticNetwork, cfg, obs_spec=obs_spec, action_dim=action_dim,
             discrete=spec.discrete,
-            hidden=cfg.hidden,
-            activation=cfg.activation,
-            shared_torso=cfg.shared_torso,
-            lstm_size=cfg.lstm_size,
-            log_std_init=cfg.log_std_init,
-            text=cfg.text,
-            prev_action_reward=cfg.prev_action_reward,
-        )
+        )  # fmt: skip
 
     def make_optimizer(self, learning_rate) -> optax.GradientTransformation:
         """PPO: Adam (the gradient clipping is chained in front by the learner)."""

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.core.actors import apex_epsilons
+from agents.core.config import module_from_config
 from agents.core.learning import adam_with_clipping
 from agents.dqn.agent import DQNAgent
 from agents.dqn.learner import learning_rate
@@ -32,13 +33,8 @@ class R2D1Agent(DQNAgent):
         super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)
 
     def make_network(self, spec):
-        cfg = self.config
-        return RecurrentQNetwork(
-            obs_spec=spec.obs_spec,
-            num_actions=spec.num_actions,
-            hidden=cfg.hidden,
-            lstm_size=cfg.lstm_size,
-            dueling=cfg.dueling,
+        return module_from_config(
+            RecurrentQNetwork, self.config, obs_spec=spec.obs_spec, num_actions=spec.num_actions
         )
 
     def make_learner(self, network):

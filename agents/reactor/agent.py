@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.core.base import ACTOR_CRITIC_TUNABLE, AgentBase
+from agents.core.config import module_from_config
 from agents.core.programs import copy_tree
 from agents.core.rollout import time_major
 from agents.reactor.config import ReactorConfig
@@ -60,17 +61,8 @@ class ReactorAgent(AgentBase):
 
     # ------------------------------------------------------------------ hooks
     def make_network(self, spec):
-        cfg = self.config
-        return ReactorNetwork(
-            obs_spec=spec.obs_spec,
-            num_actions=spec.num_actions,
-            num_atoms=cfg.num_atoms,
-            v_min=cfg.v_min,
-            v_max=cfg.v_max,
-            hidden=cfg.hidden,
-            torso_out=cfg.torso_out,
-            lstm_size=cfg.lstm_size,
-            uniform_mix=cfg.uniform_mix,
+        return module_from_config(
+            ReactorNetwork, self.config, obs_spec=spec.obs_spec, num_actions=spec.num_actions
         )
 
     def make_learner(self, network):

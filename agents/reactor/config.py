@@ -6,7 +6,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.core.config import check, check_floats_finite, check_only_with, check_positive_int
+from agents.core.config import (
+    check,
+    check_floats_finite,
+    check_only_with,
+    check_positive_int,
+    check_trace_replay,
+)
 
 
 @dataclass(frozen=True)
@@ -121,21 +127,7 @@ class ReactorConfig:
         )  # fmt: skip
         check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
         check(self.anneal_steps >= 0, "anneal_steps", self.anneal_steps, ">= 0 (0: constant)")
-        check(self.microbatch_traces >= 0, "microbatch_traces", self.microbatch_traces, ">= 0")
-        if self.microbatch_traces:
-            check(
-                self.batch_size % self.microbatch_traces == 0,
-                "batch_size", self.batch_size,
-                f"divisible by --microbatch-traces {self.microbatch_traces}",
-            )  # fmt: skip
-        per_env = self.buffer_size // (self.num_envs * self.trace_len)
-        check(
-            per_env >= 3,
-            "buffer_size",
-            self.buffer_size,
-            f"at least 3 sequences per env (>= {3 * self.num_envs * self.trace_len} for "
-            f"num_envs={self.num_envs}, trace_len={self.trace_len})",
-        )
+        check_trace_replay(self, 3, "sequences")
         check_only_with(self)  # last: a value out of range is named as such first
 
     def replace(self, **changes) -> ReactorConfig:
