@@ -22,7 +22,7 @@ from pathlib import Path
 
 import tyro
 
-from experiments.common import save_results, timed_train_process
+from experiments.common import cold_process_env, save_results, timed_train_process
 
 PPO = "--agent ppo --num-envs 4 --trace-len 128 --epochs 4 --num-minibatches 4 --hidden 64 64"
 DQN = (
@@ -42,6 +42,8 @@ CASES = {
         "--agent reactor --no-decoupled --env gymnax/Breakout-MinAtar", 50_000, 330),
 }  # fmt: skip
 DEFAULT_CASES = ["ppo-cartpole", "ppo-breakout", "dqn-cartpole", "dqn-breakout"]
+# case -> the gymnax id of experiments.fused_ppo_peer run beside it (same work, one jit)
+PEERS = {"ppo-cartpole": "CartPole-v1", "ppo-breakout": "Breakout-MinAtar"}
 
 
 @dataclass
@@ -56,8 +58,27 @@ class Args:
     """The timed window starts at this fraction of the total steps."""
     scale: float = 1.0
     """Multiply every case's total steps (smaller for a quick check)."""
+    peers: bool = True
+    """Run the single-file PPO (experiments.fused_ppo_peer) beside each PPO case, in the
+    same rounds, and give the ratio to its measured median."""
     out: str | None = None
     """Write results.json here."""
+
+
+def run_peer(name: str, args: Args) -> dict:
+    """The single-file PPO on the case's env and steps, in a process of its own (compiled
+    afresh); its env steps/s exclude compilation, as the case's window does."""
+    import json
+    import subprocess
+    import sys
+
+    total = max(512, int(CASES[name][1] * args.scale))
+    cmd = [sys.executable, "-m", "experiments.fused_ppo_peer", "--env", PEERS[name],
+           "--total-steps", str(total)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=cold_process_env())
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def run_case(name: str, args: Args) -> dict:
@@ -72,12 +93,17 @@ def main(args: Args) -> dict:
     if unknown:
         raise SystemExit(f"--cases: unknown {', '.join(unknown)} (known: {', '.join(CASES)})")
     results: dict[str, list[dict]] = {name: [] for name in args.cases}
+    peers: dict[str, list[dict]] = {}
     for r in range(args.rounds):
         order = args.cases if r % 2 == 0 else list(reversed(args.cases))
         for name in order:
-            got = run_case(name, args)
-            results[name].append(got)
-            print(f"round {r} {name}: {got['sps']:,.0f} env steps/s ({got['syncs']} syncs)")
+            pair = [("ours", run_case)]
+            if args.peers and name in PEERS:  # alternated: the peer first on odd rounds
+                pair = [*pair, ("peer", run_peer)] if r % 2 == 0 else [("peer", run_peer), *pair]
+            for who, run in pair:
+                got = run(name, args)
+                (results if who == "ours" else peers.setdefault(name, [])).append(got)
+                print(f"round {r} {name} ({who}): {got['sps']:,.0f} env steps/s", flush=True)
     summary = {}
     for name, rounds in results.items():
         med = statistics.median(g["sps"] for g in rounds)
@@ -85,8 +111,13 @@ def main(args: Args) -> dict:
         summary[name] = {"median_sps": med, "quoted_single_file_sps": quoted,
                          "ratio": med / quoted, "rounds": rounds}  # fmt: skip
         what = "the MinAtar suite" if name.endswith("-cnn") else "single-file program (quoted)"
-        print(f"{name}: median {med:,.0f} env steps/s; {what} {quoted:,}; "
-              f"ratio {med / quoted:.2f}")  # fmt: skip
+        line = f"{name}: median {med:,.0f} env steps/s; {what} {quoted:,}; ratio {med / quoted:.2f}"
+        if name in peers:
+            peer = statistics.median(g["sps"] for g in peers[name])
+            summary[name].update(peer_median_sps=peer, peer_ratio=med / peer,
+                                 peer_rounds=peers[name])  # fmt: skip
+            line += f"; single-file PPO measured here {peer:,.0f}, ratio {med / peer:.2f}"
+        print(line)
     result = {"args": vars(args), "cases": {k: CASES[k][0] for k in args.cases}, **summary}
     if args.out:
         save_results(str(Path(args.out) / "results.json"), result)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from experiments import bench_scaling, bench_throughput
+from experiments import bench_gymnax, bench_scaling, bench_throughput, fused_ppo_peer
 
 pytestmark = pytest.mark.slow  # the slow tier (README: Tests)
 
@@ -65,3 +65,20 @@ def test_bench_population_counts_every_members_steps(tmp_path):
     assert out["population"]["compile_s"] > 0 and out["sequential"]["compile_s"] > 0
     assert out["ratio"] == out["population"]["sps"] / out["sequential"]["sps"]
     assert "processes" not in out and (tmp_path / "b.json").exists()
+
+
+def test_bench_gymnax_runs_the_single_file_ppo_beside_ours(tmp_path):
+    out = bench_gymnax.main(
+        bench_gymnax.Args(cases=["ppo-cartpole"], rounds=2, scale=0.005, out=str(tmp_path))
+    )
+    case = out["ppo-cartpole"]
+    assert len(case["rounds"]) == len(case["peer_rounds"]) == 2
+    assert all(r["env_steps"] == 2048 and r["sps"] > 0 for r in case["peer_rounds"])
+    assert case["peer_ratio"] == case["median_sps"] / case["peer_median_sps"]
+    assert (tmp_path / "results.json").is_file()
+
+
+def test_fused_ppo_peer_refuses_an_id_gymnax_lacks(capsys):
+    with pytest.raises(SystemExit):
+        fused_ppo_peer.main(["--env", "gymnax/CartPole-v1"])
+    assert "is not a gymnax id" in capsys.readouterr().err
