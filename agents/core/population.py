@@ -88,6 +88,13 @@ def _member(tree, i):
     return jax.tree.map(lambda x: x[i], tree)
 
 
+def _all_active(metrics: dict, size: int):
+    """An `absorb` metrics entry as `(metrics, active)`: every member ran it; `active` has
+    the leaves' shape, `[P]` (one update) or `[P, K]` (K scanned updates)."""
+    leaves = jax.tree.leaves(metrics)
+    return metrics, jnp.ones(jnp.shape(leaves[0]) if leaves else (size,), bool)
+
+
 class PopulationLearner(NamedTuple):
     """The population's learner state: the members' learner states stacked `[P, ...]`, and
     the hyper-parameters that vary over the population (`field -> [P]`; empty when none
@@ -340,9 +347,7 @@ class Population:
         learner, replay, metrics = absorb(
             state.learner.member, state.learner.hparams, state.replay, traj
         )
-        sums, count = metric_sums(
-            [(m, jnp.ones((self.size,), bool)) for m in metrics], names, self.size
-        )
+        sums, count = metric_sums([_all_active(m, self.size) for m in metrics], names, self.size)
         hparams = learner.hparams
 
         def one(inner, values, replay, on):
@@ -530,7 +535,7 @@ class Population:
         params = self._on_first_device(self._policy_params(state.learner))
         actor, traj = self._rollout(params, state.actor)
         learner, replay, metrics = self._absorb(state.learner, state.replay, self._place(traj))
-        out = [(m, jnp.ones((self.size,), bool)) for m in metrics]
+        out = [_all_active(m, self.size) for m in metrics]
         if self._updates is not None:
             todo = self.updates_due(iteration, env_steps)
             while todo.max(initial=0) > 0:

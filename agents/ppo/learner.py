@@ -366,25 +366,36 @@ class OnPolicyLearner(ActorCriticLearner):
             starts=self._chunk_states(state.params, d.obs, d.first, buffer.core0, d.prev)
         )
 
-    def minibatch(self, buffer: RolloutBuffer, epoch, index, axis_name=None) -> MiniBatch:
-        """Minibatch `index` of epoch `epoch` (ints or int32 arrays): a random partition of
-        the local steps (feed-forward) or envs (recurrent), drawn per epoch."""
-        cfg, d = self.config, buffer.data
-        T, B = d.mask.shape
-        M = cfg.num_minibatches
+    def permutation(self, buffer: RolloutBuffer, epoch, axis_name=None):
+        """Epoch `epoch`'s random order of the local steps (feed-forward) or envs
+        (recurrent), which its minibatches partition."""
+        T, B = buffer.data.mask.shape
         key = jax.random.fold_in(buffer.key, epoch)
         if axis_name is not None:
             key = jax.random.fold_in(key, jax.lax.axis_index(axis_name))
+        return jax.random.permutation(key, B if self.recurrent else T * B)
+
+    def minibatch(
+        self, buffer: RolloutBuffer, epoch, index, axis_name=None, order=None
+    ) -> MiniBatch:
+        """Minibatch `index` of epoch `epoch` (ints or int32 arrays): a random partition of
+        the local steps (feed-forward) or envs (recurrent), drawn per epoch; `order`: the
+        epoch's `permutation`, when the caller drew it once for all its minibatches."""
+        cfg, d = self.config, buffer.data
+        T, B = d.mask.shape
+        M = cfg.num_minibatches
+        if order is None:
+            order = self.permutation(buffer, epoch, axis_name)
         fields = MiniBatch._fields[:-1]
         if self.recurrent:  # whole env streams, cut into chunks of L steps
             size = B // M
-            idx = jax.lax.dynamic_slice_in_dim(jax.random.permutation(key, B), index * size, size)
+            idx = jax.lax.dynamic_slice_in_dim(order, index * size, size)
             core = jax.tree.map(lambda s: jnp.take(s, idx, axis=1), buffer.starts)
             core = jax.tree.map(lambda s: s.reshape((-1, *s.shape[2:])), core)
             pick = lambda t: _tmap(lambda x: _chunks(jnp.take(x, idx, axis=1), cfg.bptt), t)  # noqa: E731
             return MiniBatch(*(pick(getattr(d, k)) for k in fields), core_state=core)
         size = T * B // M
-        idx = jax.lax.dynamic_slice_in_dim(jax.random.permutation(key, T * B), index * size, size)
+        idx = jax.lax.dynamic_slice_in_dim(order, index * size, size)
 
         def flat(t):
             return _tmap(lambda x: jnp.take(x.reshape((T * B, *x.shape[2:])), idx, axis=0)[None], t)
@@ -392,11 +403,11 @@ class OnPolicyLearner(ActorCriticLearner):
         return MiniBatch(*(flat(getattr(d, k)) for k in fields), core_state=())
 
     def minibatch_update(
-        self, state: LearnerState, buffer: RolloutBuffer, epoch, index, axis_name=None
+        self, state: LearnerState, buffer: RolloutBuffer, epoch, index, axis_name=None, order=None
     ):
         """One gradient step on one minibatch: (state, metrics)."""
         cfg = self.config
-        mb = self.minibatch(buffer, epoch, index, axis_name)
+        mb = self.minibatch(buffer, epoch, index, axis_name, order)
         if cfg.normalize_advantages:
             mb = mb._replace(
                 adv=losses.normalize_advantages(mb.adv, mask_t=mb.mask, axis_name=axis_name)
@@ -411,24 +422,25 @@ class OnPolicyLearner(ActorCriticLearner):
     def update(self, state: LearnerState, traj, returns=(), axis_name=None, *, unroll=False):
         """The whole update in one program: `prepare`, then epochs x minibatches as a
         Python loop (`unroll`) or nested `lax.scan`s. Returns (state, returns, metrics
-        list: one dict per minibatch update)."""
+        list: one dict per minibatch update unrolled, else one dict of `[E·M]` arrays)."""
         cfg = self.config
         state, buffer, returns = self.prepare(state, traj, returns, axis_name)
         E, M = cfg.epochs, cfg.num_minibatches
         refresh = self.recurrent and cfg.refresh_memories
 
         def one_update(carry, i):
-            st, buf, e = carry
-            st, m = self.minibatch_update(st, buf, e, i, axis_name)
-            return (st, buf, e), m
+            st, buf, e, order = carry
+            st, m = self.minibatch_update(st, buf, e, i, axis_name, order)
+            return (st, buf, e, order), m
 
         if unroll:
             metrics = []
             for e in range(E):
                 if refresh and e > 0:
                     buffer = self.refresh(state, buffer, axis_name)
+                order = self.permutation(buffer, e, axis_name)
                 for i in range(M):
-                    (state, buffer, _), m = one_update((state, buffer, e), i)
+                    (state, buffer, _, _), m = one_update((state, buffer, e, order), i)
                     metrics.append(m)
             return state, returns, metrics
 
@@ -436,12 +448,13 @@ class OnPolicyLearner(ActorCriticLearner):
             st, buf = carry
             if refresh:
                 buf = jax.lax.cond(e > 0, lambda: self.refresh(st, buf, axis_name), lambda: buf)
-            (st, buf, _), ms = jax.lax.scan(one_update, (st, buf, e), jnp.arange(M))
+            order = self.permutation(buf, e, axis_name)
+            (st, buf, _, _), ms = jax.lax.scan(one_update, (st, buf, e, order), jnp.arange(M))
             return (st, buf), ms
 
         (state, _), ms = jax.lax.scan(one_epoch, (state, buffer), jnp.arange(E))
-        flat = jax.tree.map(lambda x: x.reshape((E * M,)), ms)
-        return state, returns, [{k: v[u] for k, v in flat.items()} for u in range(E * M)]
+        # one entry of [E·M] arrays (agents.core.programs.metric_sums), not E·M scalar dicts
+        return state, returns, [jax.tree.map(lambda x: x.reshape((E * M,)), ms)]
 
     def gradient_step_on(self, params, opt_state, mb, axis_name, **extra):
         return gradient_step(
