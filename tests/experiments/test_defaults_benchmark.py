@@ -27,10 +27,7 @@ RERUN = (
 NOT_MEASURED: dict[str, str] = {}
 # Defaults the committed benchmark shows below 10 of 10 (strict xfail: one that reaches it
 # fails here until it is taken off this list).
-BELOW_10_OF_10: dict[str, str] = {
-    "reactor": "8 of 10 as processes: seeds 3 and 5 end at 381.2 and 227.6 "
-    "(docs/results/defaults-10-seeds)",
-}
+BELOW_10_OF_10: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("agent", sorted(agent_names()))
