@@ -102,7 +102,7 @@ def main(args: Args) -> dict:
                 pair = [*pair, ("peer", run_peer)] if r % 2 == 0 else [("peer", run_peer), *pair]
             for who, run in pair:
                 got = run(name, args)
-                (results if who == "ours" else peers.setdefault(name, [])).append(got)
+                (results[name] if who == "ours" else peers.setdefault(name, [])).append(got)
                 print(f"round {r} {name} ({who}): {got['sps']:,.0f} env steps/s", flush=True)
     summary = {}
     for name, rounds in results.items():
