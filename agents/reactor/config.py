@@ -137,8 +137,8 @@ class ReactorConfig:
 PRESETS: dict[str, dict] = {
     # The Reactor on CartPole-v1 / Acrobot-v1: the config defaults, our choices for a 2-core
     # CPU (small LSTMs, support [-10, 110] covering CartPole's discounted returns). The
-    # learning rate decays to 0 over the run: with a constant rate, 2 of 10 seeds solved
-    # CartPole and then fell back (docs/results/defaults-10-seeds).
+    # learning rate decays to 0 over the run: 10 of 10 seeds solved CartPole, against 8 of 10
+    # with a constant rate, where seed 3 reached 500 and fell back (docs/results/defaults-10-seeds).
     "reactor-classic": {"total_steps": 200_000, "anneal_steps": 200_000},
     # Gruslys et al. 2018, arXiv:1704.04651: Adam lr 5e-5 with β1 = 0, λ = 1, β-LOO c = 1,
     # sequences of 33 (T = 32) sampled in batches of 4, 4-6 acting steps per learning step

@@ -74,6 +74,9 @@ def test_bench_gymnax_runs_the_single_file_ppo_beside_ours(tmp_path):
     case = out["ppo-cartpole"]
     assert len(case["rounds"]) == len(case["peer_rounds"]) == 2
     assert all(r["env_steps"] == 2048 and r["sps"] > 0 for r in case["peer_rounds"])
+    # each list holds its own side's rounds: train processes report syncs, the peer returns
+    assert all("syncs" in r for r in case["rounds"])
+    assert all("final_return" in r and "syncs" not in r for r in case["peer_rounds"])
     assert case["peer_ratio"] == case["median_sps"] / case["peer_median_sps"]
     assert (tmp_path / "results.json").is_file()
 
