@@ -27,3 +27,18 @@ def test_random_returns_are_reproducible_and_match_the_reference_floor():
 def test_unknown_env_is_a_one_line_error():
     with pytest.raises(SystemExit, match=r"unknown gymnasium environment 'MinAtar/Pong-v1'"):
         random_scores.main(["MinAtar/Pong-v1"])
+
+
+def test_gymnax_random_returns_match_the_reference_floor():
+    a = random_scores.random_returns("gymnax/Breakout-MinAtar", 100)
+    np.testing.assert_array_equal(a, random_scores.random_returns("gymnax/Breakout-MinAtar", 100))
+    assert a.shape == (100,) and (a >= 0).all() and a.max() > 0
+    with open(REFERENCES / "minatar.csv") as f:
+        rows = {r["env"]: r for r in csv.DictReader(ln for ln in f if not ln.startswith("#"))}
+    assert round(a.mean(), 2) == float(rows["gymnax/Breakout-MinAtar"]["low"])
+
+
+def test_gymnax_unknown_env_is_a_one_line_error():
+    message = r"unknown environment 'gymnax/Pong-MinAtar' in gymnax.*did you mean"
+    with pytest.raises(SystemExit, match=message):
+        random_scores.main(["gymnax/Pong-MinAtar"])
