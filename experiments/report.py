@@ -131,12 +131,19 @@ def human_normalized(game: str, score: float | np.ndarray):
     return (np.asarray(score, float) - random) / (human - random)
 
 
+def minatar_game(env_id: str) -> str | None:
+    """The MinAtar game of an id of either port (`MinAtar/Breakout-v1`, the `minatar`
+    package through gymnasium; `gymnax/Breakout-MinAtar`, gymnax's JAX port), else None."""
+    m = re.fullmatch(r"MinAtar/(\w+)-v\d+|gymnax/(\w+)-MinAtar", env_id)
+    return None if m is None else m.group(1) or m.group(2)
+
+
 def env_family(env_id: str) -> str:
-    """'atari' (an Atari-57 game), 'minatar' (a MinAtar game), 'mujoco' (a gymnasium MuJoCo
-    task) or 'other'."""
+    """'atari' (an Atari-57 game), 'minatar' (a MinAtar game, either port), 'mujoco' (a
+    gymnasium MuJoCo task) or 'other'."""
     if atari_game(env_id) is not None:
         return "atari"
-    if env_id.startswith("MinAtar/"):
+    if minatar_game(env_id) is not None:
         return "minatar"
     base = re.sub(r"-v\d+$", "", env_id.split("/")[-1])
     return "mujoco" if base in MUJOCO_ENVS else "other"
@@ -176,6 +183,7 @@ RUN_FIELDS_NOT_CONFIG = (
     "num_threads", "num_devices", "coordinator_address", "num_processes", "process_id",
     # Display, run-time checks, checkpoints, a job's time limit, evaluation precision.
     "progress", "debug", "checkpoint_every", "keep_checkpoints", "max_minutes", "eval_episodes",
+    "exact_resume",  # what a checkpoint holds, not what the run learns
 )  # fmt: skip
 # Top-level fields: derived from the env or the config, or the software and machine.
 TOP_FIELDS_NOT_CONFIG = (
@@ -701,16 +709,19 @@ def protocol_differences(row: dict, ours: dict) -> list[str]:
 def published(results: list[RunResult], rows: list[dict] | None = None) -> list[dict]:
     """Published scores for our (algorithm, env) pairs: the row, our final mean ± CI, and how
     the protocol differs (`matches` when it does not). An algorithm label matches the row's
-    agent by its first `-`-separated word; Atari envs match by game, others by id."""
+    agent by its first `-`-separated word; Atari and MinAtar envs match by game (the row's
+    source names the MinAtar port it ran), others by id."""
     rows = load_published() if rows is None else rows
     out = []
     for algo, env in sorted({(r.algo, r.env) for r in results}):
         key = atari_game(env) or env
+        game = minatar_game(env)
         mine = [r for r in results if r.algo == algo and r.env == env]
         ours = our_protocol(mine)
         agent = mine[0].agent or algo.split("-")[0]  # a configuration has one agent
         for row in rows:
-            if row["env"] != key or agent != row["agent"]:
+            same_game = game is not None and minatar_game(row["env"]) == game
+            if (row["env"] != key and not same_game) or agent != row["agent"]:
                 continue
             diffs = protocol_differences(row, ours)
             out.append(
@@ -824,7 +835,9 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
         f"{len(results)} runs, {len({r.algo for r in results})} algorithms, "
         f"{len({r.env for r in results})} envs. "
         "Final = evaluation return at the end of training (full episodes, no reward clipping), "
-        "else the last training mean; best = best moving-window training mean. "
+        "else the last training mean; last train = the last moving-window mean of training "
+        "returns (the MinAtar paper's measure: the average return of the last episodes of "
+        "training); best = best moving-window training mean. "
         "Mean ± 95% CI (Student t) over seeds. An algorithm is one configuration: runs whose "
         "config.json differ in more than the seed, the env and where they ran are never "
         "pooled, and names that would coincide carry the fields that differ "
@@ -845,16 +858,17 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
         md += [
             f"## {env}",
             "",
-            "| algorithm | seeds | final | best | env steps | wall s | steps/s |"
+            "| algorithm | seeds | final | last train | best | env steps | wall s | steps/s |"
             + (" normalised final |" if normalizer(env) else ""),
-            "|---|---|---|---|---|---|---|" + ("---|" if normalizer(env) else ""),
+            "|---|---|---|---|---|---|---|---|" + ("---|" if normalizer(env) else ""),
         ]
         data["envs"][env] = {}
         for algo in sorted({r.algo for r in results if r.env == env}):
             mine = [r for r in results if r.env == env and r.algo == algo]
             fin, best = mean_ci95([r.final for r in mine]), mean_ci95([r.best for r in mine])
+            last = mean_ci95([r.curve_return[-1] for r in mine])
             row = (
-                f"| {algo} | {len(mine)} | {_fmt(*fin)} | {_fmt(*best)} "
+                f"| {algo} | {len(mine)} | {_fmt(*fin)} | {_fmt(*last)} | {_fmt(*best)} "
                 f"| {np.mean([r.env_steps for r in mine]):,.0f} "
                 f"| {np.mean([r.wall_s for r in mine]):.0f} "
                 f"| {_mean_measured([r.sps for r in mine]):,.0f} |"
@@ -866,7 +880,12 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
                     )
                 )
             md.append(row)
-            data["envs"][env][algo] = {"final": fin, "best": best, "seeds": len(mine)}
+            data["envs"][env][algo] = {
+                "final": fin,
+                "last_train": last,
+                "best": best,
+                "seeds": len(mine),
+            }
         md.append("")
 
     scores, envs, notes = score_matrices(results)

@@ -167,6 +167,10 @@ def test_normalisers_by_hand():
     assert f(0.43) == 0.0 and f(28.0) == pytest.approx(1.0)
     assert f(14.215) == pytest.approx(0.5)
     assert report.normalizer("MinAtar/Seaquest-v1") is None  # no published reference
+    name, f = report.normalizer("gymnax/Breakout-MinAtar")  # random 0.34 on gymnax's port
+    assert name == "random-to-reference-normalised"
+    assert f(0.34) == 0.0 and f(28.0) == pytest.approx(1.0)
+    assert report.normalizer("gymnax/Seaquest-MinAtar") is None
 
 
 def test_env_family():
@@ -174,6 +178,21 @@ def test_env_family():
     assert report.env_family("HalfCheetah-v4") == "mujoco"
     assert report.env_family("CartPole-v1") == "other"
     assert report.env_family("MinAtar/Breakout-v1") == "minatar"
+    assert report.env_family("gymnax/SpaceInvaders-MinAtar") == "minatar"
+    assert report.env_family("gymnax/CartPole-v1") == "other"
+    assert report.minatar_game("gymnax/Breakout-MinAtar") == "Breakout"
+    assert report.minatar_game("MinAtar/Breakout-v1") == "Breakout"
+    assert report.minatar_game("Breakout-v5") is None
+
+
+def test_published_minatar_rows_match_either_port_by_game(tmp_path):
+    fake_run(tmp_path, "ppo", "gymnax/Breakout-MinAtar", 0, 10.0)
+    fake_run(tmp_path, "ppo", "gymnax/Seaquest-MinAtar", 0, 10.0)
+    runs = [report.load_result(d) for d in report.find_runs([str(tmp_path)])]
+    rows = report.published(runs)
+    # gymnax's PPO checkpoint (28 on Breakout), filed under MinAtar/Breakout-v1; none for Seaquest
+    assert [(r["env"], r["published"]) for r in rows] == [("gymnax/Breakout-MinAtar", 28.0)]
+    assert "no sticky actions (ours: sticky)" in rows[0]["differences"]
 
 
 def test_published_scores_file():
@@ -430,8 +449,18 @@ def test_two_configs_sharing_a_seed_are_not_two_seeds(tmp_path):
     real_run(tmp_path / "runs", "b", seed=0, final=300.0, agent_config={"lr": 0.0003})
     data, text = report_of(tmp_path)
     assert data["envs"]["CartPole-v1"] == {
-        "ppo lr=0.0003": {"final": [300.0, None], "best": [300.0, None], "seeds": 1},
-        "ppo lr=0.001": {"final": [100.0, None], "best": [100.0, None], "seeds": 1},
+        "ppo lr=0.0003": {
+            "final": [300.0, None],
+            "last_train": [300.0, None],
+            "best": [300.0, None],
+            "seeds": 1,
+        },
+        "ppo lr=0.001": {
+            "final": [100.0, None],
+            "last_train": [100.0, None],
+            "best": [100.0, None],
+            "seeds": 1,
+        },
     }
     assert "| ppo lr=0.001 | 1 | 100.0 |" in text and "| ppo | 2 |" not in text
     assert data["configs"]["ppo lr=0.001"]["config"]["agent_config.lr"] == 0.001
@@ -444,7 +473,7 @@ NOT_CONFIG_VALUES = {"seed": 5, "env": "Acrobot-v1", "run_dir": "/elsewhere", "e
                      "num_devices": 2, "coordinator_address": "h:1", "num_processes": 2,
                      "process_id": 1, "progress": True, "debug": True,
                      "checkpoint_every": 7, "keep_checkpoints": 9, "max_minutes": 3.0,
-                     "eval_episodes": 5}  # fmt: skip
+                     "eval_episodes": 5, "exact_resume": True}  # fmt: skip
 
 
 def test_the_not_config_list_is_the_one_tested():
@@ -586,3 +615,16 @@ def test_labels_that_look_like_mathtext_are_drawn_as_text(tmp_path):
     assert "| a$\\frac{$b | 2 |" in md
     assert all((tmp_path / "out" / f"{name}.png").stat().st_size > 0
                for name in ("aggregates", "performance_profile", "sample_efficiency"))  # fmt: skip
+
+
+def test_last_training_mean_is_reported_beside_the_evaluation(tmp_path):
+    # The MinAtar paper's measure (the last training episodes) next to our evaluation.
+    for seed, (ev, last) in enumerate([(12.0, 8.0), (14.0, 10.0)]):
+        fake_run(tmp_path / "runs", "ppo", "gymnax/Breakout-MinAtar", seed, last)
+        summary = tmp_path / "runs" / f"ppo-gymnax/Breakout-MinAtar-seed{seed}" / "summary.json"
+        summary.write_text(json.dumps({"wall_s": 10, "sps": 100.0, "eval_return_mean": ev}))
+    md = report.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--reps", "50"])
+    env = json.loads((tmp_path / "out" / "report.json").read_text())["envs"]
+    row = env["gymnax/Breakout-MinAtar"]["ppo"]
+    assert row["final"][0] == pytest.approx(13.0) and row["last_train"][0] == pytest.approx(9.0)
+    assert "| last train |" in md.read_text()
