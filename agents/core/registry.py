@@ -39,6 +39,7 @@ RUN_PRESET_FIELDS = frozenset(
         "eval_episodes",
         "eval_greedy",
         "reward_clip",
+        "flatten_obs",
     }
 )
 
