@@ -100,6 +100,9 @@ class RunResult:
     # one canonical text: runs with equal keys are seeds of one configuration.
     config: dict = field(default_factory=dict, repr=False)
     key: str = ""
+    # Runs its program trained side by side (`--num-seeds P`: P; 1 for a single run): its
+    # steps/s is one member's share of the program's.
+    members: int = 1
 
 
 # ----------------------------------------------------------------------------- references
@@ -358,6 +361,11 @@ def read_config(path: Path) -> tuple[dict, str, str, int]:
     member = config.get("population", {}).get("member", 0)
     if type(member) is not int or member < 0:
         raise _field(where, "population.member", member, "an integer >= 0")
+    size = config.get("population", {}).get("of", 1)
+    if type(size) is not int or size < 1:
+        raise _field(where, "population.of", size, "an integer >= 1")
+    if member >= size:
+        raise _field(where, "population.member", member, f"below population.of ({size})")
     return config, agent, env, seed
 
 
@@ -436,6 +444,7 @@ def _load(path: Path) -> RunResult:
         base,
         identity,
         json.dumps(identity, sort_keys=True, default=str),
+        config.get("population", {}).get("of", 1),
     )
 
 
@@ -765,8 +774,10 @@ def plot_published(matches: list[dict], path: Path) -> None:
 
 
 def compute_estimates(results: list[RunResult]) -> list[dict]:
-    """Per (algorithm, paper budget): hours at the mean measured steps/s of the algorithm's runs
-    on envs of the budget's family; hours None when it has no measured run of that family."""
+    """Per (algorithm, paper budget): hours at the mean measured rate of the algorithm's
+    programs on envs of the budget's family (a population member's steps/s times its
+    population's size: the members ran side by side); hours None when it has no measured run
+    of that family."""
     out = []
     for algo in sorted({r.algo for r in results}):
         mine = [r for r in results if r.algo == algo]
@@ -777,7 +788,7 @@ def compute_estimates(results: list[RunResult]) -> list[dict]:
             ]
             entry = {"algo": algo, "budget": budget, "family": family, "hours": None}
             if runs:
-                sps = float(np.mean([r.sps for r in runs]))
+                sps = float(np.mean([r.sps * r.members for r in runs]))
                 entry |= {
                     "envs": sorted({r.env for r in runs}),
                     "sps": sps,
@@ -1020,12 +1031,14 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
     md += [
         "## Compute",
         "",
-        "What a paper-scale budget would take per algorithm, one run at a time on this hardware, "
-        "priced from the mean measured throughput (summary.json) of this report's runs of the "
+        "What a paper-scale budget would take per algorithm, one program at a time on this "
+        "hardware (a `--num-seeds P` program trains P runs side by side: its rate is P times a "
+        "member's), priced from the mean measured throughput (summary.json) of this report's "
+        "runs of the "
         "same env family only (Atari games for Atari budgets, MuJoCo tasks for MuJoCo): a "
         "classic-control rate says nothing about Atari frames.",
         "",
-        "| algorithm | budget | measured on | steps/s | runs (games × seeds) | hours |",
+        "| algorithm | budget | measured on | program steps/s | runs (games × seeds) | hours |",
         "|---|---|---|---|---|---|",
     ]
     for e in compute_estimates(results):

@@ -281,7 +281,8 @@ JSON_ACCEPTED = {
     ("config.json", "run"): set(),
     ("config.json", "agent_config"): {"missing", "dict"},
     ("config.json", "population"): {"missing", "dict"},
-    ("config.json", "population.member"): {"missing", "int"},
+    ("config.json", "population.member"): {"missing"},  # 7: not below population.of, 1
+    ("config.json", "population.of"): {"missing", "int"},
     ("summary.json", "eval_return_mean"): {"missing", "null", "nan", "int"},
     ("summary.json", "wall_s"): {"missing", "null", "nan", "int"},
     ("summary.json", "sps"): {"missing", "null", "nan", "int"},
@@ -628,3 +629,23 @@ def test_last_training_mean_is_reported_beside_the_evaluation(tmp_path):
     row = env["gymnax/Breakout-MinAtar"]["ppo"]
     assert row["final"][0] == pytest.approx(13.0) and row["last_train"][0] == pytest.approx(9.0)
     assert "| last train |" in md.read_text()
+
+
+def test_compute_prices_a_population_by_its_programs_rate(tmp_path):
+    # 5 members side by side, 100 steps/s each: the program runs 500, so 25 runs of 5M steps
+    # take 25 * 5M / 500 s, not 5 times that.
+    for i in range(5):
+        block = {"population": {"member": i, "of": 5}}
+        d = real_run(tmp_path / "runs", f"member-{i}", env="gymnax/Breakout-MinAtar", seed=i,
+                     top=block, summary={"sps": 100.0})  # fmt: skip
+    results = report.load_results([str(tmp_path / "runs")])
+    assert [r.members for r in results] == [5] * 5
+    minatar = "MinAtar, 5 games, 5M frames = 5M steps (Young & Tian 2019)"
+    (est,) = [e for e in report.compute_estimates(results) if e["budget"] == minatar]
+    assert est["sps"] == 500.0 and est["runs"] == 25
+    assert est["hours"] == pytest.approx(25 * 5_000_000 / 500 / 3600)
+    config = json.loads((d / "config.json").read_text())
+    config["population"]["of"] = 4  # member 4 of a population of 4
+    (d / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"population\.member.*below population\.of \(4\)"):
+        report.load_results([str(d)])

@@ -1,0 +1,30 @@
+"""Keep the grid's results when runs/ is gone: every finished game's population summary and
+each member's config.json, metrics.csv and summary.json (no checkpoints, no TensorBoard
+files), from runs/minatar-5m/<agent>/<Game>/ into docs/results/minatar-5m/runs/.
+
+    python docs/results/minatar-5m/collect.py [runs/minatar-5m]
+
+A game whose population has no summary.json yet (still running, or stopped by --max-minutes
+before its last step) is left out and named.
+"""
+
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+source = Path(sys.argv[1] if len(sys.argv) > 1 else "runs/minatar-5m")
+kept = 0
+for game in sorted(p for p in source.glob("*/*") if p.is_dir()):
+    if not (game / "summary.json").is_file():
+        print(f"not finished, left out: {game}")
+        continue
+    out = HERE / "runs" / game.relative_to(source)
+    for f in ["config.json", "summary.json", *sorted(game.glob("member-*/*.json"))]:
+        f = game / f if isinstance(f, str) else f
+        (out / f.parent.relative_to(game)).mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, out / f.relative_to(game))
+    for f in sorted(game.glob("member-*/metrics.csv")):
+        shutil.copy(f, out / f.relative_to(game))
+    kept += 1
+print(f"{kept} finished games -> {HERE / 'runs'}")
