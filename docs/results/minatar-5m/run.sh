@@ -16,5 +16,5 @@ games=${*:-Breakout Asterix Freeway SpaceInvaders Seaquest}
 for game in $games; do
   /usr/bin/time -f "$agent $game wall %e s" python -m experiments.train --agent "$agent" \
     --preset "$agent-minatar" --env "gymnax/$game-MinAtar" --num-seeds 5 --seed 0 \
-    --run-dir "runs/minatar-5m/$agent/$game" --max-minutes 40 --exact-resume --no-progress
+    --run-dir "runs/minatar-5m/$agent/$game" --max-minutes 150 --exact-resume --no-progress
 done
