@@ -1,6 +1,6 @@
 """Keep the grid's results when runs/ is gone: every finished game's population summary and
 each member's config.json, metrics.csv and summary.json (no checkpoints, no TensorBoard
-files), from runs/minatar-5m/<agent>/<Game>/ into docs/results/minatar-5m/runs/.
+files), from runs/minatar-5m/<agent>/<Game>/ into docs/results/minatar-5m/games/.
 
     python docs/results/minatar-5m/collect.py [runs/minatar-5m]
 
@@ -19,7 +19,7 @@ for game in sorted(p for p in source.glob("*/*") if p.is_dir()):
     if not (game / "summary.json").is_file():
         print(f"not finished, left out: {game}")
         continue
-    out = HERE / "runs" / game.relative_to(source)
+    out = HERE / "games" / game.relative_to(source)
     for f in ["config.json", "summary.json", *sorted(game.glob("member-*/*.json"))]:
         f = game / f if isinstance(f, str) else f
         (out / f.parent.relative_to(game)).mkdir(parents=True, exist_ok=True)
@@ -27,4 +27,4 @@ for game in sorted(p for p in source.glob("*/*") if p.is_dir()):
     for f in sorted(game.glob("member-*/metrics.csv")):
         shutil.copy(f, out / f.relative_to(game))
     kept += 1
-print(f"{kept} finished games -> {HERE / 'runs'}")
+print(f"{kept} finished games -> {HERE / 'games'}")

@@ -3,7 +3,7 @@
 # population program per game, 5M env steps each. Run from the repository root:
 #   bash docs/results/minatar-5m/run.sh ppo [GAME ...]
 # Each game writes runs/minatar-5m/<agent>/<Game>; collect.py copies what is kept (configs,
-# metrics, summaries; no checkpoints) into docs/results/minatar-5m/runs/. A game cut off by
+# metrics, summaries; no checkpoints) into docs/results/minatar-5m/games/. A game cut off by
 # --max-minutes resumes from its last checkpoint, bit for bit (--exact-resume: replay, env
 # states and RNG are in the checkpoint), with
 #   python -m experiments.train --resume runs/minatar-5m/<agent>/<Game>
