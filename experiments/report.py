@@ -799,6 +799,19 @@ def compute_estimates(results: list[RunResult]) -> list[dict]:
     return out
 
 
+def plain_log_axis(axis) -> None:
+    """A log scale on a matplotlib axis whose tick labels are plain numbers (`100`, `1000`):
+    matplotlib's own are mathtext (`$10^{2}$`), which the report's figures turn off."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    if axis.axis_name == "x":
+        axis.axes.set_xscale("log")
+    else:
+        axis.axes.set_yscale("log")
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def save_figure(fig, path: Path) -> None:
     """`fig` as a PNG at `path`, replaced atomically (never through a link), then closed."""
     import matplotlib.pyplot as plt
@@ -989,7 +1002,7 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
                 a: {"grid": g.tolist(), "iqm": point.tolist()}
                 for a, (g, point, _) in per_x[x].items()
             }
-        axes[1].set_xscale("log")
+        plain_log_axis(axes[1].xaxis)
         axes[0].legend()
         save_figure(fig, out / "sample_efficiency.png")
         md += ["![sample efficiency](sample_efficiency.png)", ""]

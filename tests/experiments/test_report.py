@@ -649,3 +649,22 @@ def test_compute_prices_a_population_by_its_programs_rate(tmp_path):
     (d / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"population\.member.*below population\.of \(4\)"):
         report.load_results([str(d)])
+
+
+def test_log_axis_labels_are_plain_numbers_without_mathtext():
+    # The report turns mathtext off (labels come from run folders), so matplotlib's log tick
+    # labels ($\\mathdefault{10^{2}}$) would be drawn as their source text.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        fig, ax = plt.subplots()
+        ax.plot([10, 100, 1000, 5000], [0, 1, 2, 3])
+        report.plain_log_axis(ax.xaxis)
+        fig.canvas.draw()
+        labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+        plt.close(fig)
+    assert ax.get_xscale() == "log"
+    assert {"100", "1000"} <= set(labels) and not any("$" in t for t in labels), labels
