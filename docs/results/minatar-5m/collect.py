@@ -20,11 +20,10 @@ for game in sorted(p for p in source.glob("*/*") if p.is_dir()):
         print(f"not finished, left out: {game}")
         continue
     out = HERE / "games" / game.relative_to(source)
-    for f in ["config.json", "summary.json", *sorted(game.glob("member-*/*.json"))]:
-        f = game / f if isinstance(f, str) else f
-        (out / f.parent.relative_to(game)).mkdir(parents=True, exist_ok=True)
-        shutil.copy(f, out / f.relative_to(game))
-    for f in sorted(game.glob("member-*/metrics.csv")):
+    kept_files = [game / "config.json", game / "summary.json"]
+    kept_files += sorted(game.glob("member-*/*.json")) + sorted(game.glob("member-*/metrics.csv"))
+    for f in kept_files:
+        (out / f.relative_to(game)).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(f, out / f.relative_to(game))
     kept += 1
 print(f"{kept} finished games -> {HERE / 'games'}")
