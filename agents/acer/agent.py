@@ -93,12 +93,14 @@ class ACERAgent(AgentBase):
         return learner, replay, [metrics]
 
     def updates_due(self, iteration: int, env_steps: int) -> int:
-        """Poisson(replay_ratio), a pure function of (seed, iteration): resume-safe, and the
-        same in every process, so all of them run the same collective updates."""
+        """Poisson(replay_ratio), a pure function of (seed, iteration), or of the iteration
+        alone with --replay-draw shared: resume-safe, and the same in every process, so all
+        of them run the same collective updates."""
         cfg = self.config
         if cfg.replay_ratio <= 0 or iteration < 1 or env_steps < cfg.start_train_at:
             return 0  # a trace becomes sampleable once the next one is written (iteration ≥ 1)
-        return int(np.random.default_rng([self.seed, iteration]).poisson(cfg.replay_ratio))
+        key = [iteration] if cfg.replay_draw == "shared" else [self.seed, iteration]
+        return int(np.random.default_rng(key).poisson(cfg.replay_ratio))
 
     bench_compare = "replay_ratio=0,4"  # experiments.bench_throughput's default comparison
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from agents.core.config import (
     check,
@@ -40,6 +40,11 @@ class ACERConfig:
     """Traces per off-policy (replay) update."""
     replay_ratio: float = 4.0
     """Mean number of off-policy updates per on-policy update (Poisson, ACER §4)."""
+    replay_draw: Literal["seed", "shared"] = "seed"
+    """Whose Poisson counts of replay updates a run follows: "seed" draws them from the run's
+    seed and the iteration; "shared" from the iteration alone, so every seed replays as many
+    traces in a given iteration, and a population's members (--num-seeds) update in lock step
+    instead of each waiting, masked, for the member that drew the most."""
     buffer_size: int = 50_000
     """Replay capacity in transitions over all envs (rounded down to whole traces)."""
     start_train_at: int = 0
@@ -89,7 +94,7 @@ class ACERConfig:
     # averaged policy serves the trust region alone; replay batches need replay updates.
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("trust_region_delta", "tau"), "trust_region"),
-        **dict.fromkeys(("batch_size", "start_train_at"), "replay_ratio>0"),
+        **dict.fromkeys(("batch_size", "start_train_at", "replay_draw"), "replay_ratio>0"),
     }
 
     def __post_init__(self):
@@ -172,6 +177,36 @@ PRESETS: dict[str, dict] = {
         "microbatch_traces": 2,
         "checkpoint_every": 200_000,
         "return_window": 10,
+    },
+    # MinAtar at the MinAtar paper's budget (issue 28; docs/results/minatar-5m): ACER's Atari
+    # settings (Wang et al. 2017 §5, as acer-atari: 16 envs, T = 20, batches of 16 traces,
+    # replay ratio 4, c = 10, δ = 1, α = 0.99, entropy 0.001, γ = 0.99) on the MinAtar CNN the
+    # observation shape picks (one 3x3 conv of 16 channels + 128 units, the MinAtar paper's),
+    # with the MinAtar paper's replay of 100,000 transitions and its 5M env steps; sticky
+    # actions p = 0.1 (the gymnax backend's MinAtar default). Every seed draws the same
+    # Poisson replay counts (--replay-draw shared), so the grid's 5-seed programs run no
+    # masked updates. lr: Adam's rate, swept on Breakout (docs/results/minatar-5m, "The ACER
+    # sweep") before the grid; until that sweep ends, 5e-4, its middle value.
+    "acer-minatar": {
+        "env": "gymnax/Breakout-MinAtar",
+        "total_steps": 5_000_000,
+        "num_envs": 16,
+        "trace_len": 20,
+        "batch_size": 16,
+        "replay_ratio": 4.0,
+        "replay_draw": "shared",
+        "buffer_size": 100_000,
+        "discount": 0.99,
+        "c": 10.0,
+        "trust_region": True,
+        "trust_region_delta": 1.0,
+        "tau": 0.99,
+        "lr": 5e-4,
+        "entropy_weight": 1e-3,
+        "max_grad_norm": 40.0,
+        "checkpoint_every": 1_000_000,
+        "eval_episodes": 100,
+        "return_window": 100,
     },
     # Continuous ACER on MuJoCo (Wang et al. 2017, arXiv:1611.01224, §5). From §5: the
     # stochastic dueling network with n = 5 samples, Retrace traces c_t = min(1, ρ_t^{1/d})

@@ -15,9 +15,10 @@ builds its agent, on `envs.PoolSlice(pool, i, P)` (`member_envs`): an N-env view
 carries the spec and is never stepped itself; the rollout steps the whole pool once per
 step (one XLA call for every member, not P). Member i starts from `PRNGKey(seed + i)` split
 as the single run splits it, and asks its own `updates_due` (ACER's Poisson draw depends on
-the seed). Members due fewer updates than the most in an iteration run the same program with
-their update masked out (learner and priorities kept, the learner's RNG key not advanced),
-so each member's learner sees exactly the sequence of updates its single run would.
+the seed, unless --replay-draw shared). Members due fewer updates than the most in an
+iteration run the same program with their update masked out (learner and priorities kept,
+the learner's RNG key not advanced), so each member's learner sees exactly the sequence of
+updates its single run would.
 Metrics come back with an `active` mask and are split per member on the host
 (`split_output`).
 

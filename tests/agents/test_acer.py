@@ -214,3 +214,23 @@ def test_agent_iterations_fill_replay_and_run_replay_updates():
     assert int(state.replay.count) == 4
     # Poisson draws are a pure function of (seed, iteration): resume-safe.
     assert [agent.updates_due(i, i * 20) for i in range(4)] == counts
+
+
+def test_replay_draw_shared_is_one_poisson_schedule_for_every_seed():
+    """--replay-draw seed: each seed its own Poisson(replay_ratio) counts; shared: the same
+    counts for every seed, still Poisson (mean and variance = the ratio)."""
+    env = make_env("CartPole-v1", 4, 0)
+    ratio, n = 3.0, 2000
+
+    def schedule(seed, draw):
+        agent = ACERAgent(SMALL.replace(replay_ratio=ratio, replay_draw=draw), env, seed=seed)
+        return np.array([agent.updates_due(i, i * 20) for i in range(1, n + 1)])
+
+    own = [schedule(s, "seed") for s in (0, 1)]
+    shared = [schedule(s, "shared") for s in (0, 1)]
+    assert (own[0] != own[1]).any()
+    np.testing.assert_array_equal(shared[0], shared[1])
+    assert (shared[0] != own[0]).any()
+    for x in (own[0], shared[0]):  # standard errors: 0.04 (mean), about 0.1 (variance)
+        assert abs(x.mean() - ratio) < 0.2 and abs(x.var() - ratio) < 0.6
+    env.close()

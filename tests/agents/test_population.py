@@ -311,6 +311,19 @@ def test_ppo_a2c_sac_td3_members_equal_single_runs(name, env_id, small, varied):
     assert sum(len(r[1].metrics) for r in rows) > 0  # learner updates were compared
 
 
+def test_shared_replay_draw_members_update_in_lock_step():
+    """--replay-draw shared: each member still equals its single run (which draws the same
+    counts), and the members run the same number of replay updates in every iteration, so
+    none is masked."""
+    cfg = CFG.replace(replay_draw="shared")
+    rows, singles = _pair(lambda c, e, s: ACERAgent(c, e, seed=s), [cfg, cfg], size=2, iters=6)
+    for i in range(2):
+        _assert_same(singles[i], [r[i] for r in rows])
+    counts = [[len(r[i].metrics) for r in rows] for i in range(2)]
+    assert counts[0] == counts[1]
+    assert sum(counts[0]) > 6  # replay updates ran beside the 6 on-policy ones
+
+
 @pytest.mark.slow
 def test_member_loop_members_equal_single_runs():
     """The unrolled member loop (the default for image observations on CPU) computes what
