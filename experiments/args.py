@@ -472,7 +472,10 @@ def resume_args(
     folder = new.run.resume
     if "run_dir" in explicit_flags(argv) and Path(new.run.run_dir) != Path(folder):
         raise ValueError(f"--run-dir {new.run.run_dir} differs from --resume {folder}")
-    new = TrainArgs(dataclasses.replace(new.run, run_dir=folder), new.config)
+    # A time limit belongs to one invocation (a job's slot), not to the experiment: a resumed
+    # run goes on to --total-steps unless given --max-minutes again.
+    limit = new.run.max_minutes if "max_minutes" in explicit_flags(argv) else None
+    new = TrainArgs(dataclasses.replace(new.run, run_dir=folder, max_minutes=limit), new.config)
     hooks = hooks or {}
     for name in hook_fields(new.config):
         check_given_again(name, hooks.get(name), getattr(new.config, name), "the resumed run")

@@ -574,7 +574,10 @@ class Runner:
             else:
                 state = agent.reset_actor(state._replace(learner=learner), self._keys(actor_key))
             last_ckpt = str(ckpt_dir / str(step))
-            print(f"resumed {run_dir} from checkpoint at env step {step}", file=sys.stderr)
+            until = f"on to env step {run.total_steps:,}"
+            if run.max_minutes is not None:  # given again: a limit is not carried over
+                until += f" or for --max-minutes {run.max_minutes:g}, whichever comes first"
+            print(f"resumed {run_dir} from checkpoint at env step {step}; {until}", file=sys.stderr)
         elif self.resuming:
             print(f"{run_dir} has no complete checkpoint yet: starting it over", file=sys.stderr)
         if self.lead:

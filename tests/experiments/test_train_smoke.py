@@ -146,6 +146,20 @@ def test_max_minutes_stops_cleanly_and_the_run_resumes(tmp_path):
     assert summary["stopped_by"] == "total_steps" and summary["env_steps"] == steps + 40
 
 
+def test_resume_does_not_carry_the_time_limit_over():
+    """--max-minutes limits one invocation: a run saved with it resumes without it (on to
+    --total-steps) unless it is given again. (The slow test above cannot tell: its resumed
+    run is short enough to finish within the old limit too.)"""
+    from experiments.args import parse_train_args, resume_args
+
+    saved = parse_train_args(["--agent", "acer", "--max-minutes", "40", "--total-steps", "900"])
+    assert saved.run.max_minutes == 40
+    again = resume_args(["--resume", "somewhere"], saved)
+    assert again.run.max_minutes is None and again.run.total_steps == 900
+    again = resume_args(["--resume", "somewhere", "--max-minutes", "5"], saved)
+    assert again.run.max_minutes == 5
+
+
 @pytest.mark.slow
 def test_sigterm_stops_after_the_iteration_and_keeps_everything(tmp_path):
     run_dir = tmp_path / "term"
