@@ -260,9 +260,11 @@ def save_results(path: str | None, results: dict) -> None:
 def timed_train_process(argv: list[str], time_from: int) -> dict:
     """One `experiments.train` process with `argv` (a run folder of its own, removed after),
     timed from its metrics.csv: env steps per second between the first host sync at or past
-    env step `time_from` and the last (past compiles and warm-up). Returns sps, timed_steps,
-    syncs (metrics rows) and compile_s (compiled afresh: `cold_process_env`); a failed run
-    raises RuntimeError with its stderr."""
+    env step `time_from` and the last (past compiles and warm-up). A population
+    (`--num-seeds P`) is timed from member 0's metrics.csv, whose steps are per member
+    (`time_from` too), and its sps is the aggregate: P times the member's. Returns sps,
+    timed_steps (aggregate), syncs (metrics rows), compile_s (compiled afresh:
+    `cold_process_env`) and members; a failed run raises RuntimeError with its stderr."""
     import csv
     import json
     import subprocess
@@ -276,11 +278,14 @@ def timed_train_process(argv: list[str], time_from: int) -> dict:
         )
         if proc.returncode:
             raise RuntimeError(f"train {' '.join(argv)} failed: {proc.stderr[-2000:]}")
-        with open(f"{tmp}/run/metrics.csv") as f:
-            rows = [(int(r["env_steps"]), float(r["wall_s"])) for r in csv.DictReader(f)]
         summary = json.loads(Path(f"{tmp}/run/summary.json").read_text())
+        members = int(summary.get("num_seeds", 1))
+        metrics = f"{tmp}/run/member-0/metrics.csv" if members > 1 else f"{tmp}/run/metrics.csv"
+        with open(metrics) as f:
+            rows = [(int(r["env_steps"]), float(r["wall_s"])) for r in csv.DictReader(f)]
     start = next(r for r in rows if r[0] >= time_from)
     end = rows[-1]
-    sps = (end[0] - start[0]) / (end[1] - start[1]) if end[1] > start[1] else float("nan")
-    return {"sps": sps, "timed_steps": end[0] - start[0], "syncs": len(rows),
-            "compile_s": summary["compile_s"]}  # fmt: skip
+    steps = members * (end[0] - start[0])
+    sps = steps / (end[1] - start[1]) if end[1] > start[1] else float("nan")
+    return {"sps": sps, "timed_steps": steps, "syncs": len(rows),
+            "compile_s": summary["compile_s"], "members": members}  # fmt: skip

@@ -81,6 +81,25 @@ def test_bench_gymnax_runs_the_single_file_ppo_beside_ours(tmp_path):
     assert (tmp_path / "results.json").is_file()
 
 
+def test_bench_gymnax_times_a_population_in_aggregate_beside_its_single_run(tmp_path, monkeypatch):
+    """A population case adds its single run to the cases and is timed from member 0's
+    metrics: P members' steps per second, divided by the single run's median."""
+    flags, total, _ = bench_gymnax.CASES["ppo-cartpole"]
+    monkeypatch.setitem(
+        bench_gymnax.CASES,
+        "ppo-cartpole-x2",
+        (f"{flags} --num-seeds 2 --num-devices 1", total, None),
+    )
+    monkeypatch.setitem(bench_gymnax.POPULATIONS, "ppo-cartpole-x2", ("ppo-cartpole", 2))
+    args = bench_gymnax.Args(cases=["ppo-cartpole-x2"], rounds=1, scale=0.005, peers=False)
+    out = bench_gymnax.main(args)
+    pop, single = out["ppo-cartpole-x2"], out["ppo-cartpole"]
+    assert [r["members"] for r in pop["rounds"]] == [2] and single["rounds"][0]["members"] == 1
+    # 2,500 steps per member, 512 per iteration: timed from the first sync at or past 500
+    assert pop["rounds"][0]["timed_steps"] == 2 * single["rounds"][0]["timed_steps"] == 2 * 2048
+    assert pop["ratio_to_single"] == pop["median_sps"] / single["median_sps"]
+
+
 def test_fused_ppo_peer_refuses_an_id_gymnax_lacks(capsys):
     with pytest.raises(SystemExit):
         fused_ppo_peer.main(["--env", "gymnax/CartPole-v1"])
