@@ -1,10 +1,14 @@
 """Keep the grid's results when runs/ is gone: every finished game's population summary and
 each member's config.json, metrics.csv and summary.json (no checkpoints, no TensorBoard
-files), from runs/minatar-5m/<agent>/<Game>/ into docs/results/minatar-5m/games/.
+files), from runs/minatar-5m/<agent>/<Game>/ into docs/results/minatar-5m/games/, and the
+same files of every finished sweep, runs/minatar-5m/sweep/<name>/, into sweep/<name>/.
+A metrics.csv of more than MAX_ROWS rows (one a host sync, about a second: ACER's games log
+thousands) is kept thinned to every k-th row, its first and last rows always in, so that the
+last row, which the report's `last train` reads, is the run's; the whole file stays in runs/.
 
     python docs/results/minatar-5m/collect.py [runs/minatar-5m]
 
-A game that has not reached its last step is left out and named: still running (no
+A run that has not reached its last step is left out and named: still running (no
 summary.json yet), or stopped early by --max-minutes or a signal (its summary.json's
 `stopped_by` is not `total_steps`) and waiting for `--resume`.
 """
@@ -15,19 +19,39 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
+MAX_ROWS = 1000
+
+
+def copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(src, newline="") as f:  # the csv module's \r\n line ends, kept
+        lines = f.read().splitlines(keepends=True)
+    if src.name != "metrics.csv" or len(lines) <= MAX_ROWS + 1:
+        shutil.copy(src, dst)
+        return
+    header, rows = lines[0], lines[1:]
+    k = -(-len(rows) // MAX_ROWS)
+    kept = rows[::k] if (len(rows) - 1) % k == 0 else [*rows[::k], rows[-1]]
+    with open(dst, "w", newline="") as f:
+        f.write(header + "".join(kept))
+
+
 source = Path(sys.argv[1] if len(sys.argv) > 1 else "runs/minatar-5m")
+runs = [(p, HERE / "games" / p.relative_to(source)) for p in sorted(source.glob("*/*"))]
+runs = [(p, HERE / "sweep" / p.name) if p.parent.name == "sweep" else (p, out) for p, out in runs]
 kept = 0
-for game in sorted(p for p in source.glob("*/*") if p.is_dir()):
-    summary = game / "summary.json"
+for run, out in runs:
+    if not run.is_dir():
+        continue
+    summary = run / "summary.json"
     stopped_by = json.loads(summary.read_text()).get("stopped_by") if summary.is_file() else None
     if stopped_by != "total_steps":
-        print(f"not finished ({stopped_by or 'no summary.json'}), left out: {game}")
+        print(f"not finished ({stopped_by or 'no summary.json'}), left out: {run}")
         continue
-    out = HERE / "games" / game.relative_to(source)
-    kept_files = [game / "config.json", game / "summary.json"]
-    kept_files += sorted(game.glob("member-*/*.json")) + sorted(game.glob("member-*/metrics.csv"))
+    kept_files = [run / "config.json", summary]
+    kept_files += sorted(run.glob("member-*/*.json")) + sorted(run.glob("member-*/metrics.csv"))
     for f in kept_files:
-        (out / f.relative_to(game)).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(f, out / f.relative_to(game))
+        copy(f, out / f.relative_to(run))
     kept += 1
-print(f"{kept} finished games -> {HERE / 'games'}")
+    print(f"kept {run} -> {out}")
+print(f"{kept} finished runs kept")
