@@ -8,7 +8,9 @@ pytree.
 
 Both have ``init / add / sample / set_priorities`` with the same signatures, ``sample`` returns
 a :class:`ReplaySample` (:class:`TraceBatch` + :class:`SampleInfo`) for both, and
-``partition_specs(axis)`` lays their states out for data parallelism. ``replay.memory`` checks
+``partition_specs(axis)`` lays their states out for data parallelism; ``overwrite_steps``
+and ``overwrite_extras`` are the one way to change stored traces after ``add`` (a learner's
+new behaviour statistics or recurrent states for what it sampled). ``replay.memory`` checks
 that a buffer fits its device before anything is allocated.
 """
 

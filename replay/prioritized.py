@@ -433,6 +433,20 @@ class PrioritizedTraceReplay(SizedBuffer):
         traces = self.base.gather(state.base, env_index, slot)
         return ReplaySample(traces, SampleInfo(env_index, slot, probability, is_weight))
 
+    def overwrite_steps(
+        self, state: PrioritizedReplayState, field: str, env_index, start, values
+    ) -> PrioritizedReplayState:
+        """:meth:`TraceReplay.overwrite_steps` on the data; priorities stay as they are."""
+        return state.replace(
+            base=self.base.overwrite_steps(state.base, field, env_index, start, values)
+        )
+
+    def overwrite_extras(
+        self, state: PrioritizedReplayState, env_index, slot, values
+    ) -> PrioritizedReplayState:
+        """:meth:`TraceReplay.overwrite_extras` on the data; priorities stay as they are."""
+        return state.replace(base=self.base.overwrite_extras(state.base, env_index, slot, values))
+
     def set_priorities(
         self,
         state: PrioritizedReplayState,

@@ -630,6 +630,51 @@ class TraceReplay(SizedBuffer):
         check_priority_args(env_index, slot, priorities)
         return state
 
+    def overwrite_steps(
+        self,
+        state: TraceReplayState,
+        field: str,
+        env_index: jax.Array,
+        start: jax.Array,
+        values: Any,
+    ) -> TraceReplayState:
+        """Replaces what was stored in the per-step field ``field`` at steps ``start_b ..
+        start_b + L - 1`` (positions in env stream ``env_index_b``'s ring of ``C * T`` steps,
+        wrapping) with ``values``, a pytree shaped like ``step_spec[field]`` with leaves
+        ``[L, B, ...]``. For what a learner finds out about stored steps after they were
+        stored (SAC's --overwrite-mu: the updated policy's log-probs of the sampled window
+        replace the behaviour's); observations, other fields and extras stay as they are.
+        When two of the ``B`` windows write one position, either may win."""
+        if field not in self.step_spec:
+            raise ValueError(
+                f"overwrite_steps: no step field {field!r} (have {sorted(self.step_spec)})"
+            )
+        ring = self.traces_per_env * self.trace_len
+        length = jax.tree.leaves(values)[0].shape[0]
+        pos = (jnp.asarray(start)[None, :] + jnp.arange(length)[:, None]) % ring  # [L, B]
+        env = jnp.broadcast_to(jnp.asarray(env_index)[None, :], pos.shape)
+        written = jax.tree.map(
+            lambda buf, v: buf.at[env, pos].set(jnp.asarray(v, buf.dtype)),
+            state.steps[field],
+            values,
+        )
+        return state.replace(steps={**state.steps, field: written})
+
+    def overwrite_extras(
+        self, state: TraceReplayState, env_index: jax.Array, slot: jax.Array, values: Any
+    ) -> TraceReplayState:
+        """Replaces the per-trace extras (e.g. the recurrent state stored with a trace) of ring
+        slots ``slot`` ``[M, B]`` of env streams ``env_index`` ``[B]`` with ``values``, a pytree
+        shaped like ``extras_spec`` with leaves ``[M, B, ...]`` (R2D2's stored-state refresh,
+        SAC's --refresh-stored-state). Steps and observations stay as they are."""
+        if self.extras_spec is None:
+            raise ValueError("overwrite_extras: this replay stores no per-trace extras")
+        env = jnp.broadcast_to(jnp.asarray(env_index)[None, :], jnp.shape(slot))
+        written = jax.tree.map(
+            lambda buf, v: buf.at[env, slot].set(jnp.asarray(v, buf.dtype)), state.extras, values
+        )
+        return state.replace(extras=written)
+
     def gather(self, state: TraceReplayState, env_index: jax.Array, slot: jax.Array) -> TraceBatch:
         """The traces at ``(env_index[i], slot[i])`` with their look-back and look-ahead
         (``window_len + 1`` steps), rebuilt; no validity check."""

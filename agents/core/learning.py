@@ -107,8 +107,23 @@ def linear_decay(lr, anneal_steps: int, start_train_at: int, updates_per_env_ste
 
 
 def adam_with_clipping(lr, max_grad_norm, **adam_kwargs) -> optax.GradientTransformation:
-    """Clip by global norm, then Adam."""
+    """Clip by global norm, then Adam; `max_grad_norm` <= 0: Adam alone (the off-policy
+    agents' --max-grad-norm 0)."""
+    if max_grad_norm <= 0:
+        return optax.adam(lr, **adam_kwargs)
     return optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(lr, **adam_kwargs))
+
+
+def draw_members(key, num_critics: int, subset: int):
+    """`subset` distinct critic indices drawn uniformly (REDQ's M of N), `[M]` int32."""
+    if subset == num_critics:
+        return jnp.arange(num_critics)
+    return jax.random.permutation(key, num_critics)[:subset]
+
+
+def ensemble_min(q, members):
+    """min over the drawn members of an ensemble's outputs `[N, ...]`."""
+    return jnp.min(jnp.take(q, members, axis=0), axis=0)
 
 
 class GradientStep(NamedTuple):

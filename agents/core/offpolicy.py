@@ -52,7 +52,6 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from agents.core.base import AgentBase
 from agents.core.config import (
@@ -63,13 +62,7 @@ from agents.core.config import (
     check_positive_int,
     check_trace_replay,
 )
-from agents.core.learning import (  # noqa: F401 (apply, grads_and_aux: re-exported for the learners)
-    TraceBatch,
-    apply,
-    grads_and_aux,
-    per_importance_exponent,
-    sample_key,
-)
+from agents.core.learning import TraceBatch, per_importance_exponent, sample_key
 from agents.core.normalization import RunningStats, normalize
 from agents.core.rnd import RND
 from replay import PrioritizedTraceReplay, TraceReplay
@@ -202,54 +195,6 @@ def window_at(batch: TraceBatch, offset, length: int) -> TraceBatch:
 def per_beta(config, env_steps):
     """β after `env_steps` env steps: linear from --per-beta to 1 over --per-beta-steps."""
     return per_importance_exponent(config.per_beta, config.per_beta_steps, env_steps)
-
-
-def write_steps(replay, replay_state, field: str, env_index, start, values):
-    """Overwrite step field `field` (a pytree like the step spec's) of `values` `[L, B, ...]`
-    at steps start_b .. start_b + L − 1 (in the ring, wrapping) of env stream env_index_b."""
-    prioritized = isinstance(replay, PrioritizedTraceReplay)
-    base = replay_state.base if prioritized else replay_state
-    inner = replay.base if prioritized else replay
-    size = inner.traces_per_env * inner.trace_len
-    length = jax.tree.leaves(values)[0].shape[0]
-    pos = (start[None, :] + jnp.arange(length)[:, None]) % size  # [L, B]
-    env = jnp.broadcast_to(env_index[None, :], pos.shape)
-    new = jax.tree.map(lambda buf, v: buf.at[env, pos].set(v), base.steps[field], values)
-    base = base.replace(steps={**base.steps, field: new})
-    return replay_state.replace(base=base) if prioritized else base
-
-
-def write_extras(replay, replay_state, env_index, slot, values):
-    """Overwrite the per-trace extras (the recurrent state stored at a trace's first step) of
-    ring slots `slot` `[M, B]` of env streams `env_index` `[B]` with `values`, a pytree like
-    the extras spec with leaves `[M, B, ...]`."""
-    prioritized = isinstance(replay, PrioritizedTraceReplay)
-    base = replay_state.base if prioritized else replay_state
-    env = jnp.broadcast_to(env_index[None, :], slot.shape)
-    extras = jax.tree.map(lambda buf, v: buf.at[env, slot].set(v), base.extras, values)
-    base = base.replace(extras=extras)
-    return replay_state.replace(base=base) if prioritized else base
-
-
-# --------------------------------------------------------------------------- learner helpers
-
-
-def make_optimizer(lr: float, max_grad_norm: float) -> optax.GradientTransformation:
-    if max_grad_norm > 0:
-        return optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(lr))
-    return optax.adam(lr)
-
-
-def draw_members(key, num_critics: int, subset: int):
-    """`subset` distinct critic indices drawn uniformly (REDQ's M of N), `[M]` int32."""
-    if subset == num_critics:
-        return jnp.arange(num_critics)
-    return jax.random.permutation(key, num_critics)[:subset]
-
-
-def ensemble_min(q, members):
-    """min over the drawn members of an ensemble's outputs `[N, ...]`."""
-    return jnp.min(jnp.take(q, members, axis=0), axis=0)
 
 
 class ActingParams(NamedTuple):

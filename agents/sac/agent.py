@@ -26,13 +26,7 @@ import numpy as np
 
 from agents import losses
 from agents.core.learning import TraceBatch
-from agents.core.offpolicy import (
-    OFF_POLICY_TUNABLE,
-    ActingParams,
-    OffPolicyAgent,
-    write_extras,
-    write_steps,
-)
+from agents.core.offpolicy import OFF_POLICY_TUNABLE, ActingParams, OffPolicyAgent
 from agents.core.protocol import NetworkCost, random_inputs
 from agents.core.rollout import ActorOutput, time_major
 from agents.sac.config import SACConfig
@@ -213,14 +207,13 @@ class SACAgent(OffPolicyAgent):
         if cfg.recurrent:
             if not cfg.refresh_stored_state:
                 return replay
-            inner = getattr(self.replay, "base", self.replay)
             m = jax.tree.leaves(computed)[0].shape[0]
             later = jnp.arange(1, m + 1, dtype=jnp.int32)[:, None]
             slots = (info.slot[None, :] - cfg.burn_in // cfg.trace_len + later) % (
-                inner.traces_per_env
+                self.replay.traces_per_env
             )
             values = jax.tree.map(jax.lax.stop_gradient, computed)
-            return write_extras(self.replay, replay, info.env_index, slots, values)
+            return self.replay.overwrite_extras(replay, info.env_index, slots, values)
         if not cfg.overwrite_mu:
             return replay
         n = batch.reward.shape[0]
@@ -232,8 +225,8 @@ class SACAgent(OffPolicyAgent):
             logp = self.learner.log_prob(actor, obs, batch.action, batch.mu)
             new_mu = {"logp": logp, "pre_tanh": batch.mu["pre_tanh"]}
         start = self.step_position(info, offset)
-        return write_steps(
-            self.replay, replay, "mu", info.env_index, start, jax.lax.stop_gradient(new_mu)
+        return self.replay.overwrite_steps(
+            replay, "mu", info.env_index, start, jax.lax.stop_gradient(new_mu)
         )
 
     # ------------------------------------------------------------------ benchmarks

@@ -30,8 +30,14 @@ import numpy as np
 import optax
 
 from agents import losses
-from agents.core.learning import TraceBatch
-from agents.core.offpolicy import apply, draw_members, ensemble_min, grads_and_aux, make_optimizer
+from agents.core.learning import (
+    TraceBatch,
+    adam_with_clipping,
+    apply,
+    draw_members,
+    ensemble_min,
+    grads_and_aux,
+)
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -71,8 +77,8 @@ class SACLearner:
         self.target_entropy = default_entropy if te is None else float(te)
         g = config.max_grad_norm
         self.optimizers = {
-            "actor": make_optimizer(config.actor_lr, g),
-            "critic": make_optimizer(config.critic_lr, g),
+            "actor": adam_with_clipping(config.actor_lr, g),
+            "critic": adam_with_clipping(config.critic_lr, g),
             "alpha": optax.adam(config.alpha_lr),
         }
         self.action_dim = None if self.discrete else int(np.prod(spec.action_shape))

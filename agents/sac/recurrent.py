@@ -44,8 +44,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.core.learning import TraceBatch, burn_in_state
-from agents.core.offpolicy import apply, draw_members, grads_and_aux
+from agents.core.learning import TraceBatch, apply, burn_in_state, draw_members, grads_and_aux
 from agents.sac.learner import SACLearner, SACState
 from networks.cores import ActionRewardState, previous_inputs
 from networks.sac import RecurrentSACState

@@ -25,8 +25,7 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.core.learning import TraceBatch
-from agents.core.offpolicy import apply, ensemble_min, grads_and_aux, make_optimizer
+from agents.core.learning import TraceBatch, adam_with_clipping, apply, ensemble_min, grads_and_aux
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -57,8 +56,8 @@ class TD3Learner:
         self.config, self.actor, self.critic = config, actor, critic
         self.action_dim = action_dim
         self.optimizers = {
-            "actor": make_optimizer(config.actor_lr, config.max_grad_norm),
-            "critic": make_optimizer(config.critic_lr, config.max_grad_norm),
+            "actor": adam_with_clipping(config.actor_lr, config.max_grad_norm),
+            "critic": adam_with_clipping(config.critic_lr, config.max_grad_norm),
         }
 
     def init(self, key, sample_obs) -> TD3State:

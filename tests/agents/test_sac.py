@@ -12,7 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.core.offpolicy import ActingParams, draw_members, ensemble_min
+from agents.core.learning import draw_members, ensemble_min
+from agents.core.offpolicy import ActingParams
 from agents.sac.agent import SACAgent
 from agents.sac.config import SACConfig
 from agents.td3.agent import TD3Agent
