@@ -178,13 +178,13 @@ PRESETS: dict[str, dict] = {
     # MinAtar paper's replay of 100k transitions, learning from 5k, 5M steps, and ACER's
     # learning per env step on MinAtar (acer-minatar: 1 + 4 updates of 320 transitions per 320
     # env steps, 5 per env step; here 128 per 24 env steps, 5.3), so that the two off-policy
-    # actor-critics compare at equal compute. The paper's 4-6 acting steps per learner step
-    # learn from 21-32 transitions per env step; at the default preset's 32, measured on gymnax
-    # Breakout, the 25-run grid would take about 120 hours here. Lock-step (a population needs
-    # it), 16 envs (as acer-minatar), LSTMs of 128 after the MinAtar CNN's 128 units, support
-    # [-10, 110] (MinAtar's rewards are 0 or 1 a step, but for Seaquest's rare full rescue worth
-    # up to 10: discounted returns lie near [0, 100]). The learning rate is the default's until
-    # the sweep of docs/results/minatar-5m has run.
+    # actor-critics learn from as much replay per env step. The paper's 4-6 acting steps per
+    # learner step learn from 21-32 transitions per env step; at the default preset's 32,
+    # measured on gymnax Breakout, the 25-run grid would take about 120 hours here. Lock-step (a
+    # population needs it), 16 envs (as acer-minatar), LSTMs of 128 after the MinAtar CNN's 128
+    # units, support [-10, 110] (MinAtar's rewards are 0 or 1 a step, but for Seaquest's rare
+    # full rescue worth up to 10: discounted returns lie near [0, 100]). The learning rate is
+    # the default's until the sweep of docs/results/minatar-5m has run.
     "reactor-minatar": {
         "env": "gymnax/Breakout-MinAtar",
         "total_steps": 5_000_000,

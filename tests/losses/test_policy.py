@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from loss_refs import (
     acer_policy_gradient,
@@ -280,6 +280,7 @@ tr_acer_grad_jit = jax.jit(
     shape=st.sampled_from(SHAPES),
     delta=st.sampled_from([0.0, 0.05, 1.0, 1e3]),
 )
+@example(seed=1657, shape=(3, 1, 2), delta=0.0)  # |k| = 1.7e-4: ill-conditioned (below)
 def test_trust_region_policy_loss_gradient_is_minus_projected_eq9(seed, shape, delta):
     rng = np.random.default_rng(seed)
     logits, q, mu, a, q_ret = acer_inputs(rng, *shape)
@@ -295,9 +296,21 @@ def test_trust_region_policy_loss_gradient_is_minus_projected_eq9(seed, shape, d
     np.testing.assert_allclose(np.asarray(out.k), k, rtol=1e-5, atol=1e-6)
     kk = np.sum(k * k, axis=-1)
     scale = np.where(kk > 0, np.maximum(0.0, (np.sum(k * g, axis=-1) - delta) / kk), 0.0)
-    np.testing.assert_allclose(np.asarray(out.scale), scale, rtol=1e-3, atol=1e-4)
+    # k = π − π_avg computed in float32 is off by about 1e-7 (the softmaxes' rounding), so
+    # where |k| is small the projection is ill-conditioned: the error of k·g/kk relative to
+    # itself, and that of z relative to |g|, grow like 1e-7/|k| (seed 1657, shape (3, 1, 2),
+    # δ = 0: |k| = 1.7e-4, z's error 7.8e-4 against |g| = 2.1). The tolerances allow 10x that
+    # on top of the fixed ones, which it leaves as they were wherever |k| is not tiny.
+    cond = 1e-6 / np.maximum(np.sqrt(kk), 1e-12)  # [T, B]
+    got_scale = np.asarray(out.scale)
+    assert np.all(np.abs(got_scale - scale) <= 1e-4 + (1e-3 + 2 * cond) * np.abs(scale)), (
+        got_scale, scale,
+    )  # fmt: skip
     d_logits, d_avg = tr_acer_grad_jit(*args)
-    np.testing.assert_allclose(np.asarray(d_logits), -z, rtol=1e-3, atol=1e-4)
+    d_logits = np.asarray(d_logits)
+    g_size = np.max(np.abs(g), axis=-1, keepdims=True)
+    tol = 1e-4 + 1e-3 * np.abs(z) + cond[..., None] * g_size
+    assert np.all(np.abs(d_logits + z) <= tol), (d_logits, -z)
     assert np.all(np.asarray(d_avg) == 0.0)
     if delta >= 1e3:  # constraint inactive everywhere: plain eq. 9
         np.testing.assert_allclose(np.asarray(d_logits), -g, **GTOL)
