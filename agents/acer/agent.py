@@ -86,9 +86,10 @@ class ACERAgent(AgentBase):
     def initial_core(self, num_envs):
         return self.network.initial_state(num_envs) if self.config.lstm_size else ()
 
-    def absorb(self, learner, replay, traj, axis_name=None):
+    def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
         """The on-policy update on the fresh traces, then store them."""
-        learner, metrics, _ = self.learner.update(learner, TraceBatch.from_rollout(traj), axis_name)
+        batch = TraceBatch.from_rollout(traj)
+        learner, metrics, _ = self.learner.update(learner, batch, axis_name, hparams)
         learner, replay, _ = super().absorb(learner, replay, traj, axis_name)
         return learner, replay, [metrics]
 

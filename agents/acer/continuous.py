@@ -35,7 +35,7 @@ import optax
 from agents import losses
 from agents.acer.config import ACERConfig
 from agents.acer.learner import LearnerState
-from agents.core.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
+from agents.core.learning import ActorCriticLearner, Hyper, TraceBatch, adam_with_clipping
 
 sg = jax.lax.stop_gradient
 
@@ -46,11 +46,12 @@ class ACERGaussianLearner(ActorCriticLearner):
     params_copy = "avg_params"
 
     def __init__(self, config: ACERConfig, network, action_dim: int):
-        self.config = config
-        self.network = network
+        super().__init__(config, network)
         self.action_dim = action_dim
         self.num_samples = config.sdn_n
-        self.optimizer = adam_with_clipping(config.lr, config.max_grad_norm, eps=config.adam_eps)
+
+    def make_optimizer(self, cfg):
+        return adam_with_clipping(cfg.lr, cfg.max_grad_norm, eps=cfg.adam_eps)
 
     def init(self, key, sample_obs) -> LearnerState:
         """sample_obs: one observation batch `[B, obs_dim]`."""
@@ -70,12 +71,12 @@ class ACERGaussianLearner(ActorCriticLearner):
         mean, log_std = self.network.apply(params, obs, method=self.network.policy)
         return mean, jnp.broadcast_to(log_std, mean.shape)
 
-    def loss(self, params, batch: TraceBatch, normaliser, avg_params):
+    def loss(self, params, batch: TraceBatch, normaliser, avg_params, hparams=None):
         """Sum of the continuous ACER loss over a chunk of traces ÷ `normaliser` (= T·B), its
         summed statistics and the per-trace priority signal mean |Q_ret − Q̃(x_t, a_t)|.
         `batch.mu` holds the behaviour statistics and the update's standard-normal noise
         `"noise"` `[T, B, n + 1, D]` (see `update`)."""
-        cfg, n, d = self.config, self.num_samples, self.action_dim
+        cfg, n, d = Hyper(self.config, hparams), self.num_samples, self.action_dim
         T = batch.action.shape[0]
         a, mask = batch.action, batch.mask
         mu_mean, mu_log_std, noise = batch.mu["mean"], batch.mu["log_std"], batch.mu["noise"]
@@ -141,7 +142,7 @@ class ACERGaussianLearner(ActorCriticLearner):
         priorities = jnp.sum(td, axis=0) / jnp.maximum(jnp.sum(mask, axis=0), 1.0)
         return total, (stats, priorities)
 
-    def update(self, state: LearnerState, batch: TraceBatch, axis_name: str | None = None):
+    def update(self, state: LearnerState, batch: TraceBatch, axis_name=None, hparams=None):
         """One gradient step on a batch of traces. Pure; jit it with the state donated.
         Returns (state, metrics, priorities [B])."""
         key, noise_key = jax.random.split(state.key)
@@ -150,7 +151,8 @@ class ACERGaussianLearner(ActorCriticLearner):
         T, B, D = batch.action.shape
         noise = jax.random.normal(noise_key, (T, B, self.num_samples + 1, D), jnp.float32)
         batch = batch._replace(mu={**batch.mu, "noise": noise})
-        step = self.gradient_step(state, batch, axis_name, avg_params=state.avg_params)
-        avg_params = optax.incremental_update(step.params, state.avg_params, 1.0 - self.config.tau)
+        step = self.gradient_step(state, batch, axis_name, hparams, avg_params=state.avg_params)
+        tau = Hyper(self.config, hparams).tau
+        avg_params = optax.incremental_update(step.params, state.avg_params, 1.0 - tau)
         new_state = LearnerState(step.params, avg_params, step.opt_state, state.step + 1, key)
-        return new_state, self.metrics(step), step.per_sequence
+        return new_state, self.metrics(step, hparams), step.per_sequence

@@ -16,8 +16,7 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.acer.config import ACERConfig
-from agents.core.learning import ActorCriticLearner, TraceBatch, adam_with_clipping
+from agents.core.learning import ActorCriticLearner, Hyper, TraceBatch, adam_with_clipping
 from agents.core.rollout import time_major
 from envs.core import batch_size_of
 
@@ -43,10 +42,8 @@ class ACERLearner(ActorCriticLearner):
 
     params_copy = "avg_params"
 
-    def __init__(self, config: ACERConfig, network):
-        self.config = config
-        self.network = network
-        self.optimizer = adam_with_clipping(config.lr, config.max_grad_norm, eps=config.adam_eps)
+    def make_optimizer(self, cfg):
+        return adam_with_clipping(cfg.lr, cfg.max_grad_norm, eps=cfg.adam_eps)
 
     def init(self, key, sample_obs) -> LearnerState:
         """sample_obs: one observation batch `[B, *obs_shape]`."""
@@ -75,10 +72,10 @@ class ACERLearner(ActorCriticLearner):
             return logits, q
         return self.network.apply(params, obs)
 
-    def loss(self, params, batch: TraceBatch, normaliser, avg_params):
+    def loss(self, params, batch: TraceBatch, normaliser, avg_params, hparams=None):
         """Sum of the ACER loss over a chunk of traces ÷ `normaliser` (= T·B), its summed
         statistics and the per-trace priority signal mean |Q_ret − Q(x_t, a_t)|."""
-        cfg = self.config
+        cfg = Hyper(self.config, hparams)
         T = batch.action.shape[0]
         a, mask = batch.action, batch.mask
         logits, q = self._forward(params, batch.obs, batch.first, batch.core_state)
@@ -126,13 +123,13 @@ class ACERLearner(ActorCriticLearner):
         priorities = jnp.sum(td, axis=0) / jnp.maximum(jnp.sum(mask, axis=0), 1.0)
         return total, (stats, priorities)
 
-    def update(self, state: LearnerState, batch: TraceBatch, axis_name: str | None = None):
+    def update(self, state: LearnerState, batch: TraceBatch, axis_name=None, hparams=None):
         """One gradient step on a batch of traces. Pure; jit it with the state donated.
         Under `shard_map` each device passes its shard of the traces (see
         `agents.core.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
-        step = self.gradient_step(state, batch, axis_name, avg_params=state.avg_params)
-        tau = self.config.tau
+        step = self.gradient_step(state, batch, axis_name, hparams, avg_params=state.avg_params)
+        tau = Hyper(self.config, hparams).tau
         avg_params = optax.incremental_update(step.params, state.avg_params, 1.0 - tau)
-        metrics = self.metrics(step)
+        metrics = self.metrics(step, hparams)
         new_state = LearnerState(step.params, avg_params, step.opt_state, state.step + 1, state.key)
         return new_state, metrics, step.per_sequence

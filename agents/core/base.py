@@ -234,9 +234,10 @@ class RolloutAgent:
     def initial_core(self, num_envs: int):
         return ()
 
-    def absorb(self, learner, replay, traj, axis_name=None):
+    def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
         """Take in a fresh rollout (learn from it, store it). Pure; returns (learner, replay,
-        metrics list)."""
+        metrics list). `hparams`: a population member's hyper-parameters (`field ->` traced
+        scalar, agents/core/population.py), passed to its learner; None: the config's."""
         raise NotImplementedError
 
     def collect(self, state: TrainState):
@@ -478,18 +479,19 @@ class AgentBase(RolloutAgent):
         """Wrap the uniform trace replay (e.g. in `replay.PrioritizedTraceReplay`)."""
         return trace_replay
 
-    def absorb(self, learner, replay, traj, axis_name=None):
+    def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
         """Take in a fresh rollout: store its traces. Pure; returns (learner, replay,
         metrics list)."""
         return learner, self.replay.add(replay, traj.obs, traj.steps, traj.core_state), []
 
-    def replay_update(self, learner, replay, axis_name=None):
-        """Sample a batch of traces, take one learner step, store the new priorities."""
+    def replay_update(self, learner, replay, axis_name=None, hparams=None):
+        """Sample a batch of traces, take one learner step (with a member's `hparams`, or
+        the config's), store the new priorities."""
         key, sub = sample_key(learner.key, axis_name)
         sample = self.replay.sample(replay, sub, self.config.batch_size // self.num_devices)
         batch = TraceBatch.from_sample(sample, self.replay.window_len)
         learner, metrics, priorities = self.learner.update(
-            learner._replace(key=key), batch, axis_name
+            learner._replace(key=key), batch, axis_name, hparams
         )
         info = sample.info
         replay = self.replay.set_priorities(replay, info.env_index, info.slot, priorities)

@@ -96,6 +96,23 @@ def slice_batch(batch, start: int, size: int, batch_major: tuple[str, ...] = BAT
     return type(batch)(**fields)
 
 
+class Hyper:
+    """The hyper-parameters one update reads: a population member's `values` (`field ->
+    scalar`, traced inside the population's programs; agents/core/population.py) where
+    given, the config's fields otherwise. A learner reads its config through it
+    (`cfg = Hyper(self.config, hparams)`, then `cfg.lr` as before), so a member's values
+    reach the update as an argument: nothing is written into a (frozen) config."""
+
+    __slots__ = ("config", "values")
+
+    def __init__(self, config, values: dict | None = None):
+        self.config, self.values = config, values or {}
+
+    def __getattr__(self, name: str):
+        values = self.values  # found by normal lookup: __getattr__ only sees other names
+        return values[name] if name in values else getattr(self.config, name)
+
+
 def linear_decay(lr, anneal_steps: int, start_train_at: int, updates_per_env_step):
     """`lr`, or with `anneal_steps` > 0 an optax schedule over the optimizer's update count:
     lr·(1 − k/U) at update k, 0 from U on, where U = (anneal_steps − start_train_at) ·
@@ -259,32 +276,48 @@ class ActorCriticLearner:
     """What the trace learners share: the optimizer step on `self.loss` and the metrics.
 
     A subclass sets `config` (with `microbatch_traces`, `value_weight`, `entropy_weight`),
-    `optimizer`, and `loss(params, batch, normaliser, **extra)` as `gradient_step` wants it,
+    `make_optimizer(cfg)` (cfg: the config or a `Hyper` view of it), and
+    `loss(params, batch, normaliser, hparams=None, **extra)` as `gradient_step` wants it,
     and `params_copy`: the state field that `init` sets equal to the params (the Polyak
-    average, the target network), or None."""
+    average, the target network), or None. `hparams` everywhere: a population member's
+    hyper-parameters (`Hyper`), None for the config's."""
 
     params_copy: str | None = None
 
-    def reset_params(self, state, params):
+    def __init__(self, config, network):
+        self.config, self.network = config, network
+        self.optimizer = self.make_optimizer(config)
+
+    def make_optimizer(self, cfg) -> optax.GradientTransformation:
+        raise NotImplementedError
+
+    def optimizer_for(self, hparams: dict | None) -> optax.GradientTransformation:
+        """The optimizer one update applies: the config's, or one built with a member's
+        (traced) hyper-parameters; its state has the same structure either way."""
+        return self.make_optimizer(Hyper(self.config, hparams)) if hparams else self.optimizer
+
+    def reset_params(self, state, params, hparams: dict | None = None):
         """`state` restarted from new weights `params` as `init` starts its own (a
         population's CEM resampling, agents/core/population.py): a fresh optimiser state and
         `params_copy` equal to them; the counts, key and statistics kept."""
-        fields = {"params": params, "opt_state": self.optimizer.init(params)}
+        fields = {"params": params, "opt_state": self.optimizer_for(hparams).init(params)}
         if self.params_copy is not None:  # distinct buffers: both are donated
             fields[self.params_copy] = jax.tree.map(jnp.copy, params)
         return state._replace(**fields)
 
-    def gradient_step(self, state, batch: TraceBatch, axis_name=None, **extra) -> GradientStep:
+    def gradient_step(
+        self, state, batch: TraceBatch, axis_name=None, hparams=None, **extra
+    ) -> GradientStep:
         """One optimizer step on `batch`; `extra` are the loss's other arguments (e.g. the
         target or averaged params)."""
-        loss_fn = partial(self.loss, **extra)
+        loss_fn = partial(self.loss, hparams=hparams, **extra)
         return gradient_step(
-            loss_fn, self.optimizer, state.params, state.opt_state, batch,
+            loss_fn, self.optimizer_for(hparams), state.params, state.opt_state, batch,
             chunk=self.config.microbatch_traces, axis_name=axis_name,
         )  # fmt: skip
 
-    def metrics(self, step: GradientStep) -> dict:
-        cfg = self.config
+    def metrics(self, step: GradientStep, hparams: dict | None = None) -> dict:
+        cfg = Hyper(self.config, hparams)
         return actor_critic_metrics(
             step, value_weight=cfg.value_weight, entropy_weight=cfg.entropy_weight
         )

@@ -281,7 +281,7 @@ class OffPolicyAgent(AgentBase):
             explore = steps < self.config.start_train_at
         return ActingParams(learner.params["actor"], explore, learner.obs_stats)
 
-    def absorb(self, learner, replay, traj, axis_name=None):
+    def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
         """Store the rollout (raw observations), count its env steps, and take its
         observations into the running statistics (over all devices)."""
         learner, replay, _ = super().absorb(learner, replay, traj, axis_name)
@@ -320,7 +320,7 @@ class OffPolicyAgent(AgentBase):
             batch = batch._replace(is_weight=batch.is_weight ** per_beta(cfg, learner.env_steps))
         return batch, sample.info, offset
 
-    def replay_update(self, learner, replay, axis_name=None):
+    def replay_update(self, learner, replay, axis_name=None, hparams=None):
         key, sub = sample_key(learner.key, axis_name)
         batch, info, offset = self.sample_batch(learner, replay, sub)
         extra = {}
@@ -328,7 +328,7 @@ class OffPolicyAgent(AgentBase):
             learner, batch, extra = self.add_intrinsic_reward(learner, batch, axis_name)
         batch = batch._replace(obs=self.observation(batch.obs, learner.obs_stats))
         learner, metrics, td, *computed = self.learner.update(
-            learner._replace(key=key), batch, axis_name
+            learner._replace(key=key), batch, axis_name, hparams
         )
         metrics = {**metrics, **extra}
         if self.config.prioritized:

@@ -24,19 +24,20 @@ Metrics come back with an `active` mask and are split per member on the host
 
 Hyper-parameters that vary over members (`hparams`: `field -> [P]`, drawn by
 `agents.core.evolution.draw_hparams`) live in the learner state (`PopulationLearner.hparams`, so
-they are checkpointed and evolve with it). Inside the vmapped programs each member's agent
-is member 0's with those config fields replaced by the member's traced values and its
-learner rebuilt from that config (`_with`, `traced_config`): the learner code is the single
-run's, reading `config.lr` etc. as it always does. Only fields the agent lists in `tunable`
-may vary (numbers the learner reads arithmetically; `discount` is written into the traces by
-this module's rollout). `evolve` applies a PBT or CEM generation (agents/core/evolution.py).
+they are checkpointed and evolve with it). Inside the vmapped programs member 0's agent runs
+every member, and each member's traced values reach its learner as the explicit `hparams`
+argument of `absorb`, `replay_update` and `reset_params` (the learner reads its config
+through `agents.core.learning.Hyper`, the member's values first): no config or agent is
+copied or edited. Only fields the agent lists in `tunable` may vary (numbers the learner
+reads arithmetically; `discount` is written into the traces by this module's rollout).
+`evolve` applies a PBT or CEM generation (agents/core/evolution.py).
 
 What an agent needs to take part: it is a `RolloutAgent` whose iteration is the base one
 (collect, `absorb`, then `updates_due` × `replay_update`), whose pure functions do not
 read its seed (randomness comes from the keys in its states), and whose learner has
-`reset_params(state, params) -> state`: the state restarted from new weights as its `init`
-starts its own (fresh optimiser states, target or averaged copies set to them), which CEM
-applies to the members it resamples. It says so with
+`reset_params(state, params, hparams) -> state`: the state restarted from new weights as its
+`init` starts its own (fresh optimiser states, target or averaged copies set to them), which
+CEM applies to the members it resamples. It says so with
 `supports_population = True` (and `population_conflict()` names a configuration that
 cannot, e.g. Reactor's decoupled actor thread). The rollout needs envpool's XLA step.
 
@@ -55,7 +56,6 @@ per iteration.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import time
 from typing import Any, NamedTuple
@@ -105,16 +105,6 @@ class PopulationLearner(NamedTuple):
     hparams: dict
 
 
-def traced_config(config, values: dict):
-    """A copy of the frozen config `config` with `values` (traced scalars inside a vmapped
-    program) in place of some fields, bypassing `__post_init__` (the concrete values were
-    validated on the host, `Population._check_hparams`)."""
-    out = copy.copy(config)
-    for name, value in values.items():
-        object.__setattr__(out, name, value)
-    return out
-
-
 def check_population_support(agent) -> None:
     """A one-line ConfigError unless `agent` (a member built for one seed) can be vmapped."""
     name = getattr(agent, "name", type(agent).__name__)
@@ -123,7 +113,7 @@ def check_population_support(agent) -> None:
     if not callable(getattr(getattr(agent, "learner", None), "reset_params", None)):
         raise ConfigError(
             f"--num-seeds > 1 with --agent {name}: its learner has no "
-            "reset_params(state, params) (agents/core/population.py)"
+            "reset_params(state, params, hparams) (agents/core/population.py)"
         )
     reason = agent.population_conflict() if hasattr(agent, "population_conflict") else None
     if reason:
@@ -227,19 +217,11 @@ class Population:
             out[name] = values
         return out
 
-    def _with(self, hparams: dict):
-        """Member 0's agent with the traced hyper-parameters `hparams` in its config and a
-        learner rebuilt from it (inside a vmapped program: one member's values)."""
-        first = self.members[0]
-        if not hparams:
-            return first
-        member = copy.copy(first)
-        member.config = traced_config(first.config, hparams)
-        member.learner = member.make_learner(member.network)
-        return member
-
     def _member_absorb(self, learner: PopulationLearner, replay, traj, axis_name=None):
-        inner, replay, metrics = self._with(learner.hparams).absorb(learner.member, replay, traj)
+        """One member's `absorb`, with its hyper-parameters (inside a vmapped program)."""
+        inner, replay, metrics = self.members[0].absorb(
+            learner.member, replay, traj, hparams=learner.hparams
+        )
         return learner._replace(member=inner), replay, metrics
 
     # ------------------------------------------------------------------ programs
@@ -293,10 +275,10 @@ class Population:
         conv weight gradient in a rolled scan is slow on XLA:CPU, PERF-NOTES, which is why
         convolutional agents keep K = 1). Returns (learner, replay, (metrics, active)) with
         `[K]` leaves when K > 1."""
-        member, hparams = self._with(learner.hparams), learner.hparams
+        hparams = learner.hparams
 
         def update(learner, replay, k):
-            return self._member_update(member, learner, replay, k < todo)
+            return self._member_update(learner, hparams, replay, k < todo)
 
         if self.updates_per_program == 1:
             inner, replay, out = update(learner.member, replay, 0)
@@ -311,10 +293,10 @@ class Population:
         )
         return PopulationLearner(inner, hparams), replay, out
 
-    @staticmethod
-    def _member_update(member, learner, replay, on):
-        """One replay update of one member, kept only where `on` (else its learner, RNG key
-        included, and replay stay as they were). Returns (learner, replay, (metrics, on)).
+    def _member_update(self, learner, hparams, replay, on):
+        """One replay update of one member (with its `hparams`), kept only where `on` (else
+        its learner, RNG key included, and replay stay as they were). Returns (learner,
+        replay, (metrics, on)).
 
         Computed, then kept or dropped: not a `lax.cond`. Vmapped, a cond is a select anyway;
         under the member loop it would skip the work, but XLA:CPU runs a Nature CNN's
@@ -322,7 +304,7 @@ class Population:
         with Adam: 362 against 56 ms, measured here 2026-11-26), and on gymnax MinAtar the
         cond gained ACER's 5 vmapped members about 5% (2,097 against 1,990 aggregate env
         steps/s, medians of two alternated rounds), where skipping would have been 1.4x."""
-        new_learner, new_replay, m = member.replay_update(learner, replay, None)
+        new_learner, new_replay, m = self.members[0].replay_update(learner, replay, None, hparams)
 
         def keep(new, old):
             return old if new is old else jnp.where(on, new, old)  # untouched: no copy
@@ -358,12 +340,11 @@ class Population:
         sums, count = metric_sums([_all_active(m, self.size) for m in metrics], names, self.size)
         hparams = learner.hparams
 
-        def one(inner, values, replay, on):
-            return self._member_update(self._with(values), inner, replay, on)
-
         def body(k, carry):
             inner, replay, sums = carry
-            inner, replay, (m, on) = self._over_members(one)(inner, hparams, replay, k < todo)
+            inner, replay, (m, on) = self._over_members(self._member_update)(
+                inner, hparams, replay, k < todo
+            )
             sums = {n: sums[n] + jnp.where(on, m[n], 0.0) for n in names}
             return inner, replay, sums
 
@@ -411,13 +392,9 @@ class Population:
 
     def _reset_resampled(self, member, params, hparams, resampled):
         """Members marked `resampled` restart from their new `params` (`learner.reset_params`
-        of each member's learner, built with its own hyper-parameters: an optimiser state
-        may hold a learning rate); the others are kept."""
-
-        def reset(state, new_params, values):
-            return self._with(values).learner.reset_params(state, new_params)
-
-        fresh = jax.vmap(reset)(member, params, hparams)
+        with each member's own hyper-parameters: an optimiser state may hold a learning
+        rate); the others are kept."""
+        fresh = jax.vmap(self.members[0].learner.reset_params)(member, params, hparams)
 
         def pick(new, old):
             mask = resampled.reshape((-1,) + (1,) * (old.ndim - 1))

@@ -26,7 +26,6 @@ import jax.numpy as jnp
 from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
 from agents.core.base import AgentBase
 from agents.core.config import module_from_config
-from agents.core.learning import TraceBatch, sample_key
 from agents.dqn.config import DQNConfig
 from agents.dqn.learner import METRICS, DQNLearner, dqn_optimizer, network_costs_per_step
 from networks import QNetwork
@@ -57,7 +56,7 @@ class DQNAgent(AgentBase):
         )  # fmt: skip
 
     def make_learner(self, network):
-        return DQNLearner(self.config, network, dqn_optimizer(self.config))
+        return DQNLearner(self.config, network, dqn_optimizer)
 
     @property
     def noisy(self) -> bool:
@@ -95,21 +94,16 @@ class DQNAgent(AgentBase):
         # get the replay's lazy initial priority (their neighbours' recent priorities).
         return PrioritizedTraceReplay(windowed, epsilon=0.0)
 
-    def absorb(self, learner, replay, traj, axis_name=None):
+    def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
         learner, replay, metrics = super().absorb(learner, replay, traj, axis_name)
         learner = learner._replace(env_steps=learner.env_steps + self.steps_per_iteration)
         return learner, replay, metrics
 
-    def replay_update(self, learner, replay, axis_name=None):
-        key, sub = sample_key(learner.key, axis_name)
-        sample = self.replay.sample(replay, sub, self.config.batch_size // self.num_devices)
-        batch = TraceBatch.from_sample(sample, self.replay.window_len)
-        learner, metrics, priorities = self.learner.update(
-            learner._replace(key=key), batch, axis_name, epsilon=self.epsilon(learner.env_steps)
-        )
-        info = sample.info
-        replay = self.replay.set_priorities(replay, info.env_index, info.slot, priorities)
-        return learner, replay, metrics
+    def replay_update(self, learner, replay, axis_name=None, hparams=None):
+        """AgentBase's replay update, logging the acting ε of the learner's env steps."""
+        epsilon = jnp.mean(self.epsilon(learner.env_steps))
+        learner, replay, metrics = super().replay_update(learner, replay, axis_name, hparams)
+        return learner, replay, {**metrics, "epsilon": epsilon}
 
     def updates_due(self, iteration: int, env_steps: int) -> int:
         """Updates owed by this iteration's env steps: replay_ratio transitions learnt per env

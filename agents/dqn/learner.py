@@ -32,6 +32,7 @@ import optax
 from agents import losses
 from agents.core.learning import (
     GradientStep,
+    Hyper,
     TraceBatch,
     adam_with_clipping,
     gradient_step,
@@ -96,12 +97,15 @@ def dqn_optimizer(config) -> optax.GradientTransformation:
 
 class DQNLearner:
     """See the module docstring. `config` is a `DQNConfig` (or R2D1's, with its fields);
-    `optimizer` its optax optimizer (`dqn_optimizer`, or Adam with clipping for R2D1)."""
+    `make_optimizer(cfg)` builds its optax optimizer from the config or a `Hyper` view of it
+    (`dqn_optimizer`, or Adam with clipping for R2D1). `hparams` everywhere: a population
+    member's hyper-parameters (agents/core/population.py), None for the config's."""
 
-    def __init__(self, config, network, optimizer: optax.GradientTransformation):
+    def __init__(self, config, network, make_optimizer):
         self.config = config
         self.network = network
-        self.optimizer = optimizer
+        self.make_optimizer = make_optimizer
+        self.optimizer = make_optimizer(config)
         cfg = config
         self.atoms = (
             jnp.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms, dtype=jnp.float32)
@@ -124,14 +128,18 @@ class DQNLearner:
             key=key,
         )
 
-    def reset_params(self, state: DQNLearnerState, params) -> DQNLearnerState:
+    def optimizer_for(self, hparams: dict | None) -> optax.GradientTransformation:
+        """The config's optimizer, or one built with a member's (traced) hyper-parameters."""
+        return self.make_optimizer(Hyper(self.config, hparams)) if hparams else self.optimizer
+
+    def reset_params(self, state: DQNLearnerState, params, hparams=None) -> DQNLearnerState:
         """`state` restarted from new weights `params` as `init` starts its own: a fresh
         optimiser state and the target network equal to them; the counts and key kept (a
         population's CEM resampling, agents/core/population.py)."""
         return state._replace(
             params=params,
             target_params=jax.tree.map(jnp.copy, params),
-            opt_state=self.optimizer.init(params),
+            opt_state=self.optimizer_for(hparams).init(params),
         )
 
     # ------------------------------------------------------------------ the loss
@@ -232,9 +240,9 @@ class DQNLearner:
         return total, (stats, priorities)
 
     # ------------------------------------------------------------------ the update
-    def update(self, state: DQNLearnerState, batch: TraceBatch, axis_name=None, epsilon=None):
+    def update(self, state: DQNLearnerState, batch: TraceBatch, axis_name=None, hparams=None):
         """One gradient step and the periodic target copy. Pure. Returns (state, metrics,
-        priorities [B])."""
+        priorities [B]); the metrics' `epsilon` is the acting agent's to fill (0 here)."""
 
         cfg = self.config
         beta = per_importance_exponent(
@@ -250,7 +258,7 @@ class DQNLearner:
             return self.loss(params, chunk, normaliser, state.target_params, noise)
 
         step: GradientStep = gradient_step(
-            loss_fn, self.optimizer, state.params, state.opt_state, batch,
+            loss_fn, self.optimizer_for(hparams), state.params, state.opt_state, batch,
             chunk=self.config.microbatch_traces, axis_name=axis_name,
         )  # fmt: skip
         count = state.step + 1
@@ -261,7 +269,7 @@ class DQNLearner:
         valid = jnp.maximum(sums.pop("valid"), 1.0)
         metrics = {k: v / valid for k, v in sums.items()}
         metrics["grad_norm"] = step.grad_norm
-        metrics["epsilon"] = jnp.mean(epsilon) if epsilon is not None else jnp.zeros(())
+        metrics["epsilon"] = jnp.zeros(())
         metrics = {k: metrics[k] for k in METRICS}
         new_state = state._replace(
             params=step.params, target_params=target, opt_state=step.opt_state, step=count

@@ -168,10 +168,10 @@ class PPOAgent(RolloutAgent):
     def initial_core(self, num_envs: int):
         return self.network.initial_state(num_envs) if self.recurrent else ()
 
-    def absorb(self, learner, replay, traj, axis_name=None):
+    def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
         """The whole update as one program (update_loop scan or unroll)."""
         unroll = self.update_loop == "unroll"
-        return self.learner.update(learner, traj, replay, axis_name, unroll=unroll)
+        return self.learner.update(learner, traj, replay, axis_name, hparams, unroll=unroll)
 
     def _init_replay(self):
         """The replay slot holds the per-env discounted returns of reward scaling (episode

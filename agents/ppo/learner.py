@@ -44,7 +44,7 @@ import optax
 from agents import losses
 from agents.core.actors import entropy, log_prob
 from agents.core.hooks import HookError, call_hook, config_hook
-from agents.core.learning import ActorCriticLearner, gradient_step
+from agents.core.learning import ActorCriticLearner, Hyper, gradient_step
 from agents.core.normalization import RunningStats, normalize
 from networks.cores import previous_inputs
 
@@ -135,7 +135,8 @@ class OnPolicyLearner(ActorCriticLearner):
                 optax.clip_by_global_norm(config.max_grad_norm), make_optimizer(learning_rate)
             )
 
-        self.optimizer = optax.inject_hyperparams(make)(learning_rate=config.lr)
+        self.injected = optax.inject_hyperparams(make)
+        self.optimizer = self.injected(learning_rate=config.lr)
 
     # ------------------------------------------------------------------ observations
     def prepare_obs(self, obs, obs_stats):
@@ -203,10 +204,10 @@ class OnPolicyLearner(ActorCriticLearner):
         return jnp.maximum(1.0 - done / cfg.anneal_steps, 0.0)
 
     # ------------------------------------------------------------------ rewards
-    def _scale_rewards(self, state: LearnerState, returns, reward, first, axis_name):
+    def _scale_rewards(self, state: LearnerState, returns, reward, first, axis_name, cfg):
         """Rewards ÷ the running std of the discounted return (statistics over all
-        devices); `returns` `[B]` carries each env's discounted return across rollouts."""
-        cfg = self.config
+        devices); `returns` `[B]` carries each env's discounted return across rollouts.
+        `cfg`: the update's `Hyper` (its discount)."""
 
         def step(acc, x):
             r, f = x
@@ -229,8 +230,7 @@ class OnPolicyLearner(ActorCriticLearner):
         (_, value), _ = self.network.apply(params, last(obs), first[-2:], core, *last(prev))
         return value[-1]
 
-    def _advantages(self, reward, discount, value, bootstrap, mask):
-        cfg = self.config
+    def _advantages(self, reward, discount, value, bootstrap, mask, cfg):
         if cfg.n_step:
             ret = losses.n_step_returns(reward, discount, value, bootstrap, cfg.n_step, mask_t=mask)
             return mask * (ret - value), ret
@@ -256,8 +256,8 @@ class OnPolicyLearner(ActorCriticLearner):
         return starts
 
     # ------------------------------------------------------------------ the loss
-    def loss(self, params, mb: MiniBatch, normaliser, clip_eps):
-        cfg = self.config
+    def loss(self, params, mb: MiniBatch, normaliser, clip_eps, hparams=None):
+        cfg = Hyper(self.config, hparams)
         dist, value = self.forward(params, mb.obs, mb.first, mb.core_state, mb.prev)
         logp = log_prob(dist, mb.action, self.discrete)
         mask = mb.mask
@@ -287,11 +287,12 @@ class OnPolicyLearner(ActorCriticLearner):
         return total / normaliser, (stats, None)
 
     # ------------------------------------------------------------------ the update
-    def prepare(self, state: LearnerState, traj, returns=(), axis_name=None):
+    def prepare(self, state: LearnerState, traj, returns=(), axis_name=None, hparams=None):
         """Steps 1, 2 and 4 of the module docstring: (state, RolloutBuffer, returns). The
         state's step, key, statistics and learning rate advance here; its params do not.
-        `returns`: the per-env discounted returns of reward scaling (`init_returns`)."""
-        cfg = self.config
+        `returns`: the per-env discounted returns of reward scaling (`init_returns`);
+        `hparams`: a population member's hyper-parameters, None for the config's."""
+        cfg = Hyper(self.config, hparams)
         steps, mu = traj.steps, traj.steps["mu"]
         T = cfg.trace_len
         obs = _tmap(
@@ -314,13 +315,13 @@ class OnPolicyLearner(ActorCriticLearner):
             reward = jnp.asarray(reward, jnp.float32)
         if cfg.normalize_reward:
             state, returns, reward = self._scale_rewards(
-                state, returns, reward, steps["first"], axis_name
+                state, returns, reward, steps["first"], axis_name, cfg
             )
         raw_obs = self.preprocessed(obs)
         x = self.prepare_obs(obs, state.obs_stats)  # the statistics the actor used
         value, old_logp, core_t = mu["value"], mu["logp"], mu["core"]
         bootstrap = self._bootstrap_value(state.params, x, first, core_t, prev)
-        adv, ret = self._advantages(reward, discount, value, bootstrap, mask)
+        adv, ret = self._advantages(reward, discount, value, bootstrap, mask, cfg)
 
         frac = self.progress(state.step)
         lr = jnp.asarray(cfg.lr * frac, jnp.float32)
@@ -403,8 +404,9 @@ class OnPolicyLearner(ActorCriticLearner):
         return MiniBatch(*(flat(getattr(d, k)) for k in fields), core_state=())
 
     def minibatch_update(
-        self, state: LearnerState, buffer: RolloutBuffer, epoch, index, axis_name=None, order=None
-    ):
+        self, state: LearnerState, buffer: RolloutBuffer, epoch, index, axis_name=None, order=None,
+        hparams=None,
+    ):  # fmt: skip
         """One gradient step on one minibatch: (state, metrics)."""
         cfg = self.config
         mb = self.minibatch(buffer, epoch, index, axis_name, order)
@@ -413,24 +415,29 @@ class OnPolicyLearner(ActorCriticLearner):
                 adv=losses.normalize_advantages(mb.adv, mask_t=mb.mask, axis_name=axis_name)
             )
         clip = None if cfg.clip_eps is None else buffer.clip_eps
-        step = self.gradient_step_on(state.params, state.opt_state, mb, axis_name, clip_eps=clip)
-        metrics = self.metrics(step)
+        step = self.gradient_step_on(
+            state.params, state.opt_state, mb, axis_name, clip_eps=clip, hparams=hparams
+        )
+        metrics = self.metrics(step, hparams)
         metrics["explained_variance"] = buffer.explained_variance
         metrics["lr"] = buffer.lr
         return state._replace(params=step.params, opt_state=step.opt_state), metrics
 
-    def update(self, state: LearnerState, traj, returns=(), axis_name=None, *, unroll=False):
+    def update(
+        self, state: LearnerState, traj, returns=(), axis_name=None, hparams=None, *, unroll=False
+    ):
         """The whole update in one program: `prepare`, then epochs x minibatches as a
-        Python loop (`unroll`) or nested `lax.scan`s. Returns (state, returns, metrics
-        list: one dict per minibatch update unrolled, else one dict of `[E·M]` arrays)."""
+        Python loop (`unroll`) or nested `lax.scan`s, with a population member's `hparams`
+        or the config's. Returns (state, returns, metrics list: one dict per minibatch
+        update unrolled, else one dict of `[E·M]` arrays)."""
         cfg = self.config
-        state, buffer, returns = self.prepare(state, traj, returns, axis_name)
+        state, buffer, returns = self.prepare(state, traj, returns, axis_name, hparams)
         E, M = cfg.epochs, cfg.num_minibatches
         refresh = self.recurrent and cfg.refresh_memories
 
         def one_update(carry, i):
             st, buf, e, order = carry
-            st, m = self.minibatch_update(st, buf, e, i, axis_name, order)
+            st, m = self.minibatch_update(st, buf, e, i, axis_name, order, hparams)
             return (st, buf, e, order), m
 
         if unroll:
@@ -455,6 +462,13 @@ class OnPolicyLearner(ActorCriticLearner):
         (state, _), ms = jax.lax.scan(one_epoch, (state, buffer), jnp.arange(E))
         # one entry of [E·M] arrays (agents.core.programs.metric_sums), not E·M scalar dicts
         return state, returns, [jax.tree.map(lambda x: x.reshape((E * M,)), ms)]
+
+    def optimizer_for(self, hparams):
+        """The optimizer whose fresh state holds the member's learning rate (`hparams`) or
+        the config's. Its rate lives in its state, which `prepare` sets before every
+        update, so one optimizer applies every member's steps."""
+        lr = Hyper(self.config, hparams).lr
+        return self.injected(learning_rate=lr) if hparams else self.optimizer
 
     def gradient_step_on(self, params, opt_state, mb, axis_name, **extra):
         return gradient_step(

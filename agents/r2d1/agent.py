@@ -38,9 +38,10 @@ class R2D1Agent(DQNAgent):
         )
 
     def make_learner(self, network):
-        cfg = self.config  # R2D2's Adam
-        optimizer = adam_with_clipping(learning_rate(cfg), cfg.max_grad_norm, eps=cfg.adam_eps)
-        return R2D1Learner(cfg, network, optimizer)
+        def adam(cfg):  # R2D2's
+            return adam_with_clipping(learning_rate(cfg), cfg.max_grad_norm, eps=cfg.adam_eps)
+
+        return R2D1Learner(self.config, network, adam)
 
     def q_values(self, params, obs, first, core):
         out, core = self.network.apply(params, obs[None], first[None], core)

@@ -25,9 +25,14 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.core.learning import ActorCriticLearner, TraceBatch, adam_with_clipping, linear_decay
+from agents.core.learning import (
+    ActorCriticLearner,
+    Hyper,
+    TraceBatch,
+    adam_with_clipping,
+    linear_decay,
+)
 from agents.core.rollout import time_major
-from agents.reactor.config import ReactorConfig
 from envs.core import batch_size_of
 
 Array = jax.Array
@@ -51,16 +56,13 @@ def _take(x, a):
 class ReactorLearner(ActorCriticLearner):
     params_copy = "target_params"
 
-    def __init__(self, config: ReactorConfig, network):
-        self.config = config
-        self.network = network
+    def make_optimizer(self, cfg):
         lr = linear_decay(
-            config.lr, config.anneal_steps, config.start_train_at, 1.0 / config.env_steps_per_update
+            cfg.lr, cfg.anneal_steps, cfg.start_train_at, 1.0 / cfg.env_steps_per_update
         )
-        self.optimizer = adam_with_clipping(
-            lr, config.max_grad_norm,
-            b1=config.adam_b1, b2=config.adam_b2, eps=config.adam_eps,
-        )  # fmt: skip
+        return adam_with_clipping(
+            lr, cfg.max_grad_norm, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps
+        )
 
     def init(self, key, sample_obs) -> ReactorLearnerState:
         init_key, key = jax.random.split(key)
@@ -76,10 +78,10 @@ class ReactorLearner(ActorCriticLearner):
             key=key,
         )
 
-    def loss(self, params, batch: TraceBatch, normaliser, target_params):
+    def loss(self, params, batch: TraceBatch, normaliser, target_params, hparams=None):
         """Loss summed over the batch ÷ `normaliser` (T·B), its summed statistics and the new
         per-sequence priorities `[B]`."""
-        cfg = self.config
+        cfg = Hyper(self.config, hparams)
         T = batch.action.shape[0]
         a, mask = batch.action, batch.mask
         out, _ = self.network.apply(params, batch.obs, batch.first, batch.core_state)
@@ -128,13 +130,15 @@ class ReactorLearner(ActorCriticLearner):
         }
         return total, (stats, priorities)
 
-    def update(self, state: ReactorLearnerState, batch: TraceBatch, axis_name=None):
+    def update(self, state: ReactorLearnerState, batch: TraceBatch, axis_name=None, hparams=None):
         """One gradient step. Pure. Data parallel like every learner here (see
         `agents.core.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
-        step = self.gradient_step(state, batch, axis_name, target_params=state.target_params)
+        step = self.gradient_step(
+            state, batch, axis_name, hparams, target_params=state.target_params
+        )
         count = state.step + 1
         period = self.config.target_update_period
         target = optax.periodic_update(step.params, state.target_params, count, period)
-        metrics = self.metrics(step)
+        metrics = self.metrics(step, hparams)
         new_state = ReactorLearnerState(step.params, target, step.opt_state, count, state.key)
         return new_state, metrics, step.per_sequence

@@ -31,6 +31,7 @@ import optax
 
 from agents import losses
 from agents.core.learning import (
+    Hyper,
     TraceBatch,
     adam_with_clipping,
     apply,
@@ -75,15 +76,25 @@ class SACLearner:
             default_entropy = -float(np.prod(spec.action_shape))
         te = config.target_entropy
         self.target_entropy = default_entropy if te is None else float(te)
-        g = config.max_grad_norm
-        self.optimizers = {
-            "actor": adam_with_clipping(config.actor_lr, g),
-            "critic": adam_with_clipping(config.critic_lr, g),
-            "alpha": optax.adam(config.alpha_lr),
-        }
+        self.optimizers = self.make_optimizers(config)
         self.action_dim = None if self.discrete else int(np.prod(spec.action_shape))
         # What a recurrent core's previous-action input holds: A actions, or the vector's D.
         self.core_action_dim = spec.num_actions if self.discrete else self.action_dim
+
+    @staticmethod
+    def make_optimizers(cfg) -> dict:
+        """Adam for the actor, the critics and log α, from the config or a `Hyper` view."""
+        g = cfg.max_grad_norm
+        return {
+            "actor": adam_with_clipping(cfg.actor_lr, g),
+            "critic": adam_with_clipping(cfg.critic_lr, g),
+            "alpha": optax.adam(cfg.alpha_lr),
+        }
+
+    def optimizers_for(self, hparams: dict | None) -> dict:
+        """The config's optimisers, or ones built with a population member's (traced)
+        hyper-parameters (`hparams`, agents/core/population.py)."""
+        return self.make_optimizers(Hyper(self.config, hparams)) if hparams else self.optimizers
 
     # ------------------------------------------------------------------ state
     def init(self, key, sample_obs) -> SACState:
@@ -101,15 +112,16 @@ class SACLearner:
             env_steps=jnp.zeros((), jnp.int32),
         )
 
-    def init_opt_state(self, params, log_alpha) -> dict:
+    def init_opt_state(self, params, log_alpha, hparams=None) -> dict:
         """Fresh states of the three optimisers (actor, critic, temperature)."""
+        opts = self.optimizers_for(hparams)
         return {
-            "actor": self.optimizers["actor"].init(params["actor"]),
-            "critic": self.optimizers["critic"].init(params["critic"]),
-            "alpha": self.optimizers["alpha"].init(log_alpha),
+            "actor": opts["actor"].init(params["actor"]),
+            "critic": opts["critic"].init(params["critic"]),
+            "alpha": opts["alpha"].init(log_alpha),
         }
 
-    def reset_params(self, state: SACState, params) -> SACState:
+    def reset_params(self, state: SACState, params, hparams=None) -> SACState:
         """`state` restarted from new weights `params` as `init` starts its own: fresh states
         of every optimiser and the target critic equal to the new critic; log α (whose
         optimiser restarts too), the counts, key and statistics kept (a population's CEM
@@ -117,7 +129,7 @@ class SACLearner:
         return state._replace(
             params=params,
             target_critic=jax.tree.map(jnp.copy, params["critic"]),
-            opt_state=self.init_opt_state(params, state.log_alpha),
+            opt_state=self.init_opt_state(params, state.log_alpha, hparams),
         )
 
     def init_networks(self, k_actor, k_critic, sample_obs):
@@ -278,21 +290,20 @@ class SACLearner:
         loss, grads, _ = grads_and_aux(alpha_loss, log_alpha, axis_name)
         return loss, grads
 
-    def policy_step(self, state: SACState, actor_grads, alpha_grads):
+    def policy_step(self, state: SACState, actor_grads, alpha_grads, opts: dict):
         """Adam on the actor and on log α (with --autotune) every `policy_delay` updates:
-        (actor, its optimizer state, log α, its optimizer state)."""
+        (actor, its optimizer state, log α, its optimizer state); `opts`: the optimisers
+        (`optimizers_for`)."""
         cfg = self.config
 
         def step(_):
             actor, actor_opt = apply(
-                self.optimizers["actor"], actor_grads, state.opt_state["actor"],
+                opts["actor"], actor_grads, state.opt_state["actor"],
                 state.params["actor"],
             )  # fmt: skip
             log_alpha, alpha_opt = state.log_alpha, state.opt_state["alpha"]
             if cfg.autotune:
-                log_alpha, alpha_opt = apply(
-                    self.optimizers["alpha"], alpha_grads, alpha_opt, log_alpha
-                )
+                log_alpha, alpha_opt = apply(opts["alpha"], alpha_grads, alpha_opt, log_alpha)
             return actor, actor_opt, log_alpha, alpha_opt
 
         def skip(_):
@@ -302,10 +313,11 @@ class SACLearner:
         return jax.lax.cond(state.step % cfg.policy_delay == 0, step, skip, None)
 
     # ------------------------------------------------------------------ update
-    def update(self, state: SACState, batch: TraceBatch, axis_name=None):
-        """One SAC update on a batch of windows (module docstring). Pure; returns (state,
-        metrics, |TD| [B] of the sampled transitions)."""
-        cfg = self.config
+    def update(self, state: SACState, batch: TraceBatch, axis_name=None, hparams=None):
+        """One SAC update on a batch of windows (module docstring), with a population
+        member's `hparams` or the config's. Pure; returns (state, metrics, |TD| [B] of the
+        sampled transitions)."""
+        cfg, opts = self.config, self.optimizers_for(hparams)
         key, k_members, k_target, k_actor = jax.random.split(state.key, 4)
         members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)
         y, rho_mean = self.targets(state, batch, k_target, members)
@@ -321,7 +333,7 @@ class SACLearner:
             critic_loss, state.params["critic"], axis_name
         )
         critic, critic_opt = apply(
-            self.optimizers["critic"], grads, state.opt_state["critic"], state.params["critic"]
+            opts["critic"], grads, state.opt_state["critic"], state.params["critic"]
         )
         alpha = jnp.exp(state.log_alpha)
         mask0 = batch.mask[0]
@@ -340,23 +352,29 @@ class SACLearner:
             actor_loss, state.params["actor"], axis_name
         )
         alpha_l, alpha_grads = self.alpha_grads(state.log_alpha, aux, mask0[None], axis_name)
-        actor, actor_opt, log_alpha, alpha_opt = self.policy_step(state, actor_grads, alpha_grads)
+        actor, actor_opt, log_alpha, alpha_opt = self.policy_step(
+            state, actor_grads, alpha_grads, opts
+        )
         new, metrics, td = self.finish_update(
             state, key, axis_name, (actor, critic, log_alpha), (actor_opt, critic_opt, alpha_opt),
-            mask0, q, y, logp,
+            mask0, q, y, logp, hparams,
             value_loss=value_loss, policy_loss=policy_loss, alpha_loss=alpha_l, alpha=alpha,
             rho_mean=rho_mean, critic_grad_norm=critic_norm, actor_grad_norm=actor_norm,
         )  # fmt: skip
         return new, metrics, td * mask0
 
-    def finish_update(self, state, key, axis_name, stepped, opts, mask, q, y, logp, **scalars):
+    def finish_update(
+        self, state, key, axis_name, stepped, opts, mask, q, y, logp, hparams, **scalars
+    ):
         """The end of an update, feed-forward or recurrent: Polyak-average the target
-        critics, the metrics (`scalars`, and the masked means of the entropy −log π, the
-        members' mean Q `q`, the targets `y` and |q − y| over the learnt steps `mask`),
-        averaged over devices, and the new state. `stepped`: (actor, critic, log α) after
-        the step; `opts`: their optimiser states. Returns (state, metrics, |q − y|)."""
+        critics (τ: the member's `hparams` or the config's), the metrics (`scalars`, and the
+        masked means of the entropy −log π, the members' mean Q `q`, the targets `y` and
+        |q − y| over the learnt steps `mask`), averaged over devices, and the new state.
+        `stepped`: (actor, critic, log α) after the step; `opts`: their optimiser states.
+        Returns (state, metrics, |q − y|)."""
         actor, critic, log_alpha = stepped
-        target = optax.incremental_update(critic, state.target_critic, self.config.tau)
+        tau = Hyper(self.config, hparams).tau
+        target = optax.incremental_update(critic, state.target_critic, tau)
         td = sg(jnp.abs(q - y))
         valid = jnp.maximum(jnp.sum(mask), 1.0)
         metrics = {

@@ -218,12 +218,13 @@ class RecurrentSACLearner(SACLearner):
         r, d, mask = batch.reward[sl], batch.discount[sl], batch.mask[sl]
         return self.n_step_targets(r, d, mask, q_next, logp_next, alpha)[:L]
 
-    def update(self, state: SACState, batch: TraceBatch, axis_name=None):
-        """One update on B windows (module docstring). Pure; returns (state, metrics, the
-        mean |TD| over each sequence's valid learnt steps [B], the refreshed states (leaves
-        `[M, B, ...]`) or () without --refresh-stored-state)."""
+    def update(self, state: SACState, batch: TraceBatch, axis_name=None, hparams=None):
+        """One update on B windows (module docstring), with a population member's
+        `hparams` or the config's. Pure; returns (state, metrics, the mean |TD| over each
+        sequence's valid learnt steps [B], the refreshed states (leaves `[M, B, ...]`) or ()
+        without --refresh-stored-state)."""
         self._check(batch)
-        cfg = self.config
+        cfg, opts = self.config, self.optimizers_for(hparams)
         b, L = cfg.burn_in, cfg.seq_len
         key, k_members, k_target, k_actor = jax.random.split(state.key, 4)
         members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)
@@ -243,7 +244,7 @@ class RecurrentSACLearner(SACLearner):
             lambda c: self.critic_loss(c, batch, y), state.params["critic"], axis_name
         )
         critic, critic_opt = apply(
-            self.optimizers["critic"], grads, state.opt_state["critic"], state.params["critic"]
+            opts["critic"], grads, state.opt_state["critic"], state.params["critic"]
         )
 
         # The actor against the critics before their step, on their unroll's features.
@@ -256,7 +257,9 @@ class RecurrentSACLearner(SACLearner):
             actor_grads = jax.lax.pmean(actor_grads, axis_name)
         actor_norm = optax.tree.norm(actor_grads)
         alpha_l, alpha_grads = self.alpha_grads(state.log_alpha, aux, mask, axis_name)
-        actor, actor_opt, log_alpha, alpha_opt = self.policy_step(state, actor_grads, alpha_grads)
+        actor, actor_opt, log_alpha, alpha_opt = self.policy_step(
+            state, actor_grads, alpha_grads, opts
+        )
         new, metrics, td = self.finish_update(
             state,
             key,
@@ -267,6 +270,7 @@ class RecurrentSACLearner(SACLearner):
             q,
             y,
             logp,
+            hparams,
             value_loss=value_loss,
             policy_loss=policy_loss,
             alpha_loss=alpha_l,

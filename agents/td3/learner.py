@@ -25,7 +25,14 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.core.learning import TraceBatch, adam_with_clipping, apply, ensemble_min, grads_and_aux
+from agents.core.learning import (
+    Hyper,
+    TraceBatch,
+    adam_with_clipping,
+    apply,
+    ensemble_min,
+    grads_and_aux,
+)
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -55,10 +62,20 @@ class TD3Learner:
     def __init__(self, config, actor, critic, action_dim: int):
         self.config, self.actor, self.critic = config, actor, critic
         self.action_dim = action_dim
-        self.optimizers = {
-            "actor": adam_with_clipping(config.actor_lr, config.max_grad_norm),
-            "critic": adam_with_clipping(config.critic_lr, config.max_grad_norm),
+        self.optimizers = self.make_optimizers(config)
+
+    @staticmethod
+    def make_optimizers(cfg) -> dict:
+        """Adam for the actor and the critics, from the config or a `Hyper` view of it."""
+        return {
+            "actor": adam_with_clipping(cfg.actor_lr, cfg.max_grad_norm),
+            "critic": adam_with_clipping(cfg.critic_lr, cfg.max_grad_norm),
         }
+
+    def optimizers_for(self, hparams: dict | None) -> dict:
+        """The config's optimisers, or ones built with a population member's (traced)
+        hyper-parameters (`hparams`, agents/core/population.py)."""
+        return self.make_optimizers(Hyper(self.config, hparams)) if hparams else self.optimizers
 
     def init(self, key, sample_obs) -> TD3State:
         k_actor, k_critic, key = jax.random.split(key, 3)
@@ -76,19 +93,18 @@ class TD3Learner:
             env_steps=jnp.zeros((), jnp.int32),
         )
 
-    def reset_params(self, state: TD3State, params) -> TD3State:
+    def reset_params(self, state: TD3State, params, hparams=None) -> TD3State:
         """`state` restarted from new weights `params` as `init` starts its own: fresh states
         of both optimisers and the target networks equal to them; the counts, key and
         statistics kept (a population's CEM resampling, agents/core/population.py)."""
         return state._replace(
             params=params,
             target_params=jax.tree.map(jnp.copy, params),
-            opt_state={k: self.optimizers[k].init(v) for k, v in params.items()},
+            opt_state={k: self.optimizers_for(hparams)[k].init(v) for k, v in params.items()},
         )
 
-    def targets(self, state: TD3State, batch: TraceBatch, key):
-        """Critic targets `[B]` of step 0 of each window."""
-        cfg = self.config
+    def targets(self, state: TD3State, batch: TraceBatch, key, cfg):
+        """Critic targets `[B]` of step 0 of each window (`cfg`: the update's `Hyper`)."""
         n = batch.reward.shape[0]
         next_obs = batch.obs[1:]  # x_1 .. x_n
         target = state.target_params
@@ -105,11 +121,12 @@ class TD3Learner:
         v = jnp.concatenate([zeros, q_min[:-1]], 0)
         return losses.n_step_returns(r, d, v, q_min[-1], n, mask_t=batch.mask)[0]
 
-    def update(self, state: TD3State, batch: TraceBatch, axis_name=None):
-        """One update (module docstring). Pure; returns (state, metrics, |TD| [B])."""
-        cfg = self.config
+    def update(self, state: TD3State, batch: TraceBatch, axis_name=None, hparams=None):
+        """One update (module docstring), with a population member's `hparams` or the
+        config's. Pure; returns (state, metrics, |TD| [B])."""
+        cfg, opts = Hyper(self.config, hparams), self.optimizers_for(hparams)
         key, k_target = jax.random.split(state.key)
-        y = self.targets(state, batch, k_target)
+        y = self.targets(state, batch, k_target, cfg)
         obs, action = batch.obs[0], batch.action[0]
         mask0 = batch.mask[0]
         weight = batch.is_weight * mask0
@@ -123,7 +140,7 @@ class TD3Learner:
             critic_loss, state.params["critic"], axis_name
         )
         critic, critic_opt = apply(
-            self.optimizers["critic"], grads, state.opt_state["critic"], state.params["critic"]
+            opts["critic"], grads, state.opt_state["critic"], state.params["critic"]
         )
 
         def q_first(a):  # Q_1(x, a), summed: each row's own ∂Q/∂a
@@ -143,7 +160,7 @@ class TD3Learner:
 
         def policy_step(_):
             actor, actor_opt = apply(
-                self.optimizers["actor"], actor_grads, state.opt_state["actor"],
+                opts["actor"], actor_grads, state.opt_state["actor"],
                 state.params["actor"],
             )  # fmt: skip
             new = {"actor": actor, "critic": critic}

@@ -131,7 +131,7 @@ def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n):
             "mu": (),
         }
         state = replay.add(state, np.stack([s[0][sl] for s in streams], 1), steps)
-    learner = DQNLearner(cfg, LinearQ(), dqn_optimizer(cfg))
+    learner = DQNLearner(cfg, LinearQ(), dqn_optimizer)
     w_online = rng.normal(size=(3, 2)).astype(np.float32)
     w_target = rng.normal(size=(3, 2)).astype(np.float32)
     valid = np.flatnonzero(np.asarray(replay.valid_mask(state)))
@@ -167,7 +167,7 @@ def test_priority_mix_of_max_and_mean_over_valid_steps():
 def test_target_network_is_copied_every_period():
     cfg = DQNConfig(num_envs=1, trace_len=2, n_step=1, batch_size=2, buffer_size=64,
                     target_update_period=3, hidden=(4,), lr=0.1)  # fmt: skip
-    learner = DQNLearner(cfg, LinearQ(), dqn_optimizer(cfg))
+    learner = DQNLearner(cfg, LinearQ(), dqn_optimizer)
     state = learner.init(jax.random.PRNGKey(0), jnp.zeros((1, 3)))
     w0 = jnp.asarray(np.random.default_rng(1).normal(size=(3, 2)), jnp.float32)
     state = state._replace(params=w0, target_params=w0, opt_state=learner.optimizer.init(w0))
@@ -208,7 +208,7 @@ def test_importance_exponent_is_annealed_to_one_in_env_steps(env_steps):
                     hidden=(4,), prioritized=True, importance_exponent=beta0,
                     importance_exponent_steps=steps, double=False, dueling=False,
                     max_grad_norm=1e6, huber_delta=0.0, target_update_period=1000)  # fmt: skip
-    learner = DQNLearner(cfg, LinearQ(), dqn_optimizer(cfg))
+    learner = DQNLearner(cfg, LinearQ(), dqn_optimizer)
     learner.optimizer = optax.sgd(lr)  # so that the step is the gradient itself
     state = learner.init(jax.random.PRNGKey(0), jnp.zeros((1, 3)))
     rng = np.random.default_rng(3)

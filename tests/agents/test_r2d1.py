@@ -55,7 +55,7 @@ def test_burn_in_gives_no_gradient_and_refreshes_the_stored_state():
     cfg = R2D1Config(num_envs=1, trace_len=4, seq_len=4, burn_in=4, n_step=2, buffer_size=64)
     rng = np.random.default_rng(0)
     net, batch = window_batch(cfg, rng)
-    learner = R2D1Learner(cfg, net, optax.adam(cfg.lr))
+    learner = R2D1Learner(cfg, net, lambda c: optax.adam(c.lr))
     params = learner.init_params(jax.random.PRNGKey(0), batch.obs[0])
     target = jax.tree.map(lambda x: x + 0.1, params)
 
@@ -85,7 +85,7 @@ def test_unroll_matches_a_step_by_step_replay_of_the_window():
     cfg = R2D1Config(num_envs=1, trace_len=2, seq_len=4, burn_in=2, n_step=3, buffer_size=64)
     rng = np.random.default_rng(1)
     net, batch = window_batch(cfg, rng)
-    learner = R2D1Learner(cfg, net, optax.adam(cfg.lr))
+    learner = R2D1Learner(cfg, net, lambda c: optax.adam(c.lr))
     params = learner.init_params(jax.random.PRNGKey(1), batch.obs[0])
     out = learner.unroll(params, params, batch)
     # Reference: act step by step from the stored state, feeding back action and reward.
