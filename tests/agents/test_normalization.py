@@ -101,9 +101,9 @@ def test_off_policy_agents_store_raw_and_learn_and_act_normalised(agent_cls, cfg
     seen = {}
     update = agent.learner.update
 
-    def spy(s, batch, axis_name=None):
+    def spy(s, batch, *args):
         seen["obs"] = batch.obs
-        return update(s, batch, axis_name)
+        return update(s, batch, *args)
 
     agent.learner.update = spy
     agent.replay_update(learner, replay)

@@ -87,9 +87,9 @@ def test_windows_get_the_intrinsic_reward_before_the_targets(agent_cls, cfg_cls)
     seen = {}
     update = agent.learner.update
 
-    def spy(s, batch, axis_name=None):
+    def spy(s, batch, *args):
         seen["reward"] = batch.reward
-        return update(s, batch, axis_name)
+        return update(s, batch, *args)
 
     agent.learner.update = spy
     new, _, metrics = agent.replay_update(learner, replay)
