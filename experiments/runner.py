@@ -3,8 +3,9 @@
 `TrainLoop` drives `agent.train_chunk` with one host sync per chunk of iterations (as many
 as `SyncPace` picks: about one sync per second, or --iterations-per-sync) and keeps the
 counters, the return window and the NaN guard, and writes one metrics row per sync; the
-benchmarks use it as it is. `Runner`
-adds what a training run needs around it: the run folder (exclusive lock, config.json,
+benchmarks use it as it is. `PopulationLoop` runs one `TrainLoop` per member of the agent
+(a single run is a population of one). `Runner` adds what a training run needs around it,
+on one path for single runs and populations: the run folder (exclusive lock, config.json,
 metrics.csv + TensorBoard, atomic checksummed checkpoints, resume), the stop conditions
 (`--total-steps`, `--max-minutes`, SIGTERM/SIGINT), the evaluation at the end and
 summary.json. Nothing here knows an agent by name.
@@ -67,6 +68,12 @@ def member_dir(run_dir: Path, i: int) -> Path:
     return Path(run_dir) / f"member-{i}"
 
 
+def member_dirs(run_dir: Path, size: int) -> list[Path]:
+    """Where each of `size` members logs: a single run (`size` 1) in the run folder itself."""
+    run_dir = Path(run_dir)
+    return [member_dir(run_dir, i) for i in range(size)] if size > 1 else [run_dir]
+
+
 # When a member's hyper-parameters took effect: as --vary drew them, from the start.
 DRAWN = {"generation": 0, "env_steps": 0}
 
@@ -86,20 +93,22 @@ def member_config(args: TrainArgs, i: int, size: int, hparams: dict, since: dict
     return data
 
 
-def restored_counters(meta: dict, step: int, size: int | None, where: str) -> list[Counters]:
-    """The counters a checkpoint's metadata holds (one run's, or with `size` the list of a
-    population's members), each checked: known fields, counts integers in [0, 2**53), wall_s
-    a finite number >= 0, env_steps the checkpoint's step. Else a one-line ValueError naming
-    the checkpoint (`where`) and the field: its checksums only prove it is as written."""
+def restored_counters(meta: dict, step: int, size: int, where: str) -> list[Counters]:
+    """The counters a checkpoint's metadata holds, one per member (a list of `size`; a single
+    run's checkpoints of earlier versions hold one object), each checked: known fields,
+    counts integers in [0, 2**53), wall_s a finite number >= 0, env_steps the checkpoint's
+    step. Else a one-line ValueError naming the checkpoint (`where`) and the field: its
+    checksums only prove it is as written."""
     saved = meta.get("counters")
-    if size is None:
+    named = isinstance(saved, list)  # entries named counters[i]
+    if size == 1 and isinstance(saved, dict):
         saved = [saved]
     elif not isinstance(saved, list) or len(saved) != size:
         raise ValueError(f"{where}: meta counters must be a list of {size}, got {saved!r:.80}")
     fields = {f.name: f.type for f in dataclasses.fields(Counters)}
     out = []
     for i, entry in enumerate(saved):
-        name = "counters" if size is None else f"counters[{i}]"
+        name = f"counters[{i}]" if named else "counters"
         if not isinstance(entry, dict):
             raise ValueError(f"{where}: meta {name} must be an object, got {entry!r:.80}")
         unknown = sorted(set(entry) - set(fields))
@@ -292,9 +301,10 @@ class TrainLoop:
 
 
 class PopulationLoop:
-    """`TrainLoop` for a `Population` (agents/core/population.py): one program iteration for all
-    members, then each member's output counted by its own `TrainLoop` (its counters, return
-    window and metrics), as its single run would count it. With an `evolver`
+    """The runner's loop over an agent's members (agents/core/protocol.py: a single agent is
+    a population of one, a `Population` has P): one program iteration for all members, then
+    each member's output counted by its own `TrainLoop` (its counters, return window and
+    metrics), as its single run would count it. With an `evolver`
     (agents.core.evolution.Evolver) a generation runs when due, ranked by the members' return
     windows; members that took another's weights start a new window. `step` returns P rows,
     each with the member's hyper-parameters (`hp_<field>`) and, at a generation, its
@@ -525,23 +535,16 @@ class Runner:
         """Whether this run trains a population (`--num-seeds` > 1: `_build` made one)."""
         return self.args.run.num_seeds > 1
 
-    def _keys(self, fn):
-        """`fn(seed)` for the run's seed, or stacked `[P, ...]` for member seeds seed + i."""
-        run = self.args.run
-        if not self.population:
-            return fn(run.seed)
-        return jax.numpy.stack([fn(run.seed + i) for i in range(run.num_seeds)])
-
     def _run(self, env, agent) -> dict | None:
-        run, run_dir = self.args.run, self.run_dir
-        population = self.population
-        state = agent.init(self._keys(jax.random.PRNGKey), jit=True)  # fresh process
+        """One path for every run: `agent`'s members view (agents/core/protocol.py) makes a
+        single run a population of one; only the run folder's layout tells them apart."""
+        run, run_dir, size = self.args.run, self.run_dir, agent.size
+        state = agent.init(agent.member_keys(jax.random.PRNGKey, run.seed), jit=True)
         ckpt_dir = run_dir / "checkpoints"
         checkpointer = Checkpointer(ckpt_dir, keep=run.keep_checkpoints)
-        counters, last_ckpt = Counters(), "none"
-        members = [Counters() for _ in range(agent.size)] if population else None
+        members, last_ckpt = [Counters() for _ in range(size)], "none"
         generation = 0  # the last generation of an evolving population
-        since = None  # when each member's hyper-parameters took effect (PopulationLoop)
+        since = [DRAWN] * size  # when each member's hyper-parameters took effect
         exact = run.exact_resume
         windows = None
         if self.resuming and checkpointer.steps():  # damaged ones: set aside, or one error
@@ -551,28 +554,26 @@ class Runner:
             where = f"checkpoint {step} in {ckpt_dir}"
             if exact:
                 learner, saved = learner
-                windows = restored_windows(meta, agent.size if population else 1, where)
-            if population:
-                members = restored_counters(meta, step, agent.size, where)
-                counters = members[0]
-                generation = _meta_int(meta.get("generation", 0), "generation", where)
-                agent.hparams = agent.member_hparams(learner)
-                # unknown (null) after a generation in a checkpoint of an older version
-                unknown = dict.fromkeys(DRAWN) if generation else DRAWN
-                since = meta.get("hparams_since", [unknown] * agent.size)
-                _check_since(since, agent.size, where)
-            else:
-                counters = restored_counters(meta, step, None, where)[0]
+                windows = restored_windows(meta, size, where)
+            members = restored_counters(meta, step, size, where)
+            generation = _meta_int(meta.get("generation", 0), "generation", where)
+            agent.hparams = agent.member_hparams(learner)
+            # unknown (null) after a generation in a checkpoint of an older version
+            unknown = dict.fromkeys(DRAWN) if generation else DRAWN
+            since = meta.get("hparams_since", [unknown] * size)
+            _check_since(since, size, where)
+            iteration = members[0].iteration
 
             # New episodes, with a key that depends only on (seed, iteration, process).
             def actor_key(seed):
-                key = jax.random.fold_in(jax.random.PRNGKey(seed + 7), counters.iteration)
+                key = jax.random.fold_in(jax.random.PRNGKey(seed + 7), iteration)
                 return jax.random.fold_in(key, jax.process_index())
 
             if exact:  # the replay, env states, episodes and keys as they were
                 state = state._replace(learner=learner, **saved)
             else:
-                state = agent.reset_actor(state._replace(learner=learner), self._keys(actor_key))
+                keys = agent.member_keys(actor_key, run.seed)
+                state = agent.reset_actor(state._replace(learner=learner), keys)
             last_ckpt = str(ckpt_dir / str(step))
             until = f"on to env step {run.total_steps:,}"
             if run.max_minutes is not None:  # given again: a limit is not carried over
@@ -583,49 +584,42 @@ class Runner:
         if self.lead:
             self._write_config(agent, env)
         compile_s = agent.compile(state)
-        folders = [member_dir(run_dir, i) for i in range(agent.size)] if population else [run_dir]
+        folders = member_dirs(run_dir, size)
         write_configs = None
-        if population and self.lead:
+        if folders != [run_dir] and self.lead:
             for folder in folders:
                 folder.mkdir(exist_ok=True)
             write_configs = functools.partial(self._write_member_configs, agent, folders)
-            write_configs(since or [DRAWN] * agent.size)
-        extra = []
-        if population:
-            extra = [f"hp_{k}" for k in agent.hparams]
-            extra += ["generation", "parent"] if run.evolve != "none" else []
+            write_configs(since)
+        extra = [f"hp_{k}" for k in agent.hparams]
+        extra += ["generation", "parent"] if run.evolve != "none" else []
         loggers = [
             RunLogger(
                 folder,
                 [*RUN_COLUMNS, *agent.metric_names, *extra],
                 run.total_steps,
-                start_step=counters.env_steps,
+                start_step=members[0].env_steps,
                 tensorboard=not run.debug,
                 progress=run.progress and self.lead and i == 0,
                 write=self.lead,
             )
             for i, folder in enumerate(folders)
         ]
-        lineage = None
-        if population:
-            evolver = None
-            if run.evolve != "none":
-                evolver = Evolver(
-                    run.evolve, run.evolve_every, run.evolve_fraction, run.seed, agent.tunable,
-                    replace=run.evolve_replace, std_max=run.cem_std_max, generation=generation,
-                )  # fmt: skip
-                if self.lead:
-                    columns = [*LINEAGE_COLUMNS, *extra[: len(agent.hparams)]]
-                    lineage = LineageLog(run_dir, columns, start_step=counters.env_steps)
-            loop = PopulationLoop(
-                agent, state, members, run.return_window, evolver, lineage, since, write_configs
-            )
-            counters = loop.counters
-        else:
-            loop = TrainLoop(agent, state, counters, run.return_window)
-        train_loops = loop.loops if population else [loop]
+        evolver = lineage = None
+        if run.evolve != "none":
+            evolver = Evolver(
+                run.evolve, run.evolve_every, run.evolve_fraction, run.seed, agent.tunable,
+                replace=run.evolve_replace, std_max=run.cem_std_max, generation=generation,
+            )  # fmt: skip
+            if self.lead:
+                columns = [*LINEAGE_COLUMNS, *extra[: len(agent.hparams)]]
+                lineage = LineageLog(run_dir, columns, start_step=members[0].env_steps)
+        loop = PopulationLoop(
+            agent, state, members, run.return_window, evolver, lineage, since, write_configs
+        )
+        counters, per = loop.counters, loop.loops[0].agent.steps_per_iteration
         if windows is not None:  # restored_windows checked there is one per loop
-            for train_loop, window in zip(train_loops, windows, strict=True):
+            for train_loop, window in zip(loop.loops, windows, strict=True):
                 train_loop.returns.extend(window["returns"])
                 train_loop.lengths.extend(window["lengths"])
         every = run.checkpoint_every
@@ -638,32 +632,28 @@ class Runner:
                     before = counters.env_steps
                     # iterations until the next checkpoint, generation or the end
                     boundary = min(next_ckpt, run.total_steps)
-                    if population and loop.evolver is not None:
-                        boundary = min(boundary, loop.evolver.next_due)
-                    per = loop.loops[0].agent.steps_per_iteration if population else None
-                    per = per or agent.steps_per_iteration
+                    if evolver is not None:
+                        boundary = min(boundary, evolver.next_due)
                     count = pace.count(-(-(boundary - before) // per))
                     rows = loop.step(last_ckpt, count)
                     pace.observe(count, loop.last_s)
                     advance = counters.env_steps - before
-                    for logger, row in zip(loggers, rows if population else [rows], strict=True):
+                    for logger, row in zip(loggers, rows, strict=True):
                         logger.log(row, advance)
                     stopping = stop.requested()
                     if stopping or counters.env_steps >= min(next_ckpt, run.total_steps):
-                        meta = {"counters": dataclasses.asdict(counters)}
-                        if population:
-                            meta = {
-                                "counters": [dataclasses.asdict(m.counters) for m in loop.loops]
-                            }
-                            if loop.evolver is not None:
-                                meta["generation"] = loop.evolver.generation
-                            meta["hparams_since"] = loop.since
+                        meta = {
+                            "counters": [dataclasses.asdict(lp.counters) for lp in loop.loops],
+                            "hparams_since": loop.since,
+                        }
+                        if evolver is not None:
+                            meta["generation"] = evolver.generation
                         saved = None
                         if exact:  # and the logged return windows (PBT ranks by them)
                             saved = exact_tree(loop.state)
                             meta["windows"] = [
                                 {"returns": list(lp.returns), "lengths": list(lp.lengths)}
-                                for lp in train_loops
+                                for lp in loop.loops
                             ]
                         path = checkpointer.save(
                             counters.env_steps, checkpoint_tree(loop.state.learner), meta, saved
@@ -690,10 +680,6 @@ class Runner:
             print(f"process {jax.process_index()}: params checksum {checksum:.12e}", flush=True)
         if not self.lead:
             return None
-        if not population:
-            return self._finish(
-                agent, state.learner, loop, compile_s, last_ckpt, stop.reason, run_dir, run.seed
-            )
         summaries = [
             self._finish(
                 member, agent.member_learner(state.learner, i), loop.loops[i], compile_s,
@@ -701,16 +687,18 @@ class Runner:
             )
             for i, member in enumerate(agent.members)
         ]  # fmt: skip
+        if folders == [run_dir]:
+            return summaries[0]
         c = loop.counters
         summary = {
             "agent": run.agent,
             "env": run.env,
-            "num_seeds": agent.size,
+            "num_seeds": size,
             "seeds": [s["seed"] for s in summaries],
             "env_steps_per_member": c.env_steps,
-            "env_steps": c.env_steps * agent.size,
+            "env_steps": c.env_steps * size,
             "wall_s": c.wall_s,
-            "sps": agent.size * loop.loops[0].sps,  # over all members, steady state
+            "sps": size * loop.loops[0].sps,  # over all members, steady state
             "compile_s": compile_s,
             "devices": agent.num_devices,
             "eval_return_mean": [s["eval_return_mean"] for s in summaries],
@@ -720,7 +708,7 @@ class Runner:
         }
         write_json_atomic(run_dir / "summary.json", summary)
         print(
-            f"population of {agent.size}: {summary['env_steps']} env steps in {c.wall_s:.1f} s "
+            f"population of {size}: {summary['env_steps']} env steps in {c.wall_s:.1f} s "
             f"({summary['sps']:.0f} steps/s over all members) -> {run_dir}/summary.json"
         )
         return summary

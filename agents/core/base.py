@@ -63,6 +63,7 @@ from agents.core.protocol import (
     ChunkOutput,
     IterationOutput,
     NetworkCost,
+    OneMember,
     TrainState,
     random_inputs,
 )
@@ -113,7 +114,7 @@ ACTOR_CRITIC_TUNABLE: dict[str, tuple[float, float]] = {
 }
 
 
-class RolloutAgent:
+class RolloutAgent(OneMember):
     """See the module docstring. Subclasses set `name` and `metric_names` and implement
     `make_network`, `make_learner`, `absorb` and either `policy_logits` (categorical
     policies) or `make_actor`; they may override `initial_core`, `policy_params`, `collect`

@@ -553,6 +553,10 @@ class Population:
             )
         return outs
 
+    def member_keys(self, make, seed: int):
+        """`[P, ...]`: member i's `make(seed + i)`."""
+        return jnp.stack([make(seed + i) for i in range(self.size)])
+
     def split_chunk(self, host: ChunkOutput) -> list[ChunkOutput]:
         """Member i's `ChunkOutput` (host arrays; the member axis is the second)."""
         return [jax.tree.map(lambda x, i=i: x[:, i], host) for i in range(self.size)]

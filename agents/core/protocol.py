@@ -32,11 +32,15 @@ object) for a resumed run to be the same run.
 `--num-seeds P` wraps P members of an agent in `agents.core.population.Population`, which
 implements this protocol over states with a leading population axis; an agent opts in with
 the class attribute `supports_population = True` (see that module for what it must satisfy).
+The runner drives both through the members view below (`size`, `members`, `hparams`,
+`member_keys`, `split_chunk`, `member_learner`, `member_hparams`): a single agent is a
+population of one, and `OneMember` gives it that view.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
@@ -206,3 +210,48 @@ class Agent(Protocol):
     def close(self) -> None:
         """Stop background work (threads). Idempotent."""
         ...
+
+    # The members view (a single agent: `OneMember`; a population: P members).
+    size: int  # members
+    members: list  # the member agents, each acting, evaluated and logged as a single run
+    hparams: dict  # field -> [size] values that vary between members ({} for none)
+
+    def member_keys(self, make: Callable[[int], Array], seed: int) -> Array:
+        """What `init` and `reset_actor` take: `make(seed)`, or `[size]` of
+        `make(seed + i)`, member i's."""
+        ...
+
+    def split_chunk(self, host: ChunkOutput) -> list[ChunkOutput]:
+        """A fetched `ChunkOutput`, one per member."""
+        ...
+
+    def member_learner(self, learner: Any, i: int) -> Any:
+        """Member i's learner state (what its `acting_params` takes)."""
+        ...
+
+    def member_hparams(self, learner: Any) -> dict:
+        """The values that vary, `field -> [size]` host arrays, as `learner` holds them."""
+        ...
+
+
+class OneMember:
+    """The members view (`Agent`) of a single agent: a population of one, itself."""
+
+    size: int = 1
+    hparams: dict = MappingProxyType({})  # read-only: nothing varies
+
+    @property
+    def members(self) -> list:
+        return [self]
+
+    def member_keys(self, make, seed: int):
+        return make(seed)
+
+    def split_chunk(self, host: ChunkOutput) -> list[ChunkOutput]:
+        return [host]
+
+    def member_learner(self, learner, i: int):
+        return learner
+
+    def member_hparams(self, learner) -> dict:
+        return {}

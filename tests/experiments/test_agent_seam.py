@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.core.protocol import Agent, ChunkOutput, TrainState
+from agents.core.protocol import Agent, ChunkOutput, OneMember, TrainState
 from agents.core.registry import AgentSpec, register, unregister
 from experiments import evaluate, train
 
@@ -37,9 +37,10 @@ class ToyLearner(NamedTuple):
     step: jax.Array
 
 
-class ToyAgent:
-    """Implements agents.core.protocol.Agent directly: host-stepped envs, softmax over
-    preferences, an update that moves the preferences towards rewarded actions."""
+class ToyAgent(OneMember):
+    """Implements agents.core.protocol.Agent directly (`OneMember` is the protocol's own
+    members view of a single agent): host-stepped envs, softmax over preferences, an update
+    that moves the preferences towards rewarded actions."""
 
     metric_names = ("loss", "entropy")
     mesh = None
