@@ -53,7 +53,7 @@ from envs.core import (
     obs_spec_json,
     obs_zeros,
 )
-from envs.factory import eval_env_seed, make_env, run_env_seed
+from envs.factory import clips_rewards, eval_env_seed, make_env, run_env_seed
 
 __all__ = [
     "ArraySpec",
@@ -63,6 +63,7 @@ __all__ = [
     "VecEnv",
     "XlaEnvState",
     "as_obs_spec",
+    "clips_rewards",
     "eval_env_seed",
     "make_env",
     "obs_leaves_with_paths",

@@ -93,6 +93,12 @@ def eval_env_seed(seed: int, num_envs: int) -> int:
     return 2**30 + seed * num_envs % 2**30
 
 
+def clips_rewards(is_atari: bool, train: bool, reward_clip: bool | None = None) -> bool:
+    """Whether an env clips its rewards to [−1, 1]: as `reward_clip` says, else Atari
+    training envs only (`make_env`; evaluation asks it of the run's training env)."""
+    return (train and is_atari) if reward_clip is None else bool(reward_clip)
+
+
 def make_env(
     env_id: str,
     num_envs: int,
@@ -181,13 +187,12 @@ def make_env(
 
     chosen = _resolve_backend(env_id, backend)
     is_atari = chosen == "envpool" and is_atari_id(env_id)
+    clip = clips_rewards(is_atari, train, reward_clip)
     if is_atari:
-        clip = train if reward_clip is None else bool(reward_clip)
         life = train if episodic_life is None else bool(episodic_life)
     else:
         if episodic_life:
             raise ValueError(f"episodic_life=True needs an Atari env; {env_id!r} is not one")
-        clip = False if reward_clip is None else bool(reward_clip)
         life = False
 
     if chosen == "gymnax":

@@ -146,12 +146,13 @@ def restore_checkpoint(checkpointer: Checkpointer, learner, step: int | None = N
     return type(learner)(**restored["learner"]), meta, step
 
 
-def restore_learner(agent, run_dir: Path, step: int | None = None):
-    """Restore the learner state of a run without building its replay or stepping envs;
-    for a population member's folder (`<run>/member-<i>`), its row of the population's
-    checkpoint. Returns (learner_state, meta, step)."""
+def restore_learner(init_learner, run_dir: Path, step: int | None = None):
+    """Restore the learner state of a run, into the structure of `init_learner(key)` (an
+    agent's, or its `Acting` part's), without building its replay or stepping envs; for a
+    population member's folder (`<run>/member-<i>`), its row of the population's checkpoint.
+    Returns (learner_state, meta, step)."""
     run_dir = Path(run_dir)
-    learner = jax.eval_shape(agent.init_learner, jax.random.PRNGKey(0))
+    learner = jax.eval_shape(init_learner, jax.random.PRNGKey(0))
     config = read_json(run_dir / "config.json", "run config")
     member = config.get("population")
     run = load_run(run_dir).run

@@ -22,13 +22,12 @@ from agents.core.config import flag
 from agents.core.evaluation import MAX_EPISODES, EvaluationError, eval_feedback, evaluate
 from agents.core.hooks import check_given_again
 from agents.core.registry import get_agent
-from envs import make_env
+from envs import clips_rewards, make_env
 from envs.gymnax_env import PREFIX as GYMNAX
 from envs.gymnax_render import FrameRenderer, video_refusal
-from experiments.args import TrainArgs, cli
+from experiments.args import cli
 from experiments.checkpoint import CheckpointError
 from experiments.common import (
-    build_agent,
     load_run,
     restore_learner,
     trained_hooks,
@@ -123,12 +122,15 @@ def _acting_hooks(config, trained: dict[str, str], args: EvalArgs, run_dir: Path
     return config, notes
 
 
-def _record_video(agent, act, params, args: EvalArgs, run_dir: Path, flatten_obs: bool) -> Path:
+def _record_video(
+    acting, eval_env, act, params, feedback, args: EvalArgs, run_dir: Path, flatten_obs: bool
+) -> Path:
     """One episode. Atari: the 84×84 frames the agent sees. gymnax: frames drawn from the
-    observations (envs/gymnax_render.py). Others: gymnasium's rgb render."""
+    observations (envs/gymnax_render.py). Others: gymnasium's rgb render, the observations
+    converted as `eval_env` converts them."""
     import imageio.v2 as imageio
 
-    spec = agent.env.spec
+    spec = eval_env.spec
     env_id, frames = spec.env_id, []
     if spec.is_atari or env_id.startswith(GYMNAX):
         env = make_env(env_id, 1, args.seed, train=False, flatten_obs=flatten_obs)
@@ -142,8 +144,8 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path, flatten_obs
             env,
             1,
             jax.random.PRNGKey(args.seed),
-            agent.initial_core(1),
-            feedback=eval_feedback(agent),
+            acting.initial_core(1),
+            feedback=feedback,
             on_step=lambda ts: frames.append(draw(np.asarray(ts.obs[0]))),
         )
         if isinstance(draw, FrameRenderer):
@@ -156,12 +158,12 @@ def _record_video(agent, act, params, args: EvalArgs, run_dir: Path, flatten_obs
         register_optional_envs(env_id)
         env = gym.make(env_id, render_mode="rgb_array")
         obs, _ = env.reset(seed=args.seed)
-        key, core, first = jax.random.PRNGKey(args.seed), agent.initial_core(1), np.ones(1, bool)
+        key, core, first = jax.random.PRNGKey(args.seed), acting.initial_core(1), np.ones(1, bool)
         frames.append(env.render())
         while True:
             key, sub = jax.random.split(key)
             # the raw gymnasium observation as the agent's env gives it (envs.VecEnv)
-            batch = agent.env.convert_obs(jax.tree.map(lambda x: np.asarray(x)[None], obs))
+            batch = eval_env.convert_obs(jax.tree.map(lambda x: np.asarray(x)[None], obs))
             action, core = act(params, batch, first, core, sub)
             a = np.asarray(action[0])
             obs, _, terminated, truncated, _ = env.step(int(a) if spec.discrete else a)
@@ -201,24 +203,24 @@ def main(argv: list[str] | None = None) -> dict:
                 raise ValueError(reason)
         config, notes = _acting_hooks(train_args.config, trained_hooks(run_dir), args, run_dir)
         n = args.num_envs or min(args.episodes, 16)
-        env = make_env(
-            train_args.run.env, n, args.seed, train=False, flatten_obs=train_args.run.flatten_obs
-        )
-        agent_cls = get_agent(train_args.run.agent).agent_cls
-        acting = TrainArgs(train_args.run, agent_cls.acting_config(config, n))
-        agent = build_agent(acting, env, seed=args.seed)
-        learner, _, step = restore_learner(agent, run_dir, args.step)
+        run = train_args.run
+        env = make_env(run.env, n, args.seed, train=False, flatten_obs=run.flatten_obs)
+        acting = get_agent(run.agent).agent_cls.acting(config, env, seed=args.seed)
+        learner, _, step = restore_learner(acting.init_learner, run_dir, args.step)
     except (ValueError, OSError, CheckpointError) as err:
         raise SystemExit(f"error: {err}") from None
     for note in notes:
         print(note, file=sys.stderr)
     greedy = args.greedy or args.argmax
-    act = agent.act(greedy)
-    params = agent.acting_params(learner)
+    act = acting.act(greedy)
+    params = acting.params(learner)
+    # the reward a core is fed back, clipped as the run's training env clipped it
+    clipped = clips_rewards(env.spec.is_atari, True, run.reward_clip)
+    feedback = eval_feedback(acting.feedback, clipped)
     try:
         returns, lengths = evaluate(
             act, params, env, args.episodes, jax.random.PRNGKey(args.seed),
-            agent.initial_core(n), feedback=eval_feedback(agent),
+            acting.initial_core(n), feedback=feedback,
         )  # fmt: skip
     except EvaluationError as err:
         raise SystemExit(f"error: {err}") from None
@@ -241,7 +243,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.video:
         try:
             result["video"] = str(
-                _record_video(agent, act, params, args, run_dir, train_args.run.flatten_obs)
+                _record_video(acting, env, act, params, feedback, args, run_dir, run.flatten_obs)
             )
         except (UnsafePathError, WriteError) as err:
             raise SystemExit(f"error: {err}") from None

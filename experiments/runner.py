@@ -765,7 +765,7 @@ class Runner:
                 run.eval_episodes,
                 jax.random.PRNGKey(seed + 1),
                 agent.initial_core(eval_env.spec.num_envs),
-                feedback=eval_feedback(agent),
+                feedback=eval_feedback(agent.core_feedback, agent.env.spec.reward_clip),
             )
             eval_s = time.perf_counter() - t0
         evaluated = len(returns) > 0

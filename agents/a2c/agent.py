@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import ClassVar
 
 import optax
@@ -19,11 +18,6 @@ class A2CAgent(PPOAgent):
     tunable: ClassVar[dict[str, tuple[float, float]]] = {
         k: v for k, v in PPOAgent.tunable.items() if k != "clip_eps"
     }
-
-    @classmethod
-    def acting_config(cls, config, num_envs: int):
-        """Any env count (A2C learns from the whole rollout: no minibatches), unsplit."""
-        return dataclasses.replace(config, num_envs=num_envs, microbatch_traces=0)
 
     def make_optimizer(self, learning_rate) -> optax.GradientTransformation:
         """RMSprop with ε outside the square root (PyTorch, torch-ac) and the mean square

@@ -40,7 +40,6 @@ also `update(state, TraceBatch, axis_name) -> (state, metrics, priorities [B])`.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any, ClassVar
 
@@ -49,7 +48,7 @@ import jax.numpy as jnp
 
 from agents.core.actors import categorical_actor
 from agents.core.learning import TraceBatch, sample_key
-from agents.core.parallel import DATA, P, check_divisible, to_global
+from agents.core.parallel import DATA, P, check_divisible, local_replica, to_global
 from agents.core.programs import (
     ChunkProgram,
     Program,
@@ -60,6 +59,7 @@ from agents.core.programs import (
     rollout_program_specs,
 )
 from agents.core.protocol import (
+    Acting,
     ChunkOutput,
     IterationOutput,
     NetworkCost,
@@ -167,35 +167,30 @@ class RolloutAgent(OneMember):
         return None
 
     @classmethod
-    def acting_config(cls, config, num_envs: int):
-        """The training `config`, for an agent that only acts in `num_envs` envs
-        (evaluation): the envs replaced, and whatever training sizes that count must divide
-        or fill set to the smallest the agent accepts (it stores nothing and learns nothing)."""
-        return dataclasses.replace(config, num_envs=num_envs)
+    def acting(cls, config, env, *, seed: int = 0) -> Acting:
+        """The acting part alone (`Agent.acting`): the network, the actor and the learner's
+        structure, built as `__init__` builds them (`_build_acting`), for `env` with any
+        env count; no rollout, replay or update program, and no check of the training sizes
+        (they were checked when the run trained)."""
+        agent = cls.__new__(cls)
+        agent._build_acting(config, env, seed, None)
+        return Acting(
+            agent.act, agent.acting_params, agent.initial_core, agent.init_learner,
+            agent.core_feedback,
+        )  # fmt: skip
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None):
         """`mesh`: a 1-D mesh from `agents.core.parallel.make_mesh` for data parallelism; None or
         a single device keeps the plain jitted path."""
-        spec = env.spec
-        if self.discrete_only and not spec.discrete:
-            raise ValueError(
-                f"{self.name} needs discrete actions; {spec.env_id} has a continuous action "
-                f"space of shape {spec.action_shape}"
-            )
         procs = jax.process_count()
-        if config.num_envs != spec.num_envs * procs:
+        self._build_acting(config, env, seed, mesh)
+        if config.num_envs != env.spec.num_envs * procs:
             raise ValueError(
-                f"config.num_envs={config.num_envs} but the env has {spec.num_envs} envs "
+                f"config.num_envs={config.num_envs} but the env has {env.spec.num_envs} envs "
                 f"x {procs} process(es)"
             )
-        self.mesh = mesh if mesh is not None and mesh.size > 1 else None
-        self.num_devices = self.mesh.size if self.mesh is not None else 1
         check_divisible("--num-envs", config.num_envs, self.num_devices)
-        self.config, self.env, self.seed = config, env, seed
         self.steps_per_iteration = config.trace_len * config.num_envs
-        self.network = self.make_network(spec)
-        self.learner = self.make_learner(self.network)
-        self.select_action, self.act = self.make_actor()
         self.rollout = RolloutProgram(
             env, self.select_action, config.trace_len, config.discount, self.mesh,
             feedback=self.core_feedback,
@@ -204,6 +199,22 @@ class RolloutAgent(OneMember):
         self.compile_s = 0.0
         self.wait_s: dict[str, float] = {}
         self._chunk = None  # the ChunkProgram, built by `compile` where `host_driven` is None
+
+    def _build_acting(self, config, env, seed: int, mesh) -> None:
+        """What acting needs: the config, env and mesh, the network, the learner (its state's
+        structure) and the actor. Subclasses that add to it extend it, calling this."""
+        spec = env.spec
+        if self.discrete_only and not spec.discrete:
+            raise ValueError(
+                f"{self.name} needs discrete actions; {spec.env_id} has a continuous action "
+                f"space of shape {spec.action_shape}"
+            )
+        self.mesh = mesh if mesh is not None and mesh.size > 1 else None
+        self.num_devices = self.mesh.size if self.mesh is not None else 1
+        self.config, self.env, self.seed = config, env, seed
+        self.network = self.make_network(spec)
+        self.learner = self.make_learner(self.network)
+        self.select_action, self.act = self.make_actor()
 
     def _build_absorb(self, replay_specs=()):
         self._absorb = Program(
@@ -377,7 +388,9 @@ class RolloutAgent(OneMember):
         return TrainState(learner, replay, actor), out
 
     def acting_params(self, learner):
-        return self.rollout.acting_params(self.policy_params(learner))
+        """The actor's params (`policy_params`): this process's replica when data parallel."""
+        params = self.policy_params(learner)
+        return params if self.mesh is None else local_replica(params)
 
     @property
     def programs(self) -> dict[str, Any]:
@@ -400,17 +413,6 @@ class AgentBase(RolloutAgent):
     rollout), and set `updates_per_program` (module docstring) before calling `__init__`."""
 
     updates_per_program: int = 1
-
-    @classmethod
-    def acting_config(cls, config, num_envs: int):
-        """The smallest replay the config accepts (`min_traces_per_env` traces per env: else
-        the buffer-size check, or the replay's memory check on a smaller machine, would trip
-        over the evaluation's env count) and unsplit updates."""
-        traces = config.min_traces_per_env * num_envs * config.trace_len
-        changes = {"num_envs": num_envs, "buffer_size": traces}
-        if config.microbatch_traces:
-            changes["microbatch_traces"] = 0
-        return dataclasses.replace(config, **changes)
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None, replay_memory_limit=None):
         super().__init__(config, env, seed=seed, mesh=mesh)

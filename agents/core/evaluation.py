@@ -23,14 +23,13 @@ def episode_quotas(num_episodes: int, num_envs: int) -> np.ndarray:
     return np.array([base + (i < extra) for i in range(num_envs)], np.int64)
 
 
-def eval_feedback(agent) -> Callable | None:
-    """The agent's `core_feedback` for evaluation envs (or None without one). Evaluation
+def eval_feedback(feedback: Callable | None, reward_clip: bool) -> Callable | None:
+    """An agent's `core_feedback` for evaluation envs (or None without one). Evaluation
     envs do not clip rewards (returns are game scores), but a core fed the previous reward
     (R2D1, PPO --prev-action-reward) was trained on the training env's rewards: where that
-    env clips them to [−1, 1] (Atari), the reward fed back is clipped the same way."""
-    feedback = getattr(agent, "core_feedback", None)
-    env = getattr(agent, "env", None)
-    if feedback is None or env is None or not env.spec.reward_clip:
+    env clipped them to [−1, 1] (`reward_clip`: Atari by default), the reward fed back is
+    clipped the same way."""
+    if feedback is None or not reward_clip:
         return feedback
 
     def clipped(core, action, reward):
@@ -58,8 +57,8 @@ def evaluate(
       max_steps: the most steps one episode may take: an episode still running after them
         (an env that never ends one) raises `EvaluationError`, one line.
       on_step: optional `on_step(ts)` callback (e.g. to record video frames).
-      feedback: `eval_feedback(agent)`: `core_feedback(core, action, reward) -> core`,
-        or None.
+      feedback: `eval_feedback(core_feedback, reward_clip)`: `(core, action, reward) ->
+        core`, or None.
     """
     if num_episodes < 1:
         raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")

@@ -231,9 +231,7 @@ class OffPolicyAgent(AgentBase):
 
     def __init__(self, config, env, *, seed=0, mesh=None, replay_memory_limit=None):
         self.updates_per_program = config.updates_per_iteration
-        self.rnd = None
         if config.rnd_coef > 0:
-            self.rnd = RND(config.hidden, config.rnd_features, config.rnd_lr)
             self.metric_names = (*type(self).metric_names, "rnd_loss", "intrinsic_reward")
         spec = env.spec
         if len(spec.obs_shape) != 1:
@@ -254,6 +252,12 @@ class OffPolicyAgent(AgentBase):
         if not cfg.prioritized:
             return windowed
         return PrioritizedTraceReplay(windowed, epsilon=0.0, new_at_max=True)
+
+    def _build_acting(self, config, env, seed: int, mesh) -> None:
+        """RND's networks too: their state is part of the learner's (`init_learner`)."""
+        rnd = config.rnd_coef > 0
+        self.rnd = RND(config.hidden, config.rnd_features, config.rnd_lr) if rnd else None
+        super()._build_acting(config, env, seed, mesh)
 
     def init_learner(self, key):
         """The learner's state with the observation statistics (--normalize-obs) and RND's

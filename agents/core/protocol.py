@@ -15,8 +15,9 @@ Life cycle, as the runner drives it::
     while ...:                                                   # one host sync per chunk
         state, out = agent.train_chunk(state, iteration, env_steps, count)
         host = jax.device_get(out)                               # `count` iterations' output
-    act = agent.act(greedy)                                      # for evaluation
+    act = agent.act(greedy)                                      # the final evaluation
     agent.close()
+    acting = spec.agent_cls.acting(config, eval_env)             # experiments.evaluate
 
 `count` is chosen by the runner (`--iterations-per-sync`, or about one sync per second) and
 never passes a checkpoint, a generation or the end of training.
@@ -103,6 +104,16 @@ def random_inputs(shape: tuple[int, ...], dtype) -> Callable[[int], Array]:
     return make
 
 
+class Acting(NamedTuple):
+    """An agent's acting part alone (`Agent.acting`): what evaluating saved params needs."""
+
+    act: Callable[[bool], ActFn]  # greedy -> a jitted batched policy step (`Agent.act`)
+    params: Callable[[Any], Any]  # a learner state -> what `act` takes (`acting_params`)
+    initial_core: Callable[[int], Any]  # num_envs -> the cores of fresh episodes
+    init_learner: Callable[[Array], Any]  # key -> a learner state: what a checkpoint restores into
+    feedback: Callable | None = None  # `core_feedback` (None: none)
+
+
 class IterationOutput(NamedTuple):
     """Device arrays of one training iteration; fetch them with one `jax.device_get`.
 
@@ -152,9 +163,10 @@ class Agent(Protocol):
     tunable: dict[str, tuple[float, float]]
 
     @classmethod
-    def acting_config(cls, config: Any, num_envs: int) -> Any:
-        """`config` for an agent built only to act in `num_envs` envs (evaluation): the
-        smallest replay and the least split updates the agent accepts."""
+    def acting(cls, config: Any, env: Any, *, seed: int = 0) -> Acting:
+        """The acting part alone, built from a (saved) `config` for `env`, an evaluation env
+        with any env count: what `experiments.evaluate` builds (no replay, no rollout or
+        update program)."""
         ...
 
     def init(self, key: Array, *, jit: bool = False) -> TrainState:
@@ -190,9 +202,10 @@ class Agent(Protocol):
         """A jitted batched policy step for evaluation (argmax when `greedy`)."""
         ...
 
-    # Optional attribute `core_feedback(core, action, reward) -> core` (None or absent: none):
-    # after every env step, the acting loops (rollouts, evaluation) pass the recurrent state
-    # the action taken and the reward received, for cores that take them as inputs (R2D2).
+    # `core_feedback(core, action, reward) -> core`, or None: after every env step, the
+    # acting loops (rollouts, evaluation) pass the recurrent state the action taken and the
+    # reward received, for cores that take them as inputs (R2D2).
+    core_feedback: Callable | None
 
     def network_costs(self) -> dict[str, NetworkCost]:
         """The compute-bound cost model of experiments.bench_throughput: name -> the

@@ -6,7 +6,6 @@ optimizer."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import ClassVar
 
@@ -114,13 +113,6 @@ class PPOAgent(RolloutAgent):
         return feed_back if self.config.prev_action_reward else None
 
     # ------------------------------------------------------------------ hooks
-    @classmethod
-    def acting_config(cls, config, num_envs: int):
-        """Any env count: one minibatch, unsplit (they must divide the rollout)."""
-        return dataclasses.replace(
-            config, num_envs=num_envs, num_minibatches=1, microbatch_traces=0
-        )
-
     def make_network(self, spec):
         cfg = self.config
         obs_spec = spec.obs_spec

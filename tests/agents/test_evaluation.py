@@ -13,18 +13,13 @@ from agents.core.evaluation import eval_feedback
 from networks.cores import ActionRewardState, feed_back
 
 
-def _agent(reward_clip: bool, feedback=feed_back):
-    spec = SimpleNamespace(reward_clip=reward_clip)
-    return SimpleNamespace(core_feedback=feedback, env=SimpleNamespace(spec=spec))
-
-
 @pytest.mark.parametrize("reward_clip", [True, False])
 def test_fed_back_reward_is_clipped_only_where_training_clipped(reward_clip):
     rewards = np.array([-7.0, -0.5, 0.0, 0.25, 3.0], np.float32)
     state = ActionRewardState(
         lstm=(), prev_action=jnp.zeros(5, jnp.int32), prev_reward=jnp.zeros(5, jnp.float32)
     )
-    fb = eval_feedback(_agent(reward_clip))
+    fb = eval_feedback(feed_back, reward_clip)
     out = fb(state, jnp.arange(5), jnp.asarray(rewards))
     want = np.clip(rewards, -1, 1) if reward_clip else rewards
     np.testing.assert_array_equal(np.asarray(out.prev_reward), want)
@@ -32,8 +27,8 @@ def test_fed_back_reward_is_clipped_only_where_training_clipped(reward_clip):
 
 
 def test_agents_without_feedback_get_none():
-    assert eval_feedback(_agent(True, feedback=None)) is None
-    assert eval_feedback(SimpleNamespace()) is None
+    assert eval_feedback(None, True) is None and eval_feedback(None, False) is None
+    assert eval_feedback(feed_back, False) is feed_back
 
 
 class _Env:

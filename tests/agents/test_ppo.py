@@ -279,7 +279,7 @@ def test_train_resume_evaluate(tmp_path, agent):
 
     args = load_run(run_dir)
     env = make_env(args.run.env, 4, 0)
-    learner, _, step = restore_learner(build_agent(args, env), run_dir)
+    learner, _, step = restore_learner(build_agent(args, env).init_learner, run_dir)
     assert step == 256
     assert float(learner.obs_stats.count) == pytest.approx(256, abs=1e-3)
     assert float(learner.return_stats.count) == pytest.approx(256, abs=1e-3)

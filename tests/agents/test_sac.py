@@ -372,7 +372,8 @@ def test_train_resume_evaluate(tmp_path, agent):
     run("experiments.train", "--resume", str(run_dir), "--total-steps", "64", "--no-progress")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env_steps"] == 64
-    learner, _, step = restore_learner(build_agent(load_run(run_dir), pendulum_env()), run_dir)
+    agent = build_agent(load_run(run_dir), pendulum_env())
+    learner, _, step = restore_learner(agent.init_learner, run_dir)
     assert step == 64
     assert float(learner.obs_stats.count) == pytest.approx(64, abs=1e-3)
     if agent == "sac":

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.core.protocol import Agent, ChunkOutput, OneMember, TrainState
+from agents.core.protocol import Acting, Agent, ChunkOutput, OneMember, TrainState
 from agents.core.registry import AgentSpec, register, unregister
 from experiments import evaluate, train
 
@@ -56,9 +56,12 @@ class ToyAgent(OneMember):
         self.steps_per_iteration = config.trace_len * config.num_envs
         self._update = None
 
+    core_feedback = None
+
     @classmethod
-    def acting_config(cls, config, num_envs):
-        return dataclasses.replace(config, num_envs=num_envs)
+    def acting(cls, config, env, *, seed=0):
+        agent = cls(dataclasses.replace(config, num_envs=env.spec.num_envs), env, seed=seed)
+        return Acting(agent.act, agent.acting_params, agent.initial_core, agent.init_learner)
 
     def network_costs(self):
         return {}  # no compute-bound ceiling in experiments.bench_throughput

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.core.base import RolloutAgent
 from agents.core.registry import agent_names
 from experiments import evaluate, train
 
@@ -92,7 +93,7 @@ SLOW_CASES = {"acer-continuous", "sac-discrete"}
 @pytest.mark.parametrize(
     "case", [pytest.param(c, marks=[pytest.mark.slow] * (c in SLOW_CASES)) for c in sorted(CASES)]
 )
-def test_train_resume_evaluate_in_process(tmp_path, case):
+def test_train_resume_evaluate_in_process(tmp_path, case, monkeypatch):
     flags, first, total = CASES[case]
     run_dir = tmp_path / case
     common = f"--run-dir {run_dir} --no-progress --eval-episodes 0 --num-devices 1".split()
@@ -111,7 +112,36 @@ def test_train_resume_evaluate_in_process(tmp_path, case):
     assert after[: len(before)] == before and after[-1] == total  # continued, no duplicates
     assert after == sorted(set(after))
 
+    # Evaluation builds the actor alone (`Agent.acting`): no agent, so no replay, rollout or
+    # update program, whose sizes the 2 evaluation envs would not fit.
+    def no_agent(*args, **kwargs):
+        raise AssertionError("evaluate built a whole agent")
+
+    monkeypatch.setattr(RolloutAgent, "__init__", no_agent)
     out = tmp_path / "eval.json"
     result = evaluate.main([str(run_dir), "--episodes", "2", "--num-envs", "2", "--out", str(out)])
     assert result["episodes"] == 2 and result["checkpoint_step"] == total
     assert json.loads(out.read_text())["episodes"] == 2
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_evaluate_feeds_a_core_rewards_clipped_as_its_training_was(tmp_path, clip, monkeypatch):
+    """R2D1's core takes the previous reward as an input: `evaluate` feeds it back clipped
+    to [-1, 1] exactly when the run's training env clipped it (--reward-clip here; Atari by
+    default), though its own evaluation env never clips."""
+    flags, first, _ = CASES["r2d1"]
+    run_dir = tmp_path / "r2d1"
+    train.main(
+        [*flags.split(), "--reward-clip", str(clip), "--run-dir", str(run_dir), "--no-progress",
+         "--eval-episodes", "0", "--num-devices", "1", "--total-steps", str(first)]
+    )  # fmt: skip
+    seen = []
+    real = evaluate.eval_feedback
+
+    def spy(feedback, reward_clip):
+        seen.append((feedback is not None, reward_clip))
+        return real(feedback, reward_clip)
+
+    monkeypatch.setattr(evaluate, "eval_feedback", spy)
+    evaluate.main([str(run_dir), "--episodes", "1", "--num-envs", "1"])
+    assert seen == [(True, clip)]
