@@ -25,6 +25,7 @@ from agents.core.registry import get_agent
 from envs import clips_rewards, make_env
 from envs.gymnax_env import PREFIX as GYMNAX
 from envs.gymnax_render import FrameRenderer, video_refusal
+from envs.partial import PARTIAL_OBS
 from experiments.args import cli
 from experiments.checkpoint import CheckpointError
 from experiments.common import (
@@ -155,8 +156,11 @@ def _record_video(
 
         from envs.gymnasium_env import register_optional_envs
 
-        register_optional_envs(env_id)
-        env = gym.make(env_id, render_mode="rgb_array")
+        # a partially observed variant renders its full env (its observations are converted
+        # by `eval_env`, which keeps its subset)
+        full_id = PARTIAL_OBS.get(env_id, (env_id,))[0]
+        register_optional_envs(full_id)
+        env = gym.make(full_id, render_mode="rgb_array")
         obs, _ = env.reset(seed=args.seed)
         key, core, first = jax.random.PRNGKey(args.seed), acting.initial_core(1), np.ones(1, bool)
         frames.append(env.render())
@@ -166,7 +170,9 @@ def _record_video(
             batch = eval_env.convert_obs(jax.tree.map(lambda x: np.asarray(x)[None], obs))
             action, core = act(params, batch, first, core, sub)
             a = np.asarray(action[0])
-            obs, _, terminated, truncated, _ = env.step(int(a) if spec.discrete else a)
+            obs, reward, terminated, truncated, _ = env.step(int(a) if spec.discrete else a)
+            if feedback is not None:  # as `evaluate` feeds the core back
+                core = feedback(core, action, np.full(1, reward, np.float32))
             first = np.zeros(1, bool)
             frames.append(env.render())
             if terminated or truncated:

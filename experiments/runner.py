@@ -104,7 +104,8 @@ def restored_counters(meta: dict, step: int, size: int, where: str) -> list[Coun
     if size == 1 and isinstance(saved, dict):
         saved = [saved]
     elif not isinstance(saved, list) or len(saved) != size:
-        raise ValueError(f"{where}: meta counters must be a list of {size}, got {saved!r:.80}")
+        want = f"a list of {size}" + (" (or an object)" if size == 1 else "")
+        raise ValueError(f"{where}: meta counters must be {want}, got {saved!r:.80}")
     fields = {f.name: f.type for f in dataclasses.fields(Counters)}
     out = []
     for i, entry in enumerate(saved):
@@ -157,8 +158,8 @@ def _meta_int(value, name: str, where: str) -> int:
 
 
 def _check_since(since, size: int, where: str) -> None:
-    """A population checkpoint's `hparams_since`: per member, {generation, env_steps}, each
-    an integer >= 0 or null (unknown)."""
+    """A checkpoint's `hparams_since`: per member, {generation, env_steps}, each an integer
+    >= 0 or null (unknown)."""
     ok = isinstance(since, list) and len(since) == size
     ok = ok and all(isinstance(s, dict) and set(s) == set(DRAWN) for s in since)
     ok = ok and all(v is None or (type(v) is int and v >= 0) for s in since for v in s.values())

@@ -57,9 +57,10 @@ class R2D1Agent(DQNAgent):
         cfg = self.config
         if not cfg.apex_epsilon:
             return super().epsilon(env_steps)
-        # Per env over all processes: this process's envs take their own slice.
+        # Per env over all processes (in training, config.num_envs; an evaluation's envs,
+        # `Agent.acting`, may be more or fewer): this process's envs take their own slice.
         n = self.env.spec.num_envs
-        rates = apex_epsilons(cfg.num_envs).reshape(-1, n)[jax.process_index()]
+        rates = apex_epsilons(n * jax.process_count()).reshape(-1, n)[jax.process_index()]
         return jnp.asarray(rates)
 
     def network_costs(self) -> dict:

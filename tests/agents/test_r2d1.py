@@ -117,7 +117,25 @@ def test_train_resume_evaluate_subprocess(tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["env_steps"] == 128 and summary["updates"] > 0
     ev = subprocess.run(
-        [sys.executable, "-m", "experiments.evaluate", str(run), "--episodes", "2"],
+        # 3 envs: not a divisor of the 4 it trained with (the Ape-X rates are per env)
+        [sys.executable, "-m", "experiments.evaluate", str(run), "--episodes", "3"],
         cwd=ROOT, check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert "CartPole-P-v1" in ev.stdout
+
+
+@pytest.mark.parametrize("num_envs", [3, 16])
+def test_the_acting_part_takes_any_env_count_with_apex_rates(num_envs):
+    """`Agent.acting` on an evaluation env of another count than training's: the Ape-X
+    rates are those of its own envs (Horgan et al. 2018: ε_i = 0.4^(1 + 7i/(N−1)))."""
+    from agents.core.actors import apex_epsilons
+    from agents.r2d1.agent import R2D1Agent
+    from envs import make_env
+
+    config = R2D1Config(num_envs=4, hidden=(8,), lstm_size=8, apex_epsilon=True)
+    env = make_env("CartPole-P-v1", num_envs, 0, train=False)
+    acting = R2D1Agent.acting(config, env)
+    _, epsilon = acting.params(acting.init_learner(jax.random.PRNGKey(0)))
+    want = 0.4 ** (1 + 7 * np.arange(num_envs) / (num_envs - 1))
+    np.testing.assert_allclose(np.asarray(epsilon), want, rtol=1e-6)
+    np.testing.assert_allclose(apex_epsilons(num_envs), want, rtol=1e-6)

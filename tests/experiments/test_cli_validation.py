@@ -689,7 +689,7 @@ def test_resume_of_no_run_folder_names_resume(folder, no_training, capsys):
 @pytest.mark.parametrize(
     "meta, needle",
     [
-        ({"counters": "x"}, "meta counters must be a list of 1, got 'x'"),
+        ({"counters": "x"}, "meta counters must be a list of 1 (or an object), got 'x'"),
         ({"counters": {"env_steps": 40, "bogus": 1}}, "meta counters has unknown field(s) bogus"),
     ],
 )
@@ -712,7 +712,7 @@ def test_resume_of_a_checkpoint_with_damaged_counters_is_one_line(
 @pytest.mark.parametrize(
     "meta, size, needle",
     [
-        ({}, 1, "meta counters must be a list of 1, got None"),
+        ({}, 1, "meta counters must be a list of 1 (or an object), got None"),
         ({"counters": ["x"]}, 1, "meta counters[0] must be an object, got 'x'"),
         ({"counters": [{"env_steps": 30}]}, 1, "counters[0].env_steps 30 is not the checkpoint's"),
         ({"counters": {"env_steps": 40, "wall_s": "x"}}, 1, "counters.wall_s is out of range"),

@@ -145,3 +145,32 @@ def test_evaluate_feeds_a_core_rewards_clipped_as_its_training_was(tmp_path, cli
     monkeypatch.setattr(evaluate, "eval_feedback", spy)
     evaluate.main([str(run_dir), "--episodes", "1", "--num-envs", "1"])
     assert seen == [(True, clip)]
+
+
+def test_a_video_feeds_a_recurrent_core_back_on_a_partially_observed_env(tmp_path, monkeypatch):
+    """`evaluate --video` on a gymnasium-rendered env (CartPole-P-v1: rendered from its full
+    env, observed through its subset) steps R2D1's core with the action and reward after
+    every step, as the evaluation does."""
+    flags, first, _ = CASES["r2d1"]
+    run_dir = tmp_path / "r2d1"
+    train.main(
+        [*flags.split(), "--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "0",
+         "--num-devices", "1", "--total-steps", str(first)]
+    )  # fmt: skip
+    calls = []
+    real = evaluate.eval_feedback
+
+    def counted(feedback, reward_clip):
+        inner = real(feedback, reward_clip)
+
+        def fed(core, action, reward):
+            calls.append(1)
+            return inner(core, action, reward)
+
+        return fed
+
+    monkeypatch.setattr(evaluate, "eval_feedback", counted)
+    out = evaluate.main([str(run_dir), "--episodes", "1", "--video", "--video-format", "gif"])
+    assert out["video"].endswith("eval.gif") and (run_dir / "videos" / "eval.gif").is_file()
+    # the evaluation's episode, then the video's (at least one step)
+    assert len(calls) > out["length_mean"]
