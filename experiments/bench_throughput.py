@@ -9,11 +9,12 @@ measures, in one process and on the same machine:
    steady state; compile timed apart) for each value of one config field, in alternating
    rounds so that machine noise hits every variant alike; the median over rounds is
    reported, and ratios between variants are medians of per-round ratios;
-3. if the agent has a cost model (`agent.network_costs()`), the compute-bound ceiling: env
+3. if the agent has a cost model (its registry line's `network_costs`, agents.core.costs),
+   the compute-bound ceiling: env
    steps/s if the only costs were envpool's raw step plus the network passes the agent needs
    per env step, each timed alone at its best batch size.
 
-The default comparison is the agent's `bench_compare` (ACER: replay ratio 0 vs 4; Reactor:
+The default comparison is the registry's `bench_compare` (ACER: replay ratio 0 vs 4; Reactor:
 acting and learning decoupled in threads vs lock-step). Timings on shared 2-core CPUs move
 10-25% from run to run: compare the ratios, which are measured side by side.
 """
@@ -31,7 +32,7 @@ import numpy as np
 import optax
 
 from agents.core.config import check, from_dict
-from agents.core.protocol import NetworkCost
+from agents.core.costs import NetworkCost
 from envs import make_env
 from experiments.args import check_env, check_output_file, cli, lookup
 from experiments.common import bench_preset, make_agent, save_results
@@ -55,7 +56,7 @@ class BenchArgs:
     """envpool threads (0: envpool's default)."""
     compare: str | None = None
     """FIELD=V1,V2,...: a config field and the values to time side by side (default: the
-    agent's bench_compare)."""
+    agent's registry line's bench_compare)."""
     iterations: int = 12
     """Timed training iterations per variant and round."""
     warmup: int = 3
@@ -180,9 +181,9 @@ def timed_pass(cost: NetworkCost):
     return lambda b: (fn, (cost.params, opt_state, *cost.inputs(b)))
 
 
-def ceiling(agent, raw: float, batch_sizes) -> dict | None:
-    """The compute-bound ceiling from the agent's cost model, or None without one."""
-    costs = agent.network_costs()
+def ceiling(costs: dict, raw: float, batch_sizes) -> dict | None:
+    """The compute-bound ceiling from an agent's cost model (`costs`: name -> NetworkCost),
+    or None without one."""
     if not costs:
         return None
     seconds, parts = 1.0 / raw, {}
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict:
         lookup(spec.name, preset)
         field, values = parse_compare(
             spec,
-            spec.agent_cls.bench_compare if args.compare is None else args.compare,
+            spec.bench_compare if args.compare is None else args.compare,
         )
         for value in values:  # every variant's config, before anything is built
             try:
@@ -272,7 +273,8 @@ def main(argv: list[str] | None = None) -> dict:
                 f"{field}={value} / {field}={values[0]}: {row['ratio_to_first']:.2f}x "
                 f"(per round {', '.join(f'{x:.2f}' for x in ratios)})"
             )
-        model = ceiling(loops[values[-1]][0].agent, raw, args.batch_sizes)
+        costs = spec.network_costs(loops[values[-1]][0].agent) if spec.network_costs else {}
+        model = ceiling(costs, raw, args.batch_sizes)
         if model is not None:
             # the cost model describes the agent as configured (the last variant)
             c = model["ceiling_sps"]

@@ -13,7 +13,6 @@ from agents.ppo.learner import METRICS
 class A2CAgent(PPOAgent):
     name = "a2c"
     metric_names = tuple(m for m in METRICS if m != "clip_fraction")
-    bench_compare = "num_envs=16,32"
     # A2C has no ratio clipping to vary.
     tunable: ClassVar[dict[str, tuple[float, float]]] = {
         k: v for k, v in PPOAgent.tunable.items() if k != "clip_eps"

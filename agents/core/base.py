@@ -62,10 +62,8 @@ from agents.core.protocol import (
     Acting,
     ChunkOutput,
     IterationOutput,
-    NetworkCost,
     OneMember,
     TrainState,
-    random_inputs,
 )
 from agents.core.rollout import initial_actor_state, make_xla_rollout, trace_step_spec
 from envs import obs_zeros
@@ -137,30 +135,9 @@ class RolloutAgent(OneMember):
     # or shapes), and `discount`, which the population's rollout writes into the traces.
     tunable: ClassVar[dict[str, tuple[float, float]]] = {}
 
-    # experiments.bench_throughput's parts: the default `--compare` ("field=a,b", "" for
-    # none), the seconds the learner waited on other threads (`self.wait_s`, by what it
-    # waited for; set in __init__) and the cost model `network_costs()` ({} for none: no
-    # compute-bound ceiling).
-    bench_compare: ClassVar[str] = ""
-
-    def network_costs(self) -> dict[str, NetworkCost]:
-        return {}
-
-    def network_pass_costs(self, forward: float, train: float, obs_shape=None) -> dict:
-        """The usual cost model of one network on array observations: `forward` acting or
-        target passes and `train` forward+backward passes with the learner's optimizer per
-        env step (`network_costs` of ACER, DQN, PPO)."""
-        spec, net = self.env.spec, self.network
-        shape = spec.obs_shape if obs_shape is None else obs_shape
-        params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *shape), spec.obs_dtype))
-        obs = random_inputs(shape, spec.obs_dtype)
-        inputs = lambda b: (obs(b),)  # noqa: E731
-        return {
-            "forward": NetworkCost(net.apply, params, inputs, forward),
-            "forward+backward+adam": NetworkCost(
-                net.apply, params, inputs, train, self.learner.optimizer
-            ),
-        }
+    # experiments.bench_throughput reads `self.wait_s`: the seconds the learner waited on
+    # other threads, by what it waited for (set in __init__). Its default `--compare` and the
+    # cost model are the registry's (`AgentSpec.bench_compare`, `AgentSpec.network_costs`).
 
     def population_conflict(self) -> str | None:
         """Why this configured agent cannot be a population member (None: it can)."""

@@ -76,34 +76,6 @@ class ChunkOutput(NamedTuple):
     game_over: Array
 
 
-class NetworkCost(NamedTuple):
-    """One part of an agent's compute-bound cost model (`Agent.network_costs`), as data:
-    experiments.bench_throughput times `apply(params, *inputs(batch))` jitted, alone at its
-    best batch size. With an `optimizer`, the timed step is the gradient of a loss over every
-    output of `apply` with respect to `params` (the first argument) followed by the
-    optimizer's update: a forward+backward pass and the update, whatever the agent's loss.
-    `passes`: samples of that part per env step."""
-
-    apply: Callable[..., Any]
-    params: Any
-    inputs: Callable[[int], tuple]
-    passes: float
-    optimizer: Any = None  # an optax.GradientTransformation, or None: a forward pass
-
-
-def random_inputs(shape: tuple[int, ...], dtype) -> Callable[[int], Array]:
-    """`batch -> [batch, *shape]` arrays of `dtype` (integers in [0, 255) for image-like
-    dtypes), for a `NetworkCost`'s inputs."""
-
-    def make(batch: int) -> Array:
-        key = jax.random.PRNGKey(batch)
-        if jax.numpy.issubdtype(dtype, jax.numpy.floating):
-            return jax.random.normal(key, (batch, *shape), dtype)
-        return jax.random.randint(key, (batch, *shape), 0, 255).astype(dtype)
-
-    return make
-
-
 class Acting(NamedTuple):
     """An agent's acting part alone (`Agent.acting`): what evaluating saved params needs."""
 
@@ -206,11 +178,6 @@ class Agent(Protocol):
     # acting loops (rollouts, evaluation) pass the recurrent state the action taken and the
     # reward received, for cores that take them as inputs (R2D2).
     core_feedback: Callable | None
-
-    def network_costs(self) -> dict[str, NetworkCost]:
-        """The compute-bound cost model of experiments.bench_throughput: name -> the
-        `NetworkCost` of each network pass the agent makes per env step ({}: none)."""
-        ...
 
     def initial_core(self, num_envs: int) -> Any:
         """The recurrent state of `num_envs` fresh episodes (`()` for feed-forward)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +58,11 @@ class AgentSpec:
       description: one line for `--help`.
       dict_obs: whether it takes dict (pytree) observations such as MiniGrid's; the runner
         refuses an env that has them, before anything is built, for an agent that does not.
+      bench_compare: experiments.bench_throughput's default `--compare` ("field=a,b"; "" for
+        none).
+      network_costs: the agent's compute-bound cost model for experiments.bench_throughput,
+        `network_costs(agent) -> {name: agents.core.costs.NetworkCost}` ({} where it does not
+        apply), or None for none.
     """
 
     name: str
@@ -67,6 +72,8 @@ class AgentSpec:
     default_preset: str | None = None
     description: str = ""
     dict_obs: bool = False
+    bench_compare: str = ""
+    network_costs: Callable[[Any], dict] | None = None
 
     def __post_init__(self):
         check_only_with_table(self.config_cls)

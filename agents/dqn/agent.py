@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
 from agents.core.base import AgentBase
 from agents.core.config import module_from_config
+from agents.core.costs import network_pass_costs
 from agents.dqn.config import DQNConfig
 from agents.dqn.learner import METRICS, DQNLearner, dqn_optimizer, network_costs_per_step
 from networks import QNetwork
@@ -35,7 +36,6 @@ from replay import PrioritizedTraceReplay, TraceReplay
 class DQNAgent(AgentBase):
     name = "dqn"
     metric_names = METRICS
-    bench_compare = "prioritized=false,true"  # experiments.bench_throughput's default
     # ε comes from the learner's own env-step count and the update counts are a function of
     # the step count: nothing reads the seed. R2D1 inherits both (tests/agents/test_population.py).
     supports_population = True
@@ -125,12 +125,12 @@ class DQNAgent(AgentBase):
             return 0
         return math.floor((env_steps - cfg.start_train_at) * self.updates_per_env_step() + 1e-9)
 
-    # ------------------------------------------------------------------ benchmarks
-    def network_costs(self) -> dict:
-        """The cost model of experiments.bench_throughput: per env step, one acting forward
-        pass, and per update batch·L frames forward+backward with Adam, batch·n online and
-        batch·(L+n−1) target forward passes (agents.dqn.learner.network_costs_per_step)."""
-        if self.env.spec.pytree_obs:
-            return {}
-        n_train, n_fwd = network_costs_per_step(self.config, self.updates_per_env_step())
-        return self.network_pass_costs(n_fwd, n_train)
+
+def network_costs(agent: DQNAgent) -> dict:
+    """The cost model of experiments.bench_throughput (agents.core.costs): per env step, one
+    acting forward pass, and per update batch·L frames forward+backward with Adam, batch·n
+    online and batch·(L+n−1) target forward passes (agents.dqn.learner.network_costs_per_step)."""
+    if agent.env.spec.pytree_obs:
+        return {}
+    n_train, n_fwd = network_costs_per_step(agent.config, agent.updates_per_env_step())
+    return network_pass_costs(agent, n_fwd, n_train)

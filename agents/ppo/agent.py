@@ -16,6 +16,7 @@ import optax
 from agents.core.actors import logp_value_actor
 from agents.core.base import ACTOR_CRITIC_TUNABLE, RolloutAgent
 from agents.core.config import ConfigError, module_from_config
+from agents.core.costs import network_pass_costs
 from agents.core.hooks import call_hook, config_hook
 from agents.core.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, to_global
 from agents.core.programs import Program
@@ -32,7 +33,6 @@ class PPOAgent(RolloutAgent):
     name = "ppo"
     metric_names = METRICS
     discrete_only = False
-    bench_compare = "epochs=1,4"  # experiments.bench_throughput's default comparison
     # A population (`--num-seeds`) vmaps the one-program update (update_loop scan/unroll):
     # rollout, then `absorb` (every epoch and minibatch); tests/agents/test_population.py.
     supports_population = True
@@ -215,13 +215,13 @@ class PPOAgent(RolloutAgent):
             **({"refresh": self._refresh} if self.recurrent else {}),
         }  # fmt: skip
 
-    # ------------------------------------------------------------------ benchmarks
-    def network_costs(self) -> dict:
-        """The cost model of experiments.bench_throughput: per env step PPO runs `epochs`
-        forward+backward passes (each sample once per epoch), one acting forward pass and
-        1/T bootstrap forward passes. Feed-forward only."""
-        shape = _array_shape(self.network.obs_spec)
-        if self.recurrent or shape is None:
-            return {}
-        cfg = self.config
-        return self.network_pass_costs(1 + 1 / cfg.trace_len, cfg.epochs, shape)
+
+def network_costs(agent: PPOAgent) -> dict:
+    """The cost model of experiments.bench_throughput (agents.core.costs), PPO's and A2C's:
+    per env step `epochs` forward+backward passes (each sample once per epoch), one acting
+    forward pass and 1/T bootstrap forward passes. Feed-forward only."""
+    shape = _array_shape(agent.network.obs_spec)
+    if agent.recurrent or shape is None:
+        return {}
+    cfg = agent.config
+    return network_pass_costs(agent, 1 + 1 / cfg.trace_len, cfg.epochs, shape)

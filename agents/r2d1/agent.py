@@ -27,7 +27,6 @@ from networks.cores import feed_back
 
 class R2D1Agent(DQNAgent):
     name = "r2d1"
-    bench_compare = "replay_ratio=1,4"
 
     def __init__(self, config: R2D1Config, env, *, seed=0, mesh=None, replay_memory_limit=None):
         super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)
@@ -62,7 +61,3 @@ class R2D1Agent(DQNAgent):
         n = self.env.spec.num_envs
         rates = apex_epsilons(n * jax.process_count()).reshape(-1, n)[jax.process_index()]
         return jnp.asarray(rates)
-
-    def network_costs(self) -> dict:
-        """No cost model: the recurrent unroll's cost depends on the sequence layout."""
-        return {}

@@ -38,7 +38,6 @@ from replay import PrioritizedTraceReplay
 class ReactorAgent(AgentBase):
     name = "reactor"
     metric_names = METRICS
-    bench_compare = "decoupled=true,false"  # experiments.bench_throughput's default
     supports_population = True  # lock-step only; tests/agents/test_population.py
     tunable = ACTOR_CRITIC_TUNABLE
 

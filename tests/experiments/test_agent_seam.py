@@ -63,9 +63,6 @@ class ToyAgent(OneMember):
         agent = cls(dataclasses.replace(config, num_envs=env.spec.num_envs), env, seed=seed)
         return Acting(agent.act, agent.acting_params, agent.initial_core, agent.init_learner)
 
-    def network_costs(self):
-        return {}  # no compute-bound ceiling in experiments.bench_throughput
-
     def init_learner(self, key):
         return ToyLearner({"w": jnp.zeros(self.env.spec.num_actions)}, jnp.zeros((), jnp.int32))
 

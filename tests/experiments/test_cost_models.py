@@ -1,13 +1,15 @@
-"""The agents' cost models (`network_costs`, data only) and the benchmark's timed passes built
-from them (experiments.bench_throughput.timed_pass): every part runs at a small batch, a
-training part really changes the parameters it is given, and the passes per env step are
-the formulas the agents' docstrings state, recomputed here from the config."""
+"""The agents' cost models (their registry lines' `network_costs`, data only) and the
+benchmark's timed passes built from them (experiments.bench_throughput.timed_pass): every
+part runs at a small batch, a training part really changes the parameters it is given, and
+the passes per env step are the formulas the agents' docstrings state, recomputed here from
+the config."""
 
 import jax
 import numpy as np
 import pytest
 
-from agents.core.protocol import NetworkCost
+from agents.core.costs import NetworkCost
+from agents.core.registry import get_agent
 from experiments.bench_throughput import timed_pass
 from experiments.common import make_agent
 
@@ -29,7 +31,7 @@ def costs(request):
     env, overrides = CASES[request.param]
     agent = make_agent(request.param, env, **overrides)
     try:
-        yield request.param, agent.config, agent.network_costs()
+        yield request.param, agent.config, get_agent(request.param).network_costs(agent)
     finally:
         agent.close()
 
