@@ -80,7 +80,7 @@ def test_an_agent_without_minatar_is_refused_in_one_line(tmp_path, agent):
 )
 def test_train_resume_evaluate_on_gymnax(tmp_path, case, monkeypatch):
     monkeypatch.setitem(base.CASES, case, CASES_GYMNAX[case])
-    base.test_train_resume_evaluate_in_process(tmp_path, case)
+    base.test_train_resume_evaluate_in_process(tmp_path, case, monkeypatch)
 
 
 def _video(run_dir, env_id):
