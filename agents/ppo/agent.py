@@ -18,7 +18,7 @@ from agents.core.base import ACTOR_CRITIC_TUNABLE, RolloutAgent
 from agents.core.config import ConfigError, module_from_config
 from agents.core.costs import network_pass_costs
 from agents.core.hooks import call_hook, config_hook
-from agents.core.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, to_global
+from agents.core.parallel import DATA, ROLLOUT_SPECS, P, check_divisible
 from agents.core.programs import Program
 from agents.core.protocol import IterationOutput, TrainState
 from agents.ppo.learner import METRICS, OnPolicyLearner, buffer_specs
@@ -70,24 +70,19 @@ class PPOAgent(RolloutAgent):
                 "--normalize-obs needs array observations; "
                 f"{env.spec.env_id} gives a dict (normalise inside --preprocess-obs instead)"
             )
-        mode = config.update_loop
-        if mode == "auto":  # any convolution's weight gradient: no rolled loop on CPU
-            mode = "dispatch" if self.convolves_on_cpu else "scan"
-        self.update_loop = mode
-        returns_spec = P(DATA) if config.normalize_reward else ()
-        self._build_absorb(returns_spec)
-        if mode == "dispatch":
+        self._build_absorb()
+        if self.update_loop == "dispatch":
             specs = {}
             if self.mesh is not None:
-                buf, rs = buffer_specs(DATA), returns_spec
+                buf = buffer_specs(DATA)
                 specs = {
-                    "prepare": dict(in_specs=(P(), ROLLOUT_SPECS, rs), out_specs=(P(), buf, rs)),
+                    "prepare": dict(in_specs=(P(), ROLLOUT_SPECS), out_specs=(P(), buf)),
                     "minibatch": dict(in_specs=(P(), buf, P(), P()), out_specs=(P(), P())),
                     "refresh": dict(in_specs=(P(), buf), out_specs=buf),
                 }
             L = self.learner
             self._prepare = Program(
-                L.prepare, mesh=self.mesh, donate_argnums=(0, 2), **specs.get("prepare", {})
+                L.prepare, mesh=self.mesh, donate_argnums=(0,), **specs.get("prepare", {})
             )
             self._minibatch = Program(
                 L.minibatch_update, mesh=self.mesh, donate_argnums=(0,),
@@ -101,6 +96,15 @@ class PPOAgent(RolloutAgent):
                 for e in range(config.epochs)
                 for i in range(config.num_minibatches)
             ]
+
+    @property
+    def update_loop(self) -> str:
+        """`config.update_loop`, with `auto` resolved: no rolled loop around a
+        convolution's weight gradient on CPU."""
+        mode = self.config.update_loop
+        if mode == "auto":
+            return "dispatch" if self.convolves_on_cpu else "scan"
+        return mode
 
     @property
     def recurrent(self) -> bool:
@@ -134,8 +138,9 @@ class PPOAgent(RolloutAgent):
 
     def make_learner(self, network):
         return OnPolicyLearner(
-            self.config, network, self.make_optimizer, discrete=self.env.spec.discrete
-        )
+            self.config, network, self.make_optimizer, discrete=self.env.spec.discrete,
+            unroll=self.update_loop == "unroll",
+        )  # fmt: skip
 
     def make_actor(self):
         spec = self.env.spec
@@ -161,17 +166,9 @@ class PPOAgent(RolloutAgent):
         return self.network.initial_state(num_envs) if self.recurrent else ()
 
     def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
-        """The whole update as one program (update_loop scan or unroll)."""
-        unroll = self.update_loop == "unroll"
-        return self.learner.update(learner, traj, replay, axis_name, hparams, unroll=unroll)
-
-    def _init_replay(self):
-        """The replay slot holds the per-env discounted returns of reward scaling (episode
-        state, not checkpointed; `OnPolicyLearner.init_returns`), or `()`."""
-        returns = self.learner.init_returns(self.env.spec.num_envs)
-        if self.mesh is None or returns == ():
-            return returns
-        return to_global(returns, self.mesh, P(DATA))
+        """The whole update as one program (update_loop scan or unroll); no replay."""
+        learner, metrics, _ = self.learner.update(learner, traj, axis_name, hparams)
+        return learner, replay, [metrics]
 
     @property
     def host_driven(self) -> str | None:
@@ -184,7 +181,7 @@ class PPOAgent(RolloutAgent):
         if self.update_loop != "dispatch":
             return super().train_iteration(state, iteration, env_steps)
         actor, traj, placed = self.collect(state)
-        learner, buffer, returns = self._prepare(state.learner, placed, state.replay)
+        learner, buffer = self._prepare(state.learner, placed)
         metrics = []
         refresh = self.recurrent and self.config.refresh_memories
         for (e, i), args in self._indices:
@@ -193,15 +190,13 @@ class PPOAgent(RolloutAgent):
             learner, m = self._minibatch(learner, buffer, *args)
             metrics.append(m)
         out = IterationOutput(metrics, traj.finished_return, traj.finished_length, traj.game_over)
-        return TrainState(learner, returns, actor), out
+        return TrainState(learner, state.replay, actor), out
 
     def _compile_learning(self, state: TrainState, placed) -> None:
         if self.update_loop != "dispatch":
             return super()._compile_learning(state, placed)
-        learner, buffer, _ = jax.eval_shape(
-            self._prepare._jitted, state.learner, placed, state.replay
-        )
-        self._prepare.compile(state.learner, placed, state.replay)
+        learner, buffer = jax.eval_shape(self._prepare._jitted, state.learner, placed)
+        self._prepare.compile(state.learner, placed)
         self._minibatch.compile(learner, buffer, *self._indices[0][1])
         if self.recurrent and self.config.refresh_memories:
             self._refresh.compile(learner, buffer)

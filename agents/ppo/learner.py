@@ -1,12 +1,13 @@
-"""The on-policy learner shared by PPO and A2C: one pure `update(state, rollout, axis_name)`
-that learns from a fresh rollout.
+"""The on-policy learner shared by PPO and A2C: one pure `update(state, rollout, axis_name,
+hparams) -> (state, metrics, ())`, the signature of every learner, that learns from a fresh
+rollout (no priorities: nothing is replayed).
 
 One update (Schulman et al. 2017, Algorithm 1; A2C is the special case of one epoch, one
 minibatch and no ratio clipping):
 
 1. the rollout's rewards go through the user's `reshape_reward` hook and, with
    `normalize_reward`, are divided by the running standard deviation of the discounted
-   return (learner state);
+   return (learner state: the statistics, and each env's discounted return so far);
 2. advantages by GAE(λ) (or n-step returns, A2C's `--n-step`) from the values the actor
    recorded and V(x_T). The trace conventions of `agents.losses` make a time-limit
    truncation bootstrap from the value of the final observation (its discount stays γ; the
@@ -68,6 +69,10 @@ class LearnerState(NamedTuple):
     key: Array  # minibatch shuffling
     obs_stats: Any  # RunningStats of the (preprocessed) observations, or () when off
     return_stats: Any  # RunningStats of the discounted return (reward scaling), or ()
+    # [num_envs] each env's discounted return so far (reward scaling; all envs, replicated
+    # over devices), or (). Episode state: a resume without --exact-resume starts new
+    # episodes from these values, which moves the statistics it feeds slightly.
+    returns: Any
 
 
 class MiniBatch(NamedTuple):
@@ -122,9 +127,14 @@ class OnPolicyLearner(ActorCriticLearner):
     without clipping (Adam for PPO, RMSprop for A2C); global-norm clipping is chained in
     front and the learning rate is a hyperparameter set before every update (annealing)."""
 
-    def __init__(self, config, network, make_optimizer, *, discrete: bool, num_devices: int = 1):
+    def __init__(
+        self, config, network, make_optimizer, *, discrete: bool, num_devices: int = 1,
+        unroll: bool = False,
+    ):  # fmt: skip
+        """`unroll`: `update` runs the epochs x minibatches as a Python loop inside the
+        program, not as nested `lax.scan`s (`update_loop`, module docstring)."""
         self.config, self.network, self.discrete = config, network, discrete
-        self.num_devices = num_devices
+        self.num_devices, self.unroll = num_devices, unroll
         self.recurrent = bool(config.lstm_size)
         self.prev_action_reward = bool(config.prev_action_reward)
         self.reshape_reward = config_hook(config, "reshape_reward")
@@ -175,16 +185,8 @@ class OnPolicyLearner(ActorCriticLearner):
             key=key,
             obs_stats=RunningStats.zeros(x.shape[1:]) if cfg.normalize_obs else (),
             return_stats=RunningStats.zeros() if cfg.normalize_reward else (),
+            returns=jnp.zeros((cfg.num_envs,), jnp.float32) if cfg.normalize_reward else (),
         )
-
-    def init_returns(self, num_envs: int):
-        """The per-env running discounted return of reward scaling (`()` when off). It is
-        episode state, not learner state: it lives beside the envs (the agent's
-        `TrainState.replay` slot) and starts from 0 with new episodes after a resume, while
-        the statistics it feeds (`return_stats`) are checkpointed."""
-        if not self.config.normalize_reward:
-            return ()
-        return jnp.zeros((num_envs,), jnp.float32)
 
     def forward(self, params, obs, first, core, prev=()):
         """(dist, value) over time-major `[L, b, ...]` inputs (already prepared); `prev`: the
@@ -204,21 +206,33 @@ class OnPolicyLearner(ActorCriticLearner):
         return jnp.maximum(1.0 - done / cfg.anneal_steps, 0.0)
 
     # ------------------------------------------------------------------ rewards
-    def _scale_rewards(self, state: LearnerState, returns, reward, first, axis_name, cfg):
+    def _scale_rewards(self, state: LearnerState, reward, first, axis_name, cfg):
         """Rewards ÷ the running std of the discounted return (statistics over all
-        devices); `returns` `[B]` carries each env's discounted return across rollouts.
-        `cfg`: the update's `Hyper` (its discount)."""
+        devices); `state.returns` carries each env's discounted return across rollouts
+        (under `shard_map` each device's envs are its slice of them). `cfg`: the update's
+        `Hyper` (its discount)."""
 
         def step(acc, x):
             r, f = x
             acc = r + cfg.discount * acc * (1.0 - f)
             return acc, acc
 
-        returns, per_step = jax.lax.scan(step, returns, (reward, first.astype(jnp.float32)))
+        xs = (reward, first.astype(jnp.float32))
+        if axis_name is None:
+            returns, per_step = jax.lax.scan(step, state.returns, xs)
+        else:  # this device's envs; then all of them again, replicated: a psum of the
+            b = reward.shape[1]  # devices' disjoint slices (exact: the rest are zeros)
+            start = jax.lax.axis_index(axis_name) * b
+            mine = jax.lax.dynamic_slice_in_dim(state.returns, start, b)
+            mine, per_step = jax.lax.scan(step, mine, xs)
+            zeros = jnp.zeros_like(state.returns)
+            returns = jax.lax.psum(
+                jax.lax.dynamic_update_slice_in_dim(zeros, mine, start, 0), axis_name
+            )
         stats = state.return_stats.update(per_step, 2, axis_name)
         c = cfg.scaled_reward_clip
         scaled = jnp.clip(reward * jax.lax.rsqrt(stats.var + 1e-8), -c, c)
-        return state._replace(return_stats=stats), returns, scaled
+        return state._replace(return_stats=stats, returns=returns), scaled
 
     # ------------------------------------------------------------------ advantages
     def _bootstrap_value(self, params, obs, first, core_t, prev=()):
@@ -287,11 +301,10 @@ class OnPolicyLearner(ActorCriticLearner):
         return total / normaliser, (stats, None)
 
     # ------------------------------------------------------------------ the update
-    def prepare(self, state: LearnerState, traj, returns=(), axis_name=None, hparams=None):
-        """Steps 1, 2 and 4 of the module docstring: (state, RolloutBuffer, returns). The
-        state's step, key, statistics and learning rate advance here; its params do not.
-        `returns`: the per-env discounted returns of reward scaling (`init_returns`);
-        `hparams`: a population member's hyper-parameters, None for the config's."""
+    def prepare(self, state: LearnerState, traj, axis_name=None, hparams=None):
+        """Steps 1, 2 and 4 of the module docstring: (state, RolloutBuffer). The state's
+        step, key, statistics and learning rate advance here; its params do not. `hparams`:
+        a population member's hyper-parameters, None for the config's."""
         cfg = Hyper(self.config, hparams)
         steps, mu = traj.steps, traj.steps["mu"]
         T = cfg.trace_len
@@ -314,9 +327,7 @@ class OnPolicyLearner(ActorCriticLearner):
                 )
             reward = jnp.asarray(reward, jnp.float32)
         if cfg.normalize_reward:
-            state, returns, reward = self._scale_rewards(
-                state, returns, reward, steps["first"], axis_name, cfg
-            )
+            state, reward = self._scale_rewards(state, reward, steps["first"], axis_name, cfg)
         raw_obs = self.preprocessed(obs)
         x = self.prepare_obs(obs, state.obs_stats)  # the statistics the actor used
         value, old_logp, core_t = mu["value"], mu["logp"], mu["core"]
@@ -355,7 +366,7 @@ class OnPolicyLearner(ActorCriticLearner):
         state = state._replace(
             opt_state=opt_state, step=state.step + 1, key=key, obs_stats=obs_stats
         )
-        return state, buffer, returns
+        return state, buffer
 
     def refresh(self, state: LearnerState, buffer: RolloutBuffer, axis_name=None):
         """The buffer with its chunks' initial LSTM states recomputed with the current
@@ -423,15 +434,13 @@ class OnPolicyLearner(ActorCriticLearner):
         metrics["lr"] = buffer.lr
         return state._replace(params=step.params, opt_state=step.opt_state), metrics
 
-    def update(
-        self, state: LearnerState, traj, returns=(), axis_name=None, hparams=None, *, unroll=False
-    ):
+    def update(self, state: LearnerState, traj, axis_name=None, hparams=None):
         """The whole update in one program: `prepare`, then epochs x minibatches as a
         Python loop (`unroll`) or nested `lax.scan`s, with a population member's `hparams`
-        or the config's. Returns (state, returns, metrics list: one dict per minibatch
-        update unrolled, else one dict of `[E·M]` arrays)."""
+        or the config's. Returns (state, metrics: a dict of `[E·M]` arrays, one entry per
+        minibatch update, `()`: no priorities)."""
         cfg = self.config
-        state, buffer, returns = self.prepare(state, traj, returns, axis_name, hparams)
+        state, buffer = self.prepare(state, traj, axis_name, hparams)
         E, M = cfg.epochs, cfg.num_minibatches
         refresh = self.recurrent and cfg.refresh_memories
 
@@ -440,7 +449,7 @@ class OnPolicyLearner(ActorCriticLearner):
             st, m = self.minibatch_update(st, buf, e, i, axis_name, order, hparams)
             return (st, buf, e, order), m
 
-        if unroll:
+        if self.unroll:
             metrics = []
             for e in range(E):
                 if refresh and e > 0:
@@ -449,7 +458,7 @@ class OnPolicyLearner(ActorCriticLearner):
                 for i in range(M):
                     (state, buffer, _, _), m = one_update((state, buffer, e, order), i)
                     metrics.append(m)
-            return state, returns, metrics
+            return state, jax.tree.map(lambda *ms: jnp.stack(ms), *metrics), ()
 
         def one_epoch(carry, e):
             st, buf = carry
@@ -460,8 +469,8 @@ class OnPolicyLearner(ActorCriticLearner):
             return (st, buf), ms
 
         (state, _), ms = jax.lax.scan(one_epoch, (state, buffer), jnp.arange(E))
-        # one entry of [E·M] arrays (agents.core.programs.metric_sums), not E·M scalar dicts
-        return state, returns, [jax.tree.map(lambda x: x.reshape((E * M,)), ms)]
+        # [E·M] arrays (agents.core.programs.metric_sums), not E·M scalar dicts
+        return state, jax.tree.map(lambda x: x.reshape((E * M,)), ms), ()
 
     def optimizer_for(self, hparams):
         """The optimizer whose fresh state holds the member's learning rate (`hparams`) or

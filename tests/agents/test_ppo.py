@@ -52,7 +52,7 @@ def test_truncation_bootstraps_from_the_final_observation():
     agent = _agent()
     state = agent.init(jax.random.PRNGKey(0))
     _, traj = _rollout(agent, state)
-    _, buffer, _ = jax.jit(agent.learner.prepare)(state.learner, traj)
+    _, buffer = jax.jit(agent.learner.prepare)(state.learner, traj)
     v = np.asarray(traj.steps["mu"]["value"], np.float64)
     r = np.asarray(traj.steps["reward"], np.float64)
     (_, v_last), _ = (agent.network.apply(state.learner.params, traj.last_obs), None)
@@ -90,7 +90,7 @@ def test_recurrent_minibatches_start_from_stored_states(prev_action_reward):
     state = agent.init(jax.random.PRNGKey(1))
     _, traj = _rollout(agent, state)
     assert bool(jnp.any(traj.steps["first"][1:]))  # episode starts inside the chunks
-    learner, buffer, _ = jax.jit(agent.learner.prepare)(state.learner, traj)
+    learner, buffer = jax.jit(agent.learner.prepare)(state.learner, traj)
     L, T = 3, cfg.trace_len
     stored = jax.tree.map(np.asarray, traj.steps["mu"]["core"])
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(a, b[::L]), buffer.starts, stored)
@@ -137,7 +137,7 @@ def test_prev_action_reward_at_chunk_starts(env_id):
     params = agent.policy_params(state.learner)
     actor, traj1 = rollout(params, state.actor)
     _, traj2 = rollout(params, actor)
-    learner, buffer, _ = jax.jit(agent.learner.prepare)(state.learner, traj2)
+    learner, buffer = jax.jit(agent.learner.prepare)(state.learner, traj2)
 
     # The NumPy construction over both rollouts, [2T, B, ...].
     T, B, L = cfg.trace_len, cfg.num_envs, cfg.recurrence
@@ -187,10 +187,10 @@ def test_hooks_are_applied_and_a_failing_hook_is_named():
     state = base.init(jax.random.PRNGKey(2))
     _, traj = _rollout(base, state)
     hooked = _agent(CFG.replace(reshape_reward=ppo_hooks.shaped))
-    _, with_hook, _ = jax.jit(hooked.learner.prepare)(state.learner, traj)
+    _, with_hook = jax.jit(hooked.learner.prepare)(state.learner, traj)
     steps = dict(traj.steps)
     steps["reward"] = steps["reward"] + 0.5 - (steps["discount"] == 0).astype(jnp.float32)
-    _, by_hand, _ = jax.jit(base.learner.prepare)(state.learner, traj._replace(steps=steps))
+    _, by_hand = jax.jit(base.learner.prepare)(state.learner, traj._replace(steps=steps))
     np.testing.assert_allclose(with_hook.data.ret, by_hand.data.ret, rtol=1e-6)
 
     pre = _agent(CFG.replace(preprocess_obs="tests.agents.ppo_hooks:first_two"))
@@ -203,6 +203,35 @@ def test_hooks_are_applied_and_a_failing_hook_is_named():
 
     with pytest.raises(HookError, match=r"--preprocess-obs hook .*broken failed while traced"):
         _agent(CFG.replace(preprocess_obs=ppo_hooks.broken))
+
+
+def test_reward_scaling_carries_each_envs_discounted_return_across_rollouts():
+    """--normalize-reward: G_t = r_t + γ·G_{t-1}·(1 − first_t) per env, carried from one
+    rollout to the next in the learner state, and the running mean / variance of every G_t
+    so far (a NumPy reference: the exact mixture of the 1e-4 prior sample and all G_t)."""
+    cfg = CFG.replace(normalize_reward=True)
+    agent = _agent(cfg)
+    state = agent.init(jax.random.PRNGKey(4))
+    learner, actor, rewards, firsts = state.learner, state.actor, [], []
+    prepare = jax.jit(agent.learner.prepare)
+    for _ in range(3):
+        actor, traj = _rollout(agent, state._replace(learner=learner, actor=actor))
+        rewards.append(np.asarray(traj.steps["reward"]))
+        firsts.append(np.asarray(traj.steps["first"]))
+        learner, _ = prepare(learner, traj)
+    r, f = np.concatenate(rewards), np.concatenate(firsts).astype(np.float64)
+    assert f[1:].any(), "no episode ended inside the rollouts (LIMIT)"
+    g, every = np.zeros(cfg.num_envs), []
+    for t in range(len(r)):
+        g = r[t] + cfg.discount * g * (1.0 - f[t])
+        every.append(g)
+    every = np.stack(every)
+    np.testing.assert_allclose(learner.returns, g, rtol=1e-5)
+    n = every.size + 1e-4
+    mean = every.sum() / n
+    var = (1e-4 * 1.0 + np.square(every).sum()) / n - mean**2
+    stats = learner.return_stats
+    np.testing.assert_allclose([stats.mean, stats.var, stats.count], [mean, var, n], rtol=1e-4)
 
 
 def _sharded_update(num_devices, **changes):
@@ -219,9 +248,8 @@ def _sharded_update(num_devices, **changes):
     else:
         agent = _agent(cfg, mesh=make_mesh(num_devices))
         learner = to_global(state.learner, agent.mesh, P())
-        returns = to_global(state.replay, agent.mesh, P("data"))
-        new, _, metrics = agent._absorb(learner, returns, place_rollout(traj, agent.mesh))
-    return jax.device_get((new.params, new.obs_stats, new.return_stats, metrics))
+        new, _, metrics = agent._absorb(learner, (), place_rollout(traj, agent.mesh))
+    return jax.device_get((new.params, new.obs_stats, new.return_stats, new.returns, metrics))
 
 
 RECURRENT_PREV = dict(lstm_size=8, recurrence=3, prev_action_reward=True)
@@ -239,8 +267,8 @@ def test_two_devices_equal_one(changes):
     and rewards are sharded over envs with the rest."""
     one, two = _sharded_update(1, **changes), _sharded_update(2, **changes)
     close = lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6)  # noqa: E731
-    jax.tree.map(close, one[:3], two[:3])
-    for m1, m2 in zip(one[3], two[3], strict=True):
+    jax.tree.map(close, one[:4], two[:4])  # each device carried its envs' returns
+    for m1, m2 in zip(one[4], two[4], strict=True):
         for k in m1:
             close(m1[k], m2[k])
 
@@ -310,7 +338,7 @@ def test_dict_observations_end_to_end():
     agent.compile(state)
     actor, traj, placed = agent.collect(state)
     assert set(traj.obs) == {"image", "direction", "mission"}
-    _, buffer, _ = jax.jit(agent.learner.prepare)(state.learner, placed)
+    _, buffer = jax.jit(agent.learner.prepare)(state.learner, placed)
     image = np.asarray(traj.obs["image"])
     assert image.shape[:2] == (4, 2)
     mb = agent.learner.minibatch(buffer, 0, 0)
