@@ -11,7 +11,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from agents.core.config import from_dict
+from agents.core.config import from_dict, renamed_fields
 from agents.core.hooks import hook_fields
 from agents.core.population import Population, PopulationLearner, member_envs
 from agents.core.registry import get_agent
@@ -87,8 +87,7 @@ def _read_run(run_dir: str | Path) -> tuple[TrainArgs, dict[str, str]]:
     saved = data.get("agent_config")
     if not isinstance(saved, dict):
         raise ValueError(f"{where}: 'agent_config' is missing or not an object")
-    renamed = getattr(spec.config_cls, "RENAMED", {})
-    saved = {renamed.get(k, k): v for k, v in saved.items()}
+    saved = renamed_fields(saved, spec.config_cls)
     # Hooks are taken out before the config is built: building it would import them.
     hooks = {k: saved.pop(k) for k in hook_fields(spec.config_cls) if k in saved}
     for name, value in hooks.items():

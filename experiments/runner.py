@@ -587,7 +587,7 @@ class Runner:
         compile_s = agent.compile(state)
         folders = member_dirs(run_dir, size)
         write_configs = None
-        if folders != [run_dir] and self.lead:
+        if size > 1 and self.lead:
             for folder in folders:
                 folder.mkdir(exist_ok=True)
             write_configs = functools.partial(self._write_member_configs, agent, folders)
@@ -688,7 +688,7 @@ class Runner:
             )
             for i, member in enumerate(agent.members)
         ]  # fmt: skip
-        if folders == [run_dir]:
+        if size == 1:
             return summaries[0]
         c = loop.counters
         summary = {

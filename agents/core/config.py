@@ -114,6 +114,13 @@ def check_only_with_table(cls) -> None:
             raise ValueError(f"{cls.__name__}.ONLY_WITH: bad entry {name!r}: {switch!r}")
 
 
+def renamed_fields(saved: dict, config_cls) -> dict:
+    """`saved` (a config.json's fields) with the former names in the class's `RENAMED` table
+    (`old -> new`, a `ClassVar` beside its fields, for old run folders) made current."""
+    renamed = getattr(config_cls, "RENAMED", {})
+    return {renamed.get(k, k): v for k, v in saved.items()}
+
+
 # "Env only" tables. A config may declare, next to `ONLY_WITH`,
 #
 #     ENV_ONLY: ClassVar[dict[str, str]] = {"log_std_init": "continuous", ...}

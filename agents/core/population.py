@@ -172,7 +172,6 @@ class Population:
         self.member_steps_per_iteration = first.steps_per_iteration
         self.steps_per_iteration = first.steps_per_iteration * self.size
         self.updates_per_program = getattr(first, "updates_per_program", 1)
-        self.core_feedback = first.core_feedback
         self.compile_s = 0.0
         self._sharding = NamedSharding(self.mesh, P(POP)) if self.mesh is not None else None
         self._device = jax.devices()[0]
@@ -568,16 +567,6 @@ class Population:
     def member_hparams(self, learner: PopulationLearner) -> dict[str, np.ndarray]:
         """The hyper-parameters that vary, `field -> [P]` (host arrays)."""
         return {k: np.asarray(v) for k, v in jax.device_get(learner.hparams).items()}
-
-    def act(self, greedy: bool):
-        return self.members[0].act(greedy)
-
-    def initial_core(self, num_envs: int) -> Any:
-        return self.members[0].initial_core(num_envs)
-
-    def acting_params(self, learner):
-        """Member 0's acting params (use `member_learner` for another member's)."""
-        return self.members[0].acting_params(self.member_learner(learner, 0))
 
     @property
     def bytes_per_transition(self) -> float:

@@ -15,7 +15,8 @@ Life cycle, as the runner drives it::
     while ...:                                                   # one host sync per chunk
         state, out = agent.train_chunk(state, iteration, env_steps, count)
         host = jax.device_get(out)                               # `count` iterations' output
-    act = agent.act(greedy)                                      # the final evaluation
+    for member in agent.members:                                 # the final evaluation
+        act = member.act(greedy)                                 # (the `Member` protocol)
     agent.close()
     acting = spec.agent_cls.acting(config, eval_env)             # experiments.evaluate
 
@@ -31,7 +32,8 @@ everything an agent keeps between iterations must live in `TrainState` (never on
 object) for a resumed run to be the same run.
 
 `--num-seeds P` wraps P members of an agent in `agents.core.population.Population`, which
-implements this protocol over states with a leading population axis; an agent opts in with
+implements `Agent` over states with a leading population axis (its members are the agents,
+each a `Member`, the acting half of the protocol); an agent opts in with
 the class attribute `supports_population = True` (see that module for what it must satisfy).
 The runner drives both through the members view below (`size`, `members`, `hparams`,
 `member_keys`, `split_chunk`, `member_learner`, `member_hparams`): a single agent is a
@@ -170,30 +172,13 @@ class Agent(Protocol):
         it whatever the counts per call were."""
         ...
 
-    def act(self, greedy: bool) -> ActFn:
-        """A jitted batched policy step for evaluation (argmax when `greedy`)."""
-        ...
-
-    # `core_feedback(core, action, reward) -> core`, or None: after every env step, the
-    # acting loops (rollouts, evaluation) pass the recurrent state the action taken and the
-    # reward received, for cores that take them as inputs (R2D2).
-    core_feedback: Callable | None
-
-    def initial_core(self, num_envs: int) -> Any:
-        """The recurrent state of `num_envs` fresh episodes (`()` for feed-forward)."""
-        ...
-
-    def acting_params(self, learner: Any) -> Any:
-        """The parameters `act` takes, on this process's first device."""
-        ...
-
     def close(self) -> None:
         """Stop background work (threads). Idempotent."""
         ...
 
     # The members view (a single agent: `OneMember`; a population: P members).
     size: int  # members
-    members: list  # the member agents, each acting, evaluated and logged as a single run
+    members: list[Member]  # the member agents, each acting, evaluated and logged as a run
     hparams: dict  # field -> [size] values that vary between members ({} for none)
 
     def member_keys(self, make: Callable[[int], Array], seed: int) -> Array:
@@ -211,6 +196,29 @@ class Agent(Protocol):
 
     def member_hparams(self, learner: Any) -> dict:
         """The values that vary, `field -> [size]` host arrays, as `learner` holds them."""
+        ...
+
+
+@runtime_checkable
+class Member(Agent, Protocol):
+    """An agent that acts: what `Agent.members` holds (a single agent is its own member; a
+    population's members are its P agents). The runner evaluates each member with these."""
+
+    def act(self, greedy: bool) -> ActFn:
+        """A jitted batched policy step for evaluation (argmax when `greedy`)."""
+        ...
+
+    # `core_feedback(core, action, reward) -> core`, or None: after every env step, the
+    # acting loops (rollouts, evaluation) pass the recurrent state the action taken and the
+    # reward received, for cores that take them as inputs (R2D2).
+    core_feedback: Callable | None
+
+    def initial_core(self, num_envs: int) -> Any:
+        """The recurrent state of `num_envs` fresh episodes (`()` for feed-forward)."""
+        ...
+
+    def acting_params(self, learner: Any) -> Any:
+        """The parameters `act` takes, on this process's first device."""
         ...
 
 

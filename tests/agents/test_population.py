@@ -16,6 +16,7 @@ from agents.acer.config import ACERConfig
 from agents.core.config import ConfigError
 from agents.core.parallel import POP, make_mesh
 from agents.core.population import Population, PopulationLearner, member_envs
+from agents.core.protocol import Agent, Member
 from envs import make_env, run_env_seed
 
 CFG = ACERConfig(
@@ -85,6 +86,9 @@ def test_members_equal_single_runs(devices):
     rows, pop, state = _population(size, mesh)
     assert pop.num_devices == devices and len(rows) == ITERS == 10
     assert jax.tree.leaves(state.learner)[0].shape[0] == size
+    # the protocol: a population trains (`Agent`); its members act (`Member`)
+    assert isinstance(pop, Agent) and not isinstance(pop, Member)
+    assert all(isinstance(m, Member) for m in pop.members)
     for i in range(size):
         single = _single(SEED + i)
         _assert_same(single, [r[i] for r in rows])

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.core.protocol import Acting, Agent, ChunkOutput, OneMember, TrainState
+from agents.core.protocol import Acting, ChunkOutput, Member, OneMember, TrainState
 from agents.core.registry import AgentSpec, register, unregister
 from experiments import evaluate, train
 
@@ -182,7 +182,7 @@ def test_toy_agent_satisfies_the_protocol(toy):
     from envs import make_env
 
     agent = ToyAgent(ToyConfig(), make_env("CartPole-v1", 4, 0))
-    assert isinstance(agent, Agent)
+    assert isinstance(agent, Member) and agent.members == [agent]
 
 
 def test_flags_of_another_agent_are_errors_naming_both(toy, tmp_path, capsys):
