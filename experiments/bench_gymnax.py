@@ -43,7 +43,7 @@ CASES = {
     "reactor-lockstep-breakout-cnn": (
         "--agent reactor --no-decoupled --env gymnax/Breakout-MinAtar", 50_000, 330),
     # the MinAtar paper's DQN (its CNN, batch 32, one update per env step; learns from 5k)
-    "dqn-minatar": ("--preset dqn-minatar --env gymnax/Breakout-MinAtar", 30_000, 490),
+    "dqn-minatar": ("--agent dqn --preset dqn-minatar --env gymnax/Breakout-MinAtar", 30_000, 490),
 }  # fmt: skip
 # Populations: case -> (its single-run case, P). The single run's flags with --num-seeds P and
 # its steps per member; reported as aggregate env steps/s over the single run's median measured
@@ -69,7 +69,8 @@ class Args:
     """Throughput of our agents on gymnax envs (module docstring)."""
 
     cases: list[str] = field(default_factory=lambda: list(DEFAULT_CASES))
-    """Which cases to run (names of CASES; the *-cnn and *-x8 ones only when named)."""
+    """Which cases to run (names of CASES; the *-cnn, dqn-minatar and *-x8 / *-x5 ones only
+    when named)."""
     rounds: int = 3
     """Rounds (each runs every case once)."""
     time_from: float = 0.2
@@ -139,8 +140,10 @@ def main(args: Args) -> dict:
         summary[name] = {"median_sps": med, "quoted_single_file_sps": quoted,
                          "ratio": med / quoted, "rounds": rounds}  # fmt: skip
         what = "single-file program (quoted)"
-        if name.endswith("-cnn") or name == "dqn-minatar":
+        if name.endswith("-cnn"):
             what = "before, on the minatar package"
+        elif name == "dqn-minatar":
+            what = "DQN before, on the minatar package (the suite's settings)"
         line = f"{name}: median {med:,.0f} env steps/s; {what} {quoted:,}; ratio {med / quoted:.2f}"
         if name in peers:
             peer = statistics.median(g["sps"] for g in peers[name])

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 
 from agents.core.config import from_dict, renamed_fields
 from agents.core.hooks import hook_fields
+from agents.core.learning import episode_fields
 from agents.core.population import Population, PopulationLearner, member_envs
 from agents.core.registry import get_agent
 from envs import make_env, run_env_seed
@@ -131,18 +132,50 @@ def restore_checkpoint(checkpointer: Checkpointer, learner, step: int | None = N
     """Restore a learner of `learner`'s structure; returns (learner, meta, step). With
     `exact` (an `exact_tree`): ((learner, exact_tree), meta, step).
 
-    Checkpoints of early versions also hold an `actor_key` array (no longer used: a resumed
-    run draws new episodes from its seed and iteration); those still load."""
+    Checkpoints of early versions still load: those that also hold an `actor_key` array (no
+    longer used: a resumed run draws new episodes from its seed and iteration), and those
+    saved before a learner state had one of its episode fields
+    (`agents.core.learning.episode_fields`: PPO's per-env returns), restored as zeros."""
     target = checkpoint_tree(learner)
     if exact is not None:
         (restored, saved), meta, step = checkpointer.restore(target, step, exact=exact)
         return (type(learner)(**restored["learner"]), saved), meta, step
-    try:
-        restored, meta, step = checkpointer.restore(target, step)
-    except ValueError:
-        legacy = {**target, "actor_key": jax.ShapeDtypeStruct((2,), jnp.uint32)}
-        restored, meta, step = checkpointer.restore(legacy, step)
-    return type(learner)(**restored["learner"]), meta, step
+    key = {"actor_key": jax.ShapeDtypeStruct((2,), jnp.uint32)}
+    older = checkpoint_tree(_episode_state(learner, lambda x: ()))
+    mismatch = None
+    for candidate in (target, {**target, **key}, older, {**older, **key}):
+        try:
+            restored, meta, step = checkpointer.restore(candidate, step)
+            break
+        except ValueError as err:  # a structure mismatch: the target's error is the one told
+            mismatch = mismatch or err
+    else:
+        raise mismatch
+    restored = type(learner)(**restored["learner"])
+    return _episode_state(restored, None, like=learner), meta, step
+
+
+def _empty(value) -> bool:
+    return isinstance(value, tuple) and not value
+
+
+def _episode_state(state, fill, like=None):
+    """`state` (a learner state, or a population's, which holds one) with every episode field
+    replaced by `fill(value)`; with `fill` None, the fields that are `()` in `state` but not in
+    `like` become zeros shaped as `like`'s (a checkpoint from before the field existed)."""
+    if not (isinstance(state, tuple) and hasattr(state, "_fields")):
+        return state
+    own = episode_fields(state)
+    fields = {}
+    for name in state._fields:
+        value, other = getattr(state, name), getattr(like, name) if like is not None else None
+        if name in own and fill is not None:
+            fields[name] = fill(value)
+        elif name in own and _empty(value) and not _empty(other):
+            fields[name] = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), other)
+        else:
+            fields[name] = _episode_state(value, fill, other)
+    return type(state)(**fields)
 
 
 def restore_learner(init_learner, run_dir: Path, step: int | None = None):

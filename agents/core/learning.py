@@ -272,6 +272,15 @@ def sample_key(key, axis_name=None):
     return key, sub
 
 
+def episode_fields(state) -> tuple[str, ...]:
+    """The fields of a learner state (a NamedTuple) that hold state of the member's envs
+    rather than of its learning, as its class's `EPISODE_FIELDS` names them (PPO's per-env
+    discounted returns): PBT leaves them with each member when it copies a parent's learner
+    (agents/core/population.py), and a checkpoint saved before such a field existed restores
+    it as zeros (experiments.common.restore_checkpoint; a resumed run starts new episodes)."""
+    return tuple(getattr(type(state), "EPISODE_FIELDS", ()))
+
+
 class ActorCriticLearner:
     """What the trace learners share: the optimizer step on `self.loss` and the metrics.
 

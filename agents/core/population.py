@@ -68,6 +68,7 @@ from jax.sharding import NamedSharding
 from agents.core import evolution
 from agents.core.base import chunk_length
 from agents.core.config import ConfigError
+from agents.core.learning import episode_fields
 from agents.core.parallel import POP, P, check_divisible
 from agents.core.programs import (
     ChunkProgram,
@@ -376,9 +377,11 @@ class Population:
         their learner's `reset_params` says (fresh optimiser states, the Polyak average or
         target networks set to the new weights). A member that changed gets a new RNG stream
         (its parent's key folded with its index), so two copies of one parent do not sample
-        alike."""
+        alike. A learner's `episode_fields` (state of the member's own envs, whose episodes
+        go on) stay the member's."""
         old, size = learner.member, self.size
         member = evolution.exploit(old, parent)
+        member = member._replace(**{f: getattr(old, f) for f in episode_fields(old)})
         index = jnp.arange(size)
         changed = (parent != index) | resampled
         folded = jax.vmap(jax.random.fold_in)(member.key, index)
@@ -458,7 +461,7 @@ class Population:
 
     def _init_replay(self):
         first = self.members[0]
-        if not hasattr(first, "replay_update"):  # e.g. PPO's reward-scaling returns, or ()
+        if not hasattr(first, "replay_update"):  # an on-policy agent keeps no replay: ()
             return self._place(_stack([m._init_replay() for m in self.members]))
         replay = jax.jit(jax.vmap(lambda _: first.replay.init()))(jnp.arange(self.size))
         return self._place(replay)

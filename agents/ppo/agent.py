@@ -195,7 +195,8 @@ class PPOAgent(RolloutAgent):
     def _compile_learning(self, state: TrainState, placed) -> None:
         if self.update_loop != "dispatch":
             return super()._compile_learning(state, placed)
-        learner, buffer = jax.eval_shape(self._prepare._jitted, state.learner, placed)
+        out = jax.eval_shape(self._prepare._jitted, state.learner, placed)
+        learner, buffer = out[1] if self._prepare.checks else out  # --debug: (error, out)
         self._prepare.compile(state.learner, placed)
         self._minibatch.compile(learner, buffer, *self._indices[0][1])
         if self.recurrent and self.config.refresh_memories:

@@ -70,9 +70,12 @@ class LearnerState(NamedTuple):
     obs_stats: Any  # RunningStats of the (preprocessed) observations, or () when off
     return_stats: Any  # RunningStats of the discounted return (reward scaling), or ()
     # [num_envs] each env's discounted return so far (reward scaling; all envs, replicated
-    # over devices), or (). Episode state: a resume without --exact-resume starts new
-    # episodes from these values, which moves the statistics it feeds slightly.
+    # over devices), or (). Episode state (`agents.core.learning.episode_fields`):
+    # checkpointed with the learner, zeroed by the new episodes' first step after a resume
+    # without --exact-resume; PBT leaves each member its own.
     returns: Any
+
+    EPISODE_FIELDS = ("returns",)
 
 
 class MiniBatch(NamedTuple):

@@ -22,8 +22,10 @@ from agents.core.evolution import (
     pbt_plan,
     perturb,
 )
+from agents.core.learning import episode_fields
 from agents.core.population import Population, member_envs
 from agents.core.registry import agent_names, get_agent
+from agents.ppo.agent import PPOAgent
 from envs import make_env, run_env_seed
 
 BOUNDS = {"lr": (1e-6, 1.0), "entropy_weight": (0.0, 1.0), "discount": (0.5, 1.0)}
@@ -280,11 +282,14 @@ def _check_pbt_and_cem(name):
     plan = Plan(np.array([0, 0]), np.zeros(2, bool), np.zeros(0, int))
     state = pop.evolve(state, plan, {}, jax.random.PRNGKey(0))
     after = jax.device_get(state.learner.member)
+    own = episode_fields(state.learner.member)  # the member's envs' state
     for field, new in after._asdict().items():
         old = getattr(before, field)
         for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(old), strict=True):
             np.testing.assert_array_equal(a[0], b[0], err_msg=f"{name} kept member: {field}")
-            if field != "key":
+            if field in own:
+                np.testing.assert_array_equal(a[1], b[1], err_msg=f"{name} own: {field}")
+            elif field != "key":
                 np.testing.assert_array_equal(a[1], b[0], err_msg=f"{name} copy: {field}")
     assert not np.array_equal(after.key[1], after.key[0])
     state, _ = pop.train_iteration(state, it, it * steps)
@@ -322,6 +327,28 @@ def test_pbt_and_cem_on_every_evolving_agent(name):
     says (every optimiser fresh: SAC and TD3 have several; target networks and Polyak
     averages set to the new weights), and the population trains on after each."""
     _check_pbt_and_cem(name)
+
+
+def test_pbt_leaves_each_member_its_own_episode_state():
+    """PPO with --normalize-reward: a PBT copy takes the parent's weights and return
+    statistics, but each env's discounted return so far belongs to the member's own envs
+    (their episodes go on), so it stays the member's."""
+    cfg = get_agent("ppo").make_config(None)
+    cfg = dataclasses.replace(cfg, num_envs=2, trace_len=8, hidden=(8,), normalize_reward=True)
+    pool = make_env("CartPole-v1", 2 * cfg.num_envs, run_env_seed(0, cfg.num_envs))
+    pop = Population([PPOAgent(cfg, v, seed=i) for i, v in enumerate(member_envs(pool, 2))])
+    state = pop.init(jnp.stack([jax.random.PRNGKey(i) for i in range(2)]))
+    for it in range(5):  # 40 steps: some episodes have ended, at other steps in each member
+        state, _ = pop.train_iteration(state, it, it * pop.member_steps_per_iteration)
+    before = jax.device_get(state.learner.member)
+    assert not np.array_equal(before.returns[0], before.returns[1])
+    plan = Plan(np.array([0, 0]), np.zeros(2, bool), np.zeros(0, int))
+    after = jax.device_get(pop.evolve(state, plan, {}, jax.random.PRNGKey(0)).learner.member)
+    np.testing.assert_array_equal(after.returns, before.returns)
+    np.testing.assert_array_equal(after.return_stats.var[1], before.return_stats.var[0])
+    for a, b in zip(jax.tree.leaves(after.params), jax.tree.leaves(before.params), strict=True):
+        np.testing.assert_array_equal(a[1], b[0])
+    pop.close()
 
 
 def test_cem_restarts_each_member_with_its_own_hyper_parameters():

@@ -279,7 +279,7 @@ def test_dqn_and_r2d1_members_equal_single_runs(name):
     "name, env_id, small, varied",
     [
         # PPO: several epochs and minibatches, reward scaling (per-member returns in the
-        # replay slot), member 1 with another lr and clip ε.
+        # learner state), member 1 with another lr and clip ε.
         ("ppo", "CartPole-v1",
          dict(num_envs=2, trace_len=8, epochs=2, num_minibatches=2, hidden=(8,),
               normalize_reward=True),

@@ -243,6 +243,11 @@ def _sharded_update(num_devices, **changes):
     ref = _agent(cfg)
     state = ref.init(jax.random.PRNGKey(0))
     _, traj = _rollout(ref, state)
+    # returns carried from earlier rollouts, different per env, and episodes that go on
+    # into this rollout (a fresh one starts them all): each device reads its envs' slice
+    state = state._replace(learner=state.learner._replace(returns=jnp.arange(8.0) / 4))
+    first = traj.steps["first"].at[0].set(False)
+    traj = traj._replace(steps={**traj.steps, "first": first})
     if num_devices == 1:
         new, _, metrics = jax.jit(ref.absorb)(state.learner, state.replay, traj)
     else:

@@ -48,6 +48,37 @@ def test_legacy_layout_with_actor_key_array_still_loads(tmp_path):
     assert (tmp_path / "c" / "5").exists()  # a structure mismatch is not damage: not moved
 
 
+class EpisodeLearner(NamedTuple):
+    params: Any
+    returns: Any  # episode state (as PPO's per-env discounted returns)
+
+    EPISODE_FIELDS = ("returns",)
+
+
+@pytest.mark.parametrize("population", [False, True])
+def test_checkpoint_from_before_an_episode_field_restores_it_as_zeros(tmp_path, population):
+    """A learner state that gained an episode field (PPO's `returns`, once kept beside the
+    envs): its older checkpoints, which lack it, still restore (as a single run and as a
+    population's stacked state), the field as zeros; a different mismatch is still told."""
+    from agents.core.population import PopulationLearner
+
+    w = {"w": jnp.arange(6.0).reshape(2, 3)}
+    old, new = EpisodeLearner(w, ()), EpisodeLearner(w, jnp.ones(4))
+    if population:
+        old, new = PopulationLearner(old, {}), PopulationLearner(new, {})
+    ckpt = Checkpointer(tmp_path / "c")
+    ckpt.save(5, checkpoint_tree(old), {"counters": {"env_steps": 5}})
+    restored, _, step = restore_checkpoint(ckpt, jax.tree.map(jnp.zeros_like, new))
+    inner = restored.member if population else restored
+    assert step == 5 and type(restored) is type(new)
+    np.testing.assert_array_equal(inner.params["w"], w["w"])
+    np.testing.assert_array_equal(inner.returns, np.zeros(4, np.float32))
+    other = EpisodeLearner({"v": jnp.zeros(3)}, jnp.ones(4))
+    other = PopulationLearner(other, {}) if population else other
+    with pytest.raises(ValueError, match=r"not saved: learner/.*v"):
+        restore_checkpoint(ckpt, other)
+
+
 def test_resume_with_checkpoints_linked_elsewhere_is_refused_before_training(tmp_path, capsys):
     """A resumed run would rotate (delete) integer-named folders where checkpoints/ leads."""
     run = tmp_path / "run"

@@ -28,7 +28,7 @@ for mode in ("dispatch", "unroll", "scan"):
 
     def learn(learner, mode=mode, agent=agent, placed=placed):
         if mode == "dispatch":
-            learner, buffer, _ = agent._prepare(learner, placed, ())
+            learner, buffer = agent._prepare(learner, placed)
             for _, args in agent._indices:
                 learner, m = agent._minibatch(learner, buffer, *args)
             return learner, m
