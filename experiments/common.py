@@ -141,7 +141,7 @@ def restore_checkpoint(checkpointer: Checkpointer, learner, step: int | None = N
         (restored, saved), meta, step = checkpointer.restore(target, step, exact=exact)
         return (type(learner)(**restored["learner"]), saved), meta, step
     key = {"actor_key": jax.ShapeDtypeStruct((2,), jnp.uint32)}
-    older = checkpoint_tree(_episode_state(learner, lambda x: ()))
+    older = {"learner": _without_episode_fields(learner)}
     mismatch = None
     for candidate in (target, {**target, **key}, older, {**older, **key}):
         try:
@@ -151,31 +151,35 @@ def restore_checkpoint(checkpointer: Checkpointer, learner, step: int | None = N
             mismatch = mismatch or err
     else:
         raise mismatch
-    restored = type(learner)(**restored["learner"])
-    return _episode_state(restored, None, like=learner), meta, step
+    return _with_episode_fields(restored["learner"], learner), meta, step
 
 
-def _empty(value) -> bool:
-    return isinstance(value, tuple) and not value
+def _is_state(tree) -> bool:
+    return isinstance(tree, tuple) and hasattr(tree, "_fields")
 
 
-def _episode_state(state, fill, like=None):
-    """`state` (a learner state, or a population's, which holds one) with every episode field
-    replaced by `fill(value)`; with `fill` None, the fields that are `()` in `state` but not in
-    `like` become zeros shaped as `like`'s (a checkpoint from before the field existed)."""
-    if not (isinstance(state, tuple) and hasattr(state, "_fields")):
+def _without_episode_fields(state):
+    """A learner state (or a population's, which holds one) as nested dicts without its
+    episode fields: the layout of a checkpoint saved before it had them."""
+    if not _is_state(state):
         return state
     own = episode_fields(state)
-    fields = {}
-    for name in state._fields:
-        value, other = getattr(state, name), getattr(like, name) if like is not None else None
-        if name in own and fill is not None:
-            fields[name] = fill(value)
-        elif name in own and _empty(value) and not _empty(other):
-            fields[name] = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), other)
-        else:
-            fields[name] = _episode_state(value, fill, other)
-    return type(state)(**fields)
+    return {f: _without_episode_fields(getattr(state, f)) for f in state._fields if f not in own}
+
+
+def _with_episode_fields(saved, like):
+    """`saved` (restored fields) back into `like`'s NamedTuples; a field it lacks (an episode
+    field, older than the checkpoint) as zeros shaped as `like`'s."""
+    if not _is_state(like):
+        return saved
+    saved = saved._asdict() if _is_state(saved) else saved
+    zeros = lambda t: jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), t)  # noqa: E731
+    return type(like)(
+        **{
+            f: _with_episode_fields(saved[f], getattr(like, f)) if f in saved else zeros(v)
+            for f, v in like._asdict().items()
+        }
+    )
 
 
 def restore_learner(init_learner, run_dir: Path, step: int | None = None):

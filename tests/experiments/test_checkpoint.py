@@ -55,6 +55,10 @@ class EpisodeLearner(NamedTuple):
     EPISODE_FIELDS = ("returns",)
 
 
+class OlderLearner(NamedTuple):  # the same learner state before it had `returns`
+    params: Any
+
+
 @pytest.mark.parametrize("population", [False, True])
 def test_checkpoint_from_before_an_episode_field_restores_it_as_zeros(tmp_path, population):
     """A learner state that gained an episode field (PPO's `returns`, once kept beside the
@@ -63,7 +67,7 @@ def test_checkpoint_from_before_an_episode_field_restores_it_as_zeros(tmp_path, 
     from agents.core.population import PopulationLearner
 
     w = {"w": jnp.arange(6.0).reshape(2, 3)}
-    old, new = EpisodeLearner(w, ()), EpisodeLearner(w, jnp.ones(4))
+    old, new = OlderLearner(w), EpisodeLearner(w, jnp.ones(4))
     if population:
         old, new = PopulationLearner(old, {}), PopulationLearner(new, {})
     ckpt = Checkpointer(tmp_path / "c")
