@@ -31,3 +31,12 @@ def test_debug_run_checks_data_and_finishes(tmp_path, devices, monkeypatch):
     assert json.loads((run_dir / "config.json").read_text())["run"]["debug"] is True
     assert programs._DATA_CHECKS == [False]  # switched off again after the run
     assert not jax.config.jax_debug_nans
+
+
+def test_debug_ppo_dispatching_each_minibatch_finishes(tmp_path):
+    """`--update-loop dispatch`: PPO's prepare program, checked, returns (error, output);
+    compiling the minibatch program from its output shape must see through that."""
+    argv = ["--agent", "ppo", "--update-loop", "dispatch", "--num-envs", "4", "--trace-len",
+            "8", "--total-steps", "64", "--eval-episodes", "0", "--no-progress", "--debug",
+            "--num-devices", "1", "--run-dir", str(tmp_path / "dbg")]  # fmt: skip
+    assert train.main(argv)["env_steps"] == 64
