@@ -145,7 +145,7 @@ class RolloutAgent(OneMember):
 
     @classmethod
     def acting(cls, config, env, *, seed: int = 0) -> Acting:
-        """The acting part alone (`Agent.acting`): the network, the actor and the learner's
+        """The acting part alone (`Member.acting`): the network, the actor and the learner's
         structure, built as `__init__` builds them (`_build_acting`), for `env` with any
         env count; no rollout, replay or update program, and no check of the training sizes
         (they were checked when the run trained)."""

@@ -79,7 +79,7 @@ class ChunkOutput(NamedTuple):
 
 
 class Acting(NamedTuple):
-    """An agent's acting part alone (`Agent.acting`): what evaluating saved params needs."""
+    """An agent's acting part alone (`Member.acting`): what evaluating saved params needs."""
 
     act: Callable[[bool], ActFn]  # greedy -> a jitted batched policy step (`Agent.act`)
     params: Callable[[Any], Any]  # a learner state -> what `act` takes (`acting_params`)
@@ -118,8 +118,6 @@ class Agent(Protocol):
       bytes_per_transition: replay storage per transition (0 for agents without replay).
       max_chunk: the most iterations one `train_chunk` call may run.
       host_driven: None, or why the host drives each iteration (then `max_chunk` is 1).
-      supports_population: whether `--num-seeds P` may vmap P members of it (class attribute;
-        agents/core/population.py says what a member must provide).
       tunable: {config field: (low, high)} that `--vary` and evolution may set per member
         (class attribute; {} for none).
     """
@@ -133,15 +131,7 @@ class Agent(Protocol):
     bytes_per_transition: float
     max_chunk: int
     host_driven: str | None
-    supports_population: bool
     tunable: dict[str, tuple[float, float]]
-
-    @classmethod
-    def acting(cls, config: Any, env: Any, *, seed: int = 0) -> Acting:
-        """The acting part alone, built from a (saved) `config` for `env`, an evaluation env
-        with any env count: what `experiments.evaluate` builds (no replay, no rollout or
-        update program)."""
-        ...
 
     def init(self, key: Array, *, jit: bool = False) -> TrainState:
         """A fresh learner, an empty replay and reset envs (`jit`: the learner built by one
@@ -202,7 +192,22 @@ class Agent(Protocol):
 @runtime_checkable
 class Member(Agent, Protocol):
     """An agent that acts: what `Agent.members` holds (a single agent is its own member; a
-    population's members are its P agents). The runner evaluates each member with these."""
+    population's members are its P agents). The runner evaluates each member with these;
+    the registry's `agent_cls` is one (its `acting` and `supports_population`).
+
+    Attributes:
+      supports_population: whether `--num-seeds P` may vmap P members of it (class attribute;
+        agents/core/population.py says what a member must provide).
+    """
+
+    supports_population: bool
+
+    @classmethod
+    def acting(cls, config: Any, env: Any, *, seed: int = 0) -> Acting:
+        """The acting part alone, built from a (saved) `config` for `env`, an evaluation env
+        with any env count: what `experiments.evaluate` builds (no replay, no rollout or
+        update program)."""
+        ...
 
     def act(self, greedy: bool) -> ActFn:
         """A jitted batched policy step for evaluation (argmax when `greedy`)."""

@@ -57,7 +57,7 @@ class R2D1Agent(DQNAgent):
         if not cfg.apex_epsilon:
             return super().epsilon(env_steps)
         # Per env over all processes (in training, config.num_envs; an evaluation's envs,
-        # `Agent.acting`, may be more or fewer): this process's envs take their own slice.
+        # `Member.acting`, may be more or fewer): this process's envs take their own slice.
         n = self.env.spec.num_envs
         rates = apex_epsilons(n * jax.process_count()).reshape(-1, n)[jax.process_index()]
         return jnp.asarray(rates)
