@@ -6,6 +6,7 @@ optimizer."""
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import ClassVar
 
@@ -97,10 +98,10 @@ class PPOAgent(RolloutAgent):
                 for i in range(config.num_minibatches)
             ]
 
-    @property
+    @functools.cached_property
     def update_loop(self) -> str:
-        """`config.update_loop`, with `auto` resolved: no rolled loop around a
-        convolution's weight gradient on CPU."""
+        """`config.update_loop`, with `auto` resolved (once: the host loop reads it every
+        iteration): no rolled loop around a convolution's weight gradient on CPU."""
         mode = self.config.update_loop
         if mode == "auto":
             return "dispatch" if self.convolves_on_cpu else "scan"
