@@ -414,6 +414,21 @@ def _base_label(path: Path, agent: str, env: str, seed: int) -> str:
     return match.group(1) if match else agent
 
 
+def _current_names(config: dict, agent: str) -> dict:
+    """`config` with its agent_config fields under their current names (the agent config's
+    `RENAMED` table), so that a run saved before a field was renamed pools with runs saved
+    after. An agent this version does not know keeps its names (it pools with nothing new)."""
+    from agents.core.config import renamed_fields
+    from agents.core.registry import get_agent
+
+    try:
+        spec = get_agent(agent)
+    except ValueError:
+        return config
+    fields = renamed_fields(config.get("agent_config", {}), spec.config_cls)
+    return {**config, "agent_config": fields}
+
+
 def _load(path: Path) -> RunResult:
     config, agent, env, seed = read_config(path)
     curve, hparams = read_curve(path)
@@ -423,7 +438,7 @@ def _load(path: Path) -> RunResult:
         raise RunSkipped("no episode finished yet")
     summary = read_summary(path)
     final = summary.get("eval_return_mean")
-    identity = config_identity(config, hparams)
+    identity = config_identity(_current_names(config, agent), hparams)
     base = _base_label(path, agent, env, seed)
     return RunResult(
         path,

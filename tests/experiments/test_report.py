@@ -510,6 +510,24 @@ def test_runs_differing_in_anything_else_are_apart(tmp_path, change):
     assert labels["two"].startswith(f"ppo {field}=") and labels["one"] != labels["two"]
 
 
+def test_a_field_saved_under_its_former_name_pools_with_its_current_name(tmp_path):
+    # The Reactor's microbatch_sequences became microbatch_traces (its config's RENAMED
+    # table): a run saved before the rename is a seed of the same configuration.
+    runs = tmp_path / "runs"
+    real_run(runs, "old", seed=1, agent="reactor", agent_config={"microbatch_sequences": 4})
+    real_run(runs, "new", seed=2, agent="reactor", agent_config={"microbatch_traces": 4})
+    real_run(runs, "other", seed=3, agent="reactor", agent_config={"microbatch_traces": 8})
+    labels = {r.path.name: r.algo for r in report.load_results([str(runs)])}
+    assert labels["old"] == labels["new"] != labels["other"], labels
+    assert "microbatch_traces=8" in labels["other"]
+
+
+def test_an_agent_this_version_does_not_know_is_reported_under_its_names(tmp_path):
+    real_run(tmp_path / "runs", "gone", agent="retired-agent", agent_config={"x": 1})
+    (result,) = report.load_results([str(tmp_path / "runs")])
+    assert result.algo == "retired-agent"
+
+
 def population(root, name, values, evolve="none", seed=10, layout="member config"):
     """A --num-seeds P population of fakes with --vary lr=VALUES (member i: values[i]), its
     member configs as train writes them (the member's own values in agent_config and in
