@@ -1,7 +1,8 @@
 """Keep the grid's results when runs/ is gone: every finished game's population summary and
 each member's config.json, metrics.csv and summary.json (no checkpoints, no TensorBoard
 files), from runs/minatar-5m/<agent>/<Game>/ into docs/results/minatar-5m/games/, and the
-same files of every finished sweep, runs/minatar-5m/sweep/<name>/, into sweep/<name>/.
+same files of every finished sweep, runs/minatar-5m/sweep/<name>/, into sweep/<name>/. A game run
+as single runs (run_single.sh: <Game>/seed-<k>/) is kept run by run.
 A metrics.csv of more than MAX_ROWS rows (one a host sync, about a second: ACER's games log
 thousands) is kept thinned to every k-th row, its first and last rows always in, so that the
 last row, which the report's `last train` reads, is the run's; the whole file stays in runs/.
@@ -37,7 +38,10 @@ def copy(src: Path, dst: Path) -> None:
 
 
 source = Path(sys.argv[1] if len(sys.argv) > 1 else "runs/minatar-5m")
-runs = [(p, HERE / "games" / p.relative_to(source)) for p in sorted(source.glob("*/*"))]
+# A game is one population folder (run.sh) or a folder of single runs, seed-<k> (run_single.sh).
+games = sorted(source.glob("*/*"))
+games = [s for g in games for s in (sorted(g.glob("seed-*")) or [g])]
+runs = [(p, HERE / "games" / p.relative_to(source)) for p in games]
 runs = [(p, HERE / "sweep" / p.name) if p.parent.name == "sweep" else (p, out) for p, out in runs]
 kept = 0
 for run, out in runs:
@@ -50,6 +54,8 @@ for run, out in runs:
         continue
     kept_files = [run / "config.json", summary]
     kept_files += sorted(run.glob("member-*/*.json")) + sorted(run.glob("member-*/metrics.csv"))
+    if (run / "metrics.csv").is_file():  # a single run
+        kept_files.append(run / "metrics.csv")
     for f in kept_files:
         copy(f, out / f.relative_to(run))
     kept += 1

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue 28's grid as single runs, WORKERS at a time (default 2): AGENT (preset <agent>-minatar)
+# on GAMEs (default all five), seeds 0-4, 5M env steps each. Run from the repository root:
+#   DEADLINE="2026-11-27 21:00" bash docs/results/minatar-5m/run_single.sh reactor Breakout
+# Each run writes runs/minatar-5m/<agent>/<Game>/seed-<k>; the seed-k run is the same
+# experiment as member k of run.sh's `--num-seeds 5 --seed 0` population (member i has seed
+# i). On 2 vCPUs two single processes at once train faster in aggregate than one population
+# program (README, "How the grid runs"). A run already finished is skipped; one cut off (by
+# DEADLINE: no run goes past it) resumes from its --exact-resume checkpoint, bit for bit.
+set -eu
+agent=$1
+shift
+games=${*:-Breakout Asterix Freeway SpaceInvaders Seaquest}
+workers=${WORKERS:-2}
+deadline=$(date -d "${DEADLINE:-+10 years}" +%s)
+export agent deadline
+one() {
+  game=$1 seed=$2
+  dir="runs/minatar-5m/$agent/$game/seed-$seed"
+  if [ -f "$dir/summary.json" ] && grep -q '"stopped_by": "total_steps"' "$dir/summary.json"; then
+    return 0
+  fi
+  mins=$(( ($deadline - $(date +%s)) / 60 - 3 ))  # its evaluation and checkpoint fit too
+  [ "$mins" -ge 5 ] || return 0
+  if [ -f "$dir/config.json" ]; then
+    set -- --resume "$dir"
+  else
+    set -- --agent "$agent" --preset "$agent-minatar" --env "gymnax/$game-MinAtar" \
+      --seed "$seed" --run-dir "$dir" --exact-resume
+  fi
+  /usr/bin/time -f "$agent $game seed $seed wall %e s" python -m experiments.train "$@" \
+    --max-minutes "$mins" --no-progress
+}
+export -f one
+for game in $games; do for seed in 0 1 2 3 4; do echo "$game $seed"; done; done |
+  xargs -P "$workers" -L 1 bash -c 'one $0 $1'
