@@ -346,6 +346,9 @@ class VecEnv:
 
     spec: EnvSpec
     has_xla: bool = False
+    # Whether `xla_step` is plain JAX (no call out to a host-side pool): it then runs on any
+    # device, and a population split over a mesh steps each device's members there.
+    pure_xla: bool = False
 
     def __init__(self, spec: EnvSpec):
         self.spec = spec
@@ -481,7 +484,7 @@ class PoolSlice(VecEnv):
             raise ValueError(f"cannot take slice {index} of {size} from a pool of {total} envs")
         super().__init__(dataclasses.replace(pool.spec, num_envs=total // size))
         self.pool, self.index, self.size = pool, index, size
-        self.has_xla = pool.has_xla
+        self.has_xla, self.pure_xla = pool.has_xla, pool.pure_xla
 
     def _stepped_by_pool(self, *_: Any, **__: Any) -> Any:
         raise RuntimeError(

@@ -70,6 +70,7 @@ class GymnaxVecEnv(VecEnv):
     """`num_envs` copies of a gymnax env, vmapped (module docstring)."""
 
     has_xla = True
+    pure_xla = True
 
     def __init__(
         self,

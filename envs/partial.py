@@ -32,7 +32,7 @@ class ObsMapVecEnv(VecEnv):
     def __init__(self, inner: VecEnv, spec):
         super().__init__(spec)
         self.inner = inner
-        self.has_xla = inner.has_xla
+        self.has_xla, self.pure_xla = inner.has_xla, inner.pure_xla
 
     def _map(self, obs, xp):
         raise NotImplementedError

@@ -5,7 +5,8 @@ set of device programs: every state is the single run's state with a leading pop
 axis `[P, ...]`, and each member's pure functions (`select_action`, `absorb`,
 `replay_update`) are `vmap`ped over it (`Program(..., population=True)`). With a mesh of
 several devices the members are split over them (`jax.shard_map` along the mesh axis
-`POP`).
+`POP`): with an env whose step is plain JAX (gymnax), each device runs its own members'
+iterations, many per program (`ChunkProgram`'s mesh); with envpool, one iteration per program.
 
 Member i *is* the single run with seed `seed + i`. The members step ONE envpool pool of P·N
 envs seeded `envs.run_env_seed(seed, N)` = seed·N: both backends seed env k of a vector env
@@ -49,9 +50,9 @@ grows with P. `member_loop=True/False` overrides the choice.
 
 Costs of the masking: a member with fewer due updates still computes the others'; with
 ACER's Poisson(4) draws and P = 8 the population runs about E[max of 8] ≈ 7 updates per
-iteration where a member averages 4. Under a mesh the rollout runs on the first device
-(the env steps are host calls), so acting gathers every member's policy params there once
-per iteration.
+iteration where a member averages 4. Under a mesh with envpool the rollout runs on the
+first device (the env steps are host calls), so acting gathers every member's policy params
+there once per iteration; a pure-JAX env's rollout runs on each device (`_place_all`).
 """
 
 from __future__ import annotations
@@ -229,13 +230,15 @@ class Population:
         """`[P, N, ...]` leaves -> `[P·N, ...]` (the pool's env order)."""
         return jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), tree)
 
-    def _split(self, tree):
-        """`[P·N, ...]` leaves -> `[P, N, ...]` (member i: envs i·N .. i·N + N − 1)."""
-        return jax.tree.map(lambda x: x.reshape((self.size, -1, *x.shape[1:])), tree)
+    def _split(self, tree, size: int | None = None):
+        """`[P·N, ...]` leaves -> `[P, N, ...]` (member i: envs i·N .. i·N + N − 1); `size`:
+        the members there are (a device's share under the chunked mesh), else all P."""
+        size = size or self.size
+        return jax.tree.map(lambda x: x.reshape((size, -1, *x.shape[1:])), tree)
 
-    def _split_env_state(self, state):
+    def _split_env_state(self, state, size: int | None = None):
         """The pool's XLA carry as P member carries (the env says how)."""
-        return self.pool.split_xla_state(state, self.size)
+        return self.pool.split_xla_state(state, size or self.size)
 
     def _join_env_state(self, state):
         return self.pool.join_xla_state(state)
@@ -245,9 +248,10 @@ class Population:
         once per step with every member's actions, the bookkeeping vmapped
         (agents.core.rollout)."""
         first, feedback = self.members[0], self.members[0].core_feedback
+        size = actor.key.shape[0]  # P, or a device's share of them (`device_iteration`)
         discount = params.hparams.get("discount")
         if discount is None:
-            discount = jnp.full((self.size,), first.config.discount, jnp.float32)
+            discount = jnp.full((size,), first.config.discount, jnp.float32)
 
         def record(actor, out, ts, discount):
             return _record(discount, actor, out, ts, feedback)
@@ -261,8 +265,8 @@ class Population:
             pool_state, ts = self.pool.xla_step(
                 self._join_env_state(actor.env_state), self._merge(_env_action(out))
             )
-            actor = actor._replace(env_state=self._split_env_state(pool_state), key=key)
-            return jax.vmap(record)(actor, out, self._split(ts), discount)
+            actor = actor._replace(env_state=self._split_env_state(pool_state, size), key=key)
+            return jax.vmap(record)(actor, out, self._split(ts, size), discount)
 
         end, recorded = jax.lax.scan(body, actor, None, length=first.config.trace_len)
         recorded = jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), recorded)  # [P, T, ...]
@@ -317,8 +321,11 @@ class Population:
     @property
     def host_driven(self) -> str | None:
         """Why each iteration needs the host (None: many run in one device program)."""
-        if self.mesh is not None:
-            return "a population split over devices runs one iteration per program"
+        if self.mesh is not None and not self.pool.pure_xla:
+            return (
+                "a population split over devices runs one iteration per program unless its "
+                "env steps in plain JAX (gymnax)"
+            )
         if self.member_loop:
             return "a convolution's weight gradient in a rolled loop is slow on XLA:CPU"
         return self.members[0].host_driven
@@ -329,15 +336,16 @@ class Population:
 
     def device_iteration(self, state: TrainState, todo):
         """One iteration of every member as a pure function (`todo`: `[P]` updates owed):
-        the rollout, the members' `absorb`, then max(todo) masked updates."""
-        names = self.metric_names
+        the rollout, the members' `absorb`, then max(todo) masked updates. Under a mesh it
+        runs on each device with that device's members (`todo` and every leaf: its share)."""
+        names, size = self.metric_names, todo.shape[0]
         actor, traj = self._rollout_fn(self._policy_params_fn(state.learner), state.actor)
         absorb = self._over_members(lambda m, h, r, t: self._member_absorb(
             PopulationLearner(m, h), r, t))  # fmt: skip
         learner, replay, metrics = absorb(
             state.learner.member, state.learner.hparams, state.replay, traj
         )
-        sums, count = metric_sums([_all_active(m, self.size) for m in metrics], names, self.size)
+        sums, count = metric_sums([_all_active(m, size) for m in metrics], names, size)
         hparams = learner.hparams
 
         def body(k, carry):
@@ -363,10 +371,12 @@ class Population:
             state, out = self.train_iteration(state, iteration, env_steps)
             return state, one_iteration_chunk(out, self.metric_names, self.size)
         if self._chunk is None:
-            self._chunk = ChunkProgram(self.device_iteration, self.max_chunk, (self.size,))
+            self._chunk = ChunkProgram(
+                self.device_iteration, self.max_chunk, (self.size,), self.mesh
+            )
         steps = self.member_steps_per_iteration
         todos = [self._todo(iteration + k, env_steps + k * steps) for k in range(count)]
-        return self._chunk(state, todos)
+        return self._chunk(self._place_all(state), todos)
 
     # ------------------------------------------------------------------ evolution
     def _evolve_fn(self, learner: PopulationLearner, parent, resampled, elites, hparams, key,
@@ -429,6 +439,11 @@ class Population:
         """Split over the mesh by member (identity on one device)."""
         return tree if self.mesh is None else jax.device_put(tree, self._sharding)
 
+    def _place_all(self, state: TrainState) -> TrainState:
+        """The whole state split over the mesh by member, the actor's too (the chunked
+        programs step each device's members there); a no-op for what is placed already."""
+        return TrainState(*map(self._place, state))
+
     def _on_first_device(self, tree):
         return tree if self.mesh is None else jax.device_put(tree, self._device)
 
@@ -490,8 +505,10 @@ class Population:
     def compile(self, state: TrainState) -> float:
         t0 = time.perf_counter()
         if self.host_driven is None:
-            self._chunk = ChunkProgram(self.device_iteration, self.max_chunk, (self.size,))
-            self._chunk.compile(state)
+            self._chunk = ChunkProgram(
+                self.device_iteration, self.max_chunk, (self.size,), self.mesh
+            )
+            self._chunk.compile(self._place_all(state))
             self.compile_s = time.perf_counter() - t0
             return self.compile_s
         params = self._on_first_device(self._policy_params(state.learner))

@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
+from jax.sharding import PartitionSpec as P
 
 from agents.core.parallel import (
     DATA,
@@ -259,9 +260,14 @@ class ChunkProgram:
     iteration; `todo` is the number of learner updates it owes (a host schedule: int32, or
     `[P]` for a population). `run(state, todos, count)` runs it for i < `count` as a
     `lax.scan` of `length` steps, each a `lax.cond` (the skipped steps cost nothing but the
-    branch), so one executable serves every count; the state is donated."""
+    branch), so one executable serves every count; the state is donated.
 
-    def __init__(self, iteration, length: int, todo_shape: tuple[int, ...] = ()):
+    With a `mesh`, a population's (`todo_shape` `(P,)`) members are split over its devices
+    along `POP`: each device scans its own members' iterations, with no communication (the
+    members are independent), so that the devices run side by side. The iteration then
+    sees its local members only (`P / devices` of them)."""
+
+    def __init__(self, iteration, length: int, todo_shape: tuple[int, ...] = (), mesh=None):
         self.length, self.todo_shape = length, todo_shape
         self.traces = 0
 
@@ -278,6 +284,15 @@ class ChunkProgram:
 
             return jax.lax.scan(body, state, (jnp.arange(length), todos))
 
+        if mesh is not None:
+            members, stacked = P(POP), P(None, POP)  # state [P, ...]; todos, outputs [N, P, ...]
+            chunk = jax.shard_map(
+                chunk,
+                mesh=mesh,
+                in_specs=(members, stacked, P()),
+                out_specs=(members, stacked),
+                check_vma=False,  # the skipped iterations' zeros are the same on every device
+            )
         self._jitted = jax.jit(chunk, donate_argnums=(0,))
         self._compiled = None
 

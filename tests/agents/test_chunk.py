@@ -125,3 +125,41 @@ def test_host_driven_agents_run_one_iteration_per_call():
         agent.train_chunk(state, 0, 0, 2)
     state, out = agent.train_chunk(state, 0, 0, 1)
     assert np.asarray(out.updates).tolist() == [4]  # 2 epochs x 2 minibatches
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_population_split_over_devices_runs_chunked_as_on_one(name):
+    """P = 4 members on gymnax's CartPole (its step is plain JAX), split over a 2-device
+    mesh: many iterations in one program, each device scanning its own 2 members, with the
+    same update counts, episodes and learners as the population on one device. With
+    envpool's XLA step (a call out to one host-side pool) the split stays one iteration per
+    program."""
+    from agents.core.parallel import POP, make_mesh
+
+    iters, size = 5, 4
+    mesh = make_mesh(2, axis=POP)
+    keys = jnp.stack([jax.random.PRNGKey(4 + i) for i in range(size)])
+    host = make_population(name, "CartPole-v1", 2, mesh=mesh, seed=4, **SMALL[name])
+    assert host.max_chunk == 1 and "plain JAX" in host.host_driven
+    outs = []
+    for mesh_or_none in (None, mesh):
+        pop = make_population(
+            name, "gymnax/CartPole-v1", size, mesh=mesh_or_none, seed=4, **SMALL[name]
+        )
+        assert pop.host_driven is None and pop.max_chunk >= iters
+        state = pop.init(keys)
+        pop.compile(state)
+        state, out = pop.train_chunk(state, 0, 0, 3)
+        state, out2 = pop.train_chunk(state, 3, 3 * pop.member_steps_per_iteration, iters - 3)
+        leaf = jax.tree.leaves(state.learner.member.params)[0]
+        assert len(leaf.sharding.device_set) == (1 if mesh_or_none is None else 2)
+        outs.append((jax.device_get((out, out2)), jax.device_get(state.learner.member.params)))
+    (one, params_one), (two, params_two) = outs
+    for a, b in zip(one, two, strict=True):
+        np.testing.assert_array_equal(a.updates, b.updates)
+        np.testing.assert_array_equal(a.game_over, b.game_over)
+        np.testing.assert_array_equal(a.finished_length, b.finished_length)
+        for k in a.metric_sums:
+            np.testing.assert_allclose(a.metric_sums[k], b.metric_sums[k], RTOL, ATOL, err_msg=k)
+    assert one[0].updates.sum() + one[1].updates.sum() > 0
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, RTOL, ATOL), params_one, params_two)
