@@ -346,8 +346,9 @@ class VecEnv:
 
     spec: EnvSpec
     has_xla: bool = False
-    # Whether `xla_step` is plain JAX (no call out to a host-side pool): it then runs on any
-    # device, and a population split over a mesh steps each device's members there.
+    # Whether `xla_step` is plain JAX (no call out to a host-side pool), steps each env on its
+    # own and takes any number of envs (any leading size of the state): a population split
+    # over a mesh then steps each device's share of the pool's envs there.
     pure_xla: bool = False
 
     def __init__(self, spec: EnvSpec):

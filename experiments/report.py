@@ -421,12 +421,13 @@ def _current_names(config: dict, agent: str) -> dict:
     from agents.core.config import renamed_fields
     from agents.core.registry import get_agent
 
+    if "agent_config" not in config:
+        return config
     try:
         spec = get_agent(agent)
-    except ValueError:
+    except (ValueError, ImportError):
         return config
-    fields = renamed_fields(config.get("agent_config", {}), spec.config_cls)
-    return {**config, "agent_config": fields}
+    return {**config, "agent_config": renamed_fields(config["agent_config"], spec.config_cls)}
 
 
 def _load(path: Path) -> RunResult:

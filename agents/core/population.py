@@ -40,7 +40,8 @@ read its seed (randomness comes from the keys in its states), and whose learner 
 `init` starts its own (fresh optimiser states, target or averaged copies set to them), which
 CEM applies to the members it resamples. It says so with
 `supports_population = True` (and `population_conflict()` names a configuration that
-cannot, e.g. Reactor's decoupled actor thread). The rollout needs envpool's XLA step.
+cannot, e.g. Reactor's decoupled actor thread). The rollout needs an env stepped inside XLA
+(envpool's XLA step, or gymnax).
 
 Member loop: by default the members are `vmap`ped; on XLA:CPU with image observations they
 are instead unrolled one after another inside the same programs (`member_loop`, the acting

@@ -291,7 +291,9 @@ class ChunkProgram:
                 mesh=mesh,
                 in_specs=(members, stacked, P()),
                 out_specs=(members, stacked),
-                check_vma=False,  # the skipped iterations' zeros are the same on every device
+                # the skipped iterations' zeros vary over no device, the run ones' outputs
+                # over POP: lax.cond's type check would refuse the two branches
+                check_vma=False,
             )
         self._jitted = jax.jit(chunk, donate_argnums=(0,))
         self._compiled = None

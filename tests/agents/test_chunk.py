@@ -127,34 +127,47 @@ def test_host_driven_agents_run_one_iteration_per_call():
     assert np.asarray(out.updates).tolist() == [4]  # 2 epochs x 2 minibatches
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
+SPLIT = {
+    **SMALL,  # ACER: Poisson update counts, so the devices' update loops differ in length
+    "acer": dict(num_envs=2, trace_len=4, batch_size=2, buffer_size=64, hidden=(16,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPLIT))
 def test_population_split_over_devices_runs_chunked_as_on_one(name):
     """P = 4 members on gymnax's CartPole (its step is plain JAX), split over a 2-device
-    mesh: many iterations in one program, each device scanning its own 2 members, with the
-    same update counts, episodes and learners as the population on one device. With
-    envpool's XLA step (a call out to one host-side pool) the split stays one iteration per
-    program."""
+    mesh: many iterations in one program, each device scanning its own 2 members (the whole
+    state split, the actors' too, and no collective in the program), with the same update
+    counts, episodes and learners as the population on one device. With envpool's XLA step
+    (a call out to one host-side pool) the split stays one iteration per program."""
     from agents.core.parallel import POP, make_mesh
 
     iters, size = 5, 4
     mesh = make_mesh(2, axis=POP)
     keys = jnp.stack([jax.random.PRNGKey(4 + i) for i in range(size)])
-    host = make_population(name, "CartPole-v1", 2, mesh=mesh, seed=4, **SMALL[name])
+    host = make_population(name, "CartPole-v1", 2, mesh=mesh, seed=4, **SPLIT[name])
     assert host.max_chunk == 1 and "plain JAX" in host.host_driven
     outs = []
     for mesh_or_none in (None, mesh):
         pop = make_population(
-            name, "gymnax/CartPole-v1", size, mesh=mesh_or_none, seed=4, **SMALL[name]
+            name, "gymnax/CartPole-v1", size, mesh=mesh_or_none, seed=4, **SPLIT[name]
         )
         assert pop.host_driven is None and pop.max_chunk >= iters
         state = pop.init(keys)
         pop.compile(state)
         state, out = pop.train_chunk(state, 0, 0, 3)
         state, out2 = pop.train_chunk(state, 3, 3 * pop.member_steps_per_iteration, iters - 3)
-        leaf = jax.tree.leaves(state.learner.member.params)[0]
-        assert len(leaf.sharding.device_set) == (1 if mesh_or_none is None else 2)
+        devices = 1 if mesh_or_none is None else 2
+        for part in (state.learner, state.replay, state.actor):
+            for leaf in jax.tree.leaves(part):
+                assert len(leaf.sharding.device_set) == devices
+        program = pop._chunk._compiled.as_text()
+        for collective in ("all-gather", "all-reduce", "all-to-all", "collective-permute"):
+            assert collective not in program, collective
         outs.append((jax.device_get((out, out2)), jax.device_get(state.learner.member.params)))
     (one, params_one), (two, params_two) = outs
+    if name == "acer":  # the members' Poisson counts differ: so do the devices' loops
+        assert (one[0].updates[:3] != one[0].updates[:3, :1]).any()
     for a, b in zip(one, two, strict=True):
         np.testing.assert_array_equal(a.updates, b.updates)
         np.testing.assert_array_equal(a.game_over, b.game_over)

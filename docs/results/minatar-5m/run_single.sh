@@ -6,7 +6,7 @@
 # experiment as member k of run.sh's `--num-seeds 5 --seed 0` population (member i has seed
 # i). On 2 vCPUs two single processes at once train faster in aggregate than one population
 # program (README, "How the grid runs"). A run already finished is skipped; one cut off (by
-# DEADLINE: no run goes past it) resumes from its --exact-resume checkpoint, bit for bit.
+# DEADLINE, which no run should pass) resumes from its --exact-resume checkpoint, bit for bit.
 set -eu
 agent=$1
 shift
@@ -20,8 +20,13 @@ one() {
   if [ -f "$dir/summary.json" ] && grep -q '"stopped_by": "total_steps"' "$dir/summary.json"; then
     return 0
   fi
-  mins=$(( ($deadline - $(date +%s)) / 60 - 3 ))  # its evaluation and checkpoint fit too
-  [ "$mins" -ge 5 ] || return 0
+  # --max-minutes counts from the first iteration: leave room for the start (restore,
+  # compile), the last checkpoint and the evaluation's 100 episodes
+  mins=$(( ($deadline - $(date +%s)) / 60 - 10 ))
+  if [ "$mins" -lt 5 ]; then
+    echo "$agent $game seed $seed: not started, under 15 minutes to DEADLINE" >&2
+    return 0
+  fi
   if [ -f "$dir/config.json" ]; then
     set -- --resume "$dir"
   else
