@@ -1,10 +1,11 @@
 """The command line of `python -m experiments.train`: the run options below plus the chosen
 agent's own config dataclass (agents/<name>/config.py), whose fields are its flags.
 
-`--agent NAME` (default acer) picks the agent and `--preset NAME` (default: the agent's own)
-a set of paper values; flags given explicitly override the preset. A flag that belongs to
-another agent is an error that names both agents. `--help` lists the run options and the
-chosen agent's flags (`--agent reactor --help` for the Reactor's).
+`--agent NAME` picks the agent (default: the one `--preset` belongs to, else acer) and
+`--preset NAME` (default: the agent's own) a set of paper values; flags given explicitly
+override the preset. A flag that belongs to another agent is an error that names both
+agents. `--help` lists the run options and the chosen agent's flags (`--agent reactor
+--help` for the Reactor's).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import tyro
 from agents.core.config import check_only_with, flag
 from agents.core.evaluation import MAX_EPISODES
 from agents.core.hooks import check_given_again, hook_fields
-from agents.core.registry import AgentSpec, agent_names, all_specs, get_agent
+from agents.core.registry import AgentSpec, agent_names, all_specs, get_agent, preset_owner
 from envs.gymnax_env import PREFIX as GYMNAX
 from experiments.runfolder import check_run_dir_writable
 
@@ -35,7 +36,8 @@ class RunArgs:
     folder: config.json, metrics.csv, TensorBoard events, checkpoints/ and summary.json."""
 
     agent: str = "acer"
-    """Which agent to train (see the agent's own flags with --agent NAME --help)."""
+    """Which agent to train (default: the agent --preset belongs to, else acer; see the
+    agent's own flags with --agent NAME --help)."""
     preset: str | None = None
     """Named hyper-parameter preset (default: <agent>-classic); explicit flags override it."""
     env: str = "CartPole-v1"
@@ -326,9 +328,11 @@ def _fields(cls) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
 
 
-def lookup(agent: str, preset: str | None = None) -> AgentSpec:
-    """The spec of `--agent agent`, with `--preset preset` (None: its default) checked
-    against it; the errors name the flag."""
+def lookup(agent: str | None, preset: str | None = None) -> AgentSpec:
+    """The spec of `--agent agent` (None: the agent `preset` belongs to, else acer), with
+    `--preset preset` (None: its default) checked against it; the errors name the flag."""
+    if agent is None:
+        agent = preset_owner(preset or "") or "acer"
     try:
         spec = get_agent(agent)
     except ValueError as err:
@@ -364,7 +368,9 @@ def parse(
     """Parse `argv` for the agent it names. Defaults: the preset's, unless given (resume)."""
     check_given_once(argv)
     name = flag_value(argv, "--agent")
-    spec = lookup(name if name is not None else run_default.agent if run_default else "acer")
+    if run_default is not None:  # a resumed run: its saved agent, whatever --preset says
+        name = run_default.agent if name is None else name
+    spec = lookup(name, flag_value(argv, "--preset") if run_default is None else None)
     check_flags(argv, spec)
     if run_default is None:
         preset = flag_value(argv, "--preset")

@@ -17,6 +17,7 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
         os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
     ).strip()
 
+import dataclasses
 from dataclasses import dataclass
 
 import jax
@@ -33,8 +34,8 @@ from experiments.runner import TrainLoop
 class ScalingArgs:
     """Measure the cost of data-parallel sharding at a fixed global batch."""
 
-    agent: str = "acer"
-    """Agent to measure."""
+    agent: str | None = None
+    """Agent to measure (default: the agent --preset belongs to, else acer)."""
     env: str = "CartPole-v1"
     """Environment id."""
     preset: str | None = None
@@ -63,8 +64,8 @@ class ScalingArgs:
                 all(value % n == 0 for n in devices),
                 name, value, f"divisible by every --devices count {devices}",
             )  # fmt: skip
-        for name in ("agent", "env"):
-            check(getattr(self, name).strip() != "", name, getattr(self, name), "non-empty")
+        check(self.agent is None or self.agent.strip() != "", "agent", self.agent, "non-empty")
+        check(self.env.strip() != "", "env", self.env, "non-empty")
         check_output_file("json_out", self.json_out)
         check_env(self.env)
 
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = cli(ScalingArgs, argv, prog="python -m experiments.bench_scaling")
     try:
         spec = lookup(args.agent, args.preset)
+        args = dataclasses.replace(args, agent=spec.name)
         spec.make_config(
             args.preset, num_envs=args.num_envs, batch_size=args.batch_size, microbatch_traces=0
         )

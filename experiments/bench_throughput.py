@@ -43,8 +43,8 @@ from experiments.runner import TrainLoop
 class BenchArgs:
     """Measure an agent's training steps/s against envpool's raw steps/s."""
 
-    agent: str = "acer"
-    """Agent to benchmark."""
+    agent: str | None = None
+    """Agent to benchmark (default: the agent --preset belongs to, else acer)."""
     env: str = "Pong-v5"
     """Environment id."""
     preset: str | None = None
@@ -78,8 +78,8 @@ class BenchArgs:
         check(self.num_threads >= 0, "num_threads", self.num_threads, ">= 0")
         sizes = self.batch_sizes
         check(bool(sizes) and min(sizes) >= 1, "batch_sizes", sizes, "one or more sizes >= 1")
-        for name in ("agent", "env"):
-            check(getattr(self, name).strip() != "", name, getattr(self, name), "non-empty")
+        check(self.agent is None or self.agent.strip() != "", "agent", self.agent, "non-empty")
+        check(self.env.strip() != "", "env", self.env, "non-empty")
         check_output_file("json_out", self.json_out)
         check_env(self.env)
 
@@ -199,7 +199,7 @@ def ceiling(costs: dict, raw: float, batch_sizes) -> dict | None:
 def main(argv: list[str] | None = None) -> dict:
     args = cli(BenchArgs, argv, prog="python -m experiments.bench_throughput")
     try:
-        spec = lookup(args.agent)
+        spec = lookup(args.agent, args.preset)
         preset = bench_preset(spec) if args.preset is None else args.preset
         lookup(spec.name, preset)
         field, values = parse_compare(

@@ -91,7 +91,7 @@ class AgentSpec:
         if preset is None:
             return {}, {}
         if preset not in self.presets:
-            owner = next((s.name for s in all_specs() if preset in s.presets), None)
+            owner = preset_owner(preset)
             if owner is not None:
                 raise ValueError(f"preset {preset!r} is for --agent {owner}, not {self.name}")
             raise ValueError(
@@ -142,3 +142,8 @@ def get_agent(name: str) -> AgentSpec:
 
 def all_specs() -> list[AgentSpec]:
     return [get_agent(n) for n in agent_names()]
+
+
+def preset_owner(preset: str) -> str | None:
+    """The agent whose presets include `preset` (preset names are unique), or None."""
+    return next((s.name for s in all_specs() if preset in s.presets), None)

@@ -217,7 +217,7 @@ EXPLICIT_TRAIN = [
     (["--agent", "r2d1", "--seq-len", "15"], "--seq-len"),
     (["--agent", "r2d1", "--burn-in", "5"], "--burn-in"),
     (["--agent", "r2d1", "--buffer-size", "100"], "--buffer-size"),
-    (["--preset", "reactor-classic"], "--preset"),
+    (["--agent", "acer", "--preset", "reactor-classic"], "--preset"),
     (["--agent", "reactor", "--preset", "acer-atari"], "--preset"),
     (["--preset", "acer-nope"], "--preset"),
     (["--agent", "reactor", "--trust-region-delta", "2"], "--trust-region-delta"),
@@ -436,6 +436,20 @@ def test_env_only_flags_are_accepted_on_their_kind_of_env():
         ["--agent", "sac", "--env", "Pendulum-v1", "--log-std-min", "-3"],
     ):
         preflight.check_run(parse(argv))
+
+
+def test_a_preset_alone_names_its_agent():
+    """`--preset dqn-minatar` without `--agent` trains DQN (preset names are unique over the
+    agents); an explicit `--agent` of another agent stays an error naming the preset's."""
+    names = [p for name in BUILTIN for p in get_agent(name).presets]
+    assert len(names) == len(set(names)), "two agents share a preset name"
+    for name in BUILTIN:
+        for preset in get_agent(name).presets:
+            args = parse(["--preset", preset])
+            assert (args.run.agent, args.run.preset) == (name, preset)
+    assert parse([]).run.agent == "acer"
+    with pytest.raises(ValueError, match="is for --agent dqn, not acer"):
+        parse(["--agent", "acer", "--preset", "dqn-minatar"])
 
 
 def test_a_preset_may_set_a_flag_whose_switch_the_user_turns_off():
@@ -929,7 +943,7 @@ GENERIC_BENCH = [
 ]
 EXPLICIT_BENCH = [
     ("throughput", ["--agent", "dqnn"], "--agent"),
-    ("throughput", ["--preset", "reactor-atari"], "--preset"),
+    ("throughput", ["--agent", "acer", "--preset", "reactor-atari"], "--preset"),
     ("throughput", ["--env", "Nope-v0"], "--env"),
     ("throughput", ["--compare", "lr"], "--compare"),
     ("throughput", ["--compare", "nope=1,2"], "--compare"),
