@@ -65,13 +65,22 @@ def categorical_projection(z_p, probs, z_q):
     return jnp.einsum("...ij,...j->...i", _hat_weights(z_p, z_q), probs)
 
 
+HORIZON_BLOCKS = 8  # rolled loops of `_dist_retrace_core` (compile time against work)
+
+
 def _dist_retrace_core(za, vd, c, r, d, mask, atoms):
     """One sequence. za `[T, K]` Z(x_t, a_t); vd `[T+1, K]` Σ_b π(b|x_t) Z(x_t, b); c, r, d,
     mask `[T]`. Returns `[T, K]`.
 
     Loops over the horizon n = s − t, vectorised over t: the component (t, s) has weight
     C_{t,s} = Π_{u=t+1}^{s} c_u, shifted atoms G_{t,s} + Γ_{t,s}·z and masses
-    vd[s+1] − c_{s+1}·za[s+1] (the last term only for s+1 ≤ T−1).
+    vd[s+1] − c_{s+1}·za[s+1] (the last term only for s+1 ≤ T−1). Only t ≤ T − 1 − n has a
+    component of horizon n, so the horizons run in up to `HORIZON_BLOCKS` rolled loops, each
+    over the start points its first horizon has: about (1 + 1/blocks)/2 of the T² projections
+    of one loop over every (t, n), in the same order of summation (the same floats), at the
+    compile time of a few loops. (Measured 2026-11-28 on 2 Zen 5 vCPUs, T = 32, B = 4, K = 51:
+    1.8-1.9 against 2.6-3.2 ms; unrolling every horizon was 1.5 ms but compiled in 2.5 s at
+    T = 32 and 19 s at T = 128.)
     """
     T = za.shape[0]
     zero_k = jnp.zeros_like(za)  # derived from inputs: keeps shard_map's varying type
@@ -79,24 +88,30 @@ def _dist_retrace_core(za, vd, c, r, d, mask, atoms):
     r_p, d_p, c_p = pad(r), pad(d), pad(c)
     za_p = pad(za)
     vd_p = jnp.concatenate([vd, zero_k], axis=0)  # vd_p[s] valid for s ≤ T
-    t_idx = jnp.arange(T)
+    carry = (jnp.ones_like(r), jnp.zeros_like(r), jnp.ones_like(r))  # weight, ret, disc
+    target = zero_k
+    size = -(-T // min(HORIZON_BLOCKS, T))  # horizons per loop
+    for first in range(0, T, size):
+        t_idx = jnp.arange(T - first)  # the start points t ≤ T − 1 − first
 
-    def body(carry, n):
-        weight, ret, disc, acc = carry  # [T] each, acc [T, K]
-        s = t_idx + n  # the last reward index of this component
-        valid = (s <= T - 1).astype(za.dtype)
-        ret = ret + disc * r_p[s]
-        disc = disc * d_p[s]
-        c_next = c_p[s + 1]  # 0 beyond T−1 (padding), so no Q term after the bootstrap
-        masses = vd_p[s + 1] - c_next[:, None] * za_p[s + 1]
-        atoms_n = ret[:, None] + disc[:, None] * atoms[None, :]
-        proj = jnp.einsum("tij,tj->ti", _hat_weights(atoms_n, atoms), masses)
-        acc = acc + (valid * weight)[:, None] * proj
-        weight = weight * c_next
-        return (weight, ret, disc, acc), None
+        def body(carry, n, t_idx=t_idx):
+            weight, ret, disc, acc = carry  # [m] each, acc [m, K]
+            s = t_idx + n  # the last reward index of this component
+            valid = (s <= T - 1).astype(za.dtype)
+            ret = ret + disc * r_p[s]
+            disc = disc * d_p[s]
+            c_next = c_p[s + 1]  # 0 beyond T−1 (padding), so no Q term after the bootstrap
+            masses = vd_p[s + 1] - c_next[:, None] * za_p[s + 1]
+            atoms_n = ret[:, None] + disc[:, None] * atoms[None, :]
+            proj = jnp.einsum("tij,tj->ti", _hat_weights(atoms_n, atoms), masses)
+            acc = acc + (valid * weight)[:, None] * proj
+            weight = weight * c_next
+            return (weight, ret, disc, acc), None
 
-    init = (jnp.ones_like(r), jnp.zeros_like(r), jnp.ones_like(r), zero_k)
-    (_, _, _, target), _ = jax.lax.scan(body, init, jnp.arange(T))
+        m = T - first
+        start = (*(x[:m] for x in carry), target[:m])
+        (*carry, acc), _ = jax.lax.scan(body, start, jnp.arange(first, min(first + size, T)))
+        target = target.at[:m].set(acc)
     return jnp.where(mask[:, None] > 0, target, za)
 
 

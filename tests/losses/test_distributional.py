@@ -156,7 +156,8 @@ def to_jax(q_probs, pi, mu, a, r, d, boot, atoms):
 @SETTINGS
 @given(
     seed=st.integers(0, 2**31 - 1),
-    shape=st.sampled_from([(1, 1, 3), (3, 1, 2), (4, 2, 3)]),
+    # T = 11 and 20: horizons in several loops (HORIZON_BLOCKS), the last one shorter
+    shape=st.sampled_from([(1, 1, 3), (3, 1, 2), (4, 2, 3), (11, 2, 3), (20, 1, 2)]),
     atoms=st.sampled_from([UNIFORM_5, NONUNIFORM_5]),
     lam=st.sampled_from([1.0, 0.6]),
 )
