@@ -78,9 +78,9 @@ def _dist_retrace_core(za, vd, c, r, d, mask, atoms):
     component of horizon n, so the horizons run in up to `HORIZON_BLOCKS` rolled loops, each
     over the start points its first horizon has: about (1 + 1/blocks)/2 of the T² projections
     of one loop over every (t, n), in the same order of summation (the same floats), at the
-    compile time of a few loops. (Measured 2026-11-28 on 2 Zen 5 vCPUs, T = 32, B = 4, K = 51:
-    1.8-1.9 against 2.6-3.2 ms; unrolling every horizon was 1.5 ms but compiled in 2.5 s at
-    T = 32 and 19 s at T = 128.)
+    compile time of a few loops. (Measured 2026-11-28 on 2 Zen 5 vCPUs, T = 32, B = 4, K = 51,
+    jitted: 1.04 against 1.81 ms, medians of 15 alternated rounds; unrolling every horizon was
+    about 20% faster still but compiled in 2.5 s at T = 32 and 19 s at T = 128.)
     """
     T = za.shape[0]
     zero_k = jnp.zeros_like(za)  # derived from inputs: keeps shard_map's varying type
