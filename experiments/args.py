@@ -367,15 +367,15 @@ def parse(
 ) -> TrainArgs:
     """Parse `argv` for the agent it names. Defaults: the preset's, unless given (resume)."""
     check_given_once(argv)
-    name = flag_value(argv, "--agent")
-    if run_default is not None:  # a resumed run: its saved agent, whatever --preset says
-        name = run_default.agent if name is None else name
-    spec = lookup(name, flag_value(argv, "--preset") if run_default is None else None)
+    name, preset = flag_value(argv, "--agent"), None
+    if run_default is None:
+        preset = flag_value(argv, "--preset")  # checked against the agent by `lookup`
+    elif name is None:  # a resumed run: its saved agent
+        name = run_default.agent
+    spec = lookup(name, preset)
     check_flags(argv, spec)
     if run_default is None:
-        preset = flag_value(argv, "--preset")
         preset = spec.default_preset if preset is None else preset
-        lookup(spec.name, preset)
         run_values, config_values = spec.split_preset(preset)
         run_default = RunArgs(agent=spec.name, preset=preset, **run_values)
         config_default = spec.config_cls(**config_values)

@@ -199,9 +199,8 @@ def ceiling(costs: dict, raw: float, batch_sizes) -> dict | None:
 def main(argv: list[str] | None = None) -> dict:
     args = cli(BenchArgs, argv, prog="python -m experiments.bench_throughput")
     try:
-        spec = lookup(args.agent, args.preset)
+        spec = lookup(args.agent, args.preset)  # checks --preset against the agent
         preset = bench_preset(spec) if args.preset is None else args.preset
-        lookup(spec.name, preset)
         field, values = parse_compare(
             spec,
             spec.bench_compare if args.compare is None else args.compare,

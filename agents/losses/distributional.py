@@ -92,7 +92,8 @@ def _dist_retrace_core(za, vd, c, r, d, mask, atoms):
     target = zero_k
     size = -(-T // min(HORIZON_BLOCKS, T))  # horizons per loop
     for first in range(0, T, size):
-        t_idx = jnp.arange(T - first)  # the start points t ≤ T − 1 − first
+        m = T - first  # the start points t ≤ T − 1 − first
+        t_idx = jnp.arange(m)
 
         def body(carry, n, t_idx=t_idx):
             weight, ret, disc, acc = carry  # [m] each, acc [m, K]
@@ -108,7 +109,6 @@ def _dist_retrace_core(za, vd, c, r, d, mask, atoms):
             weight = weight * c_next
             return (weight, ret, disc, acc), None
 
-        m = T - first
         start = (*(x[:m] for x in carry), target[:m])
         (*carry, acc), _ = jax.lax.scan(body, start, jnp.arange(first, min(first + size, T)))
         target = target.at[:m].set(acc)
