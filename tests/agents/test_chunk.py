@@ -89,10 +89,25 @@ def test_chunk_sizes_do_not_change_the_run():
     jax.tree.map(np.testing.assert_array_equal, results[0][1], results[1][1])
 
 
-def test_population_chunk_is_its_iterations():
-    """P = 2 DQN members: one chunk == the population's one-iteration path, per member."""
+ACER_DRAWS = dict(
+    num_envs=2,
+    trace_len=4,
+    batch_size=2,
+    buffer_size=64,
+    start_train_at=0,
+    replay_ratio=2.0,
+    hidden=(16,),
+    lstm_size=0,
+)  # fmt: skip  Poisson(2) replay updates an iteration, drawn per member seed
+
+
+@pytest.mark.parametrize("name, config", [("dqn", SMALL["dqn"]), ("acer", ACER_DRAWS)])
+def test_population_chunk_is_its_iterations(name, config):
+    """P = 2 members: one chunk == the population's one-iteration path, per member. DQN's
+    members owe the same updates every iteration (the chunk's lock-step loop alone); ACER's
+    draw their own counts, so the chunk also runs updates that one member skips (masked)."""
     iters, size = 6, 2
-    pops = [make_population("dqn", "CartPole-v1", size, seed=3, **SMALL["dqn"]) for _ in "ab"]
+    pops = [make_population(name, "CartPole-v1", size, seed=3, **config) for _ in "ab"]
     keys = jnp.stack([jax.random.PRNGKey(3 + i) for i in range(size)])
     a, b = pops
     assert b.host_driven is None
@@ -109,6 +124,8 @@ def test_population_chunk_is_its_iterations():
     for i, m in enumerate(members):
         np.testing.assert_array_equal(m.updates[:iters], counts[:, i])
     assert counts.sum() > 0
+    if name == "acer":  # both loops ran: updates every member owed, and one member's alone
+        assert (counts.min(1) > 1).any() and (counts[:, 0] != counts[:, 1]).any()
     jax.tree.map(
         lambda x, y: np.testing.assert_allclose(x, y, RTOL, ATOL),
         jax.device_get(sa.learner.member.params),
