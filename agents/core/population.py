@@ -200,6 +200,7 @@ class Population:
             if hasattr(first, "replay_update")
             else None
         )
+        self.lock_step = self._updates is not None and self._in_lock_step()
 
     # ------------------------------------------------------------------ hyper-parameters
     def _check_hparams(self, config, hparams: dict) -> dict:
@@ -338,10 +339,12 @@ class Population:
     def max_chunk(self) -> int:
         return 1 if self.host_driven else chunk_length(self.steps_per_iteration)
 
-    def device_iteration(self, state: TrainState, todo):
+    def device_iteration(self, state: TrainState, todo, lock_step: bool | None = None):
         """One iteration of every member as a pure function (`todo`: `[P]` updates owed):
-        the rollout, the members' `absorb`, then max(todo) masked updates. Under a mesh it
-        runs on each device with that device's members (`todo` and every leaf: its share)."""
+        the rollout, the members' `absorb`, then max(todo) updates, each kept only by the
+        members that owe it (masked), or unmasked with `lock_step` (every member owes the
+        same; default `self.lock_step`). Under a mesh it runs on each device with that
+        device's members (`todo` and every leaf: its share)."""
         names, size = self.metric_names, todo.shape[0]
         actor, traj = self._rollout_fn(self._policy_params_fn(state.learner), state.actor)
         absorb = self._over_members(lambda m, h, r, t: self._member_absorb(
@@ -364,15 +367,15 @@ class Population:
             return body
 
         if self._updates is not None:
-            # The first min(todo) updates are every member's: unmasked. Keeping the old
-            # learner where a member is done costs selects that XLA:CPU fuses with the
-            # optimiser's arithmetic, each re-reading the (vmapped: transposed) weight
-            # gradient: DQN on MinAtar (`dqn-minatar`), 1 member 1.54 against 1.01 ms an
-            # iteration, 5 members 3.48 against 3.13 (one process, alternated, 2026-11-28).
-            # Members in lock step (a schedule that does not draw per seed) run no masked one.
-            carry = (learner.member, replay, sums)
-            carry = jax.lax.fori_loop(0, jnp.min(todo), loop(False), carry)
-            inner, replay, sums = jax.lax.fori_loop(jnp.min(todo), jnp.max(todo), loop(True), carry)
+            # Members in lock step run their updates unmasked. Keeping the old learner where
+            # a member is done costs selects that XLA:CPU fuses with the optimiser's
+            # arithmetic, each re-reading the (vmapped: transposed) weight gradient: DQN on
+            # MinAtar (`dqn-minatar`), 1 member 1.54 against 1.01 ms an iteration, 5 members
+            # 3.48 against 3.13 (docs/results/population-lockstep).
+            lock_step = self.lock_step if lock_step is None else lock_step
+            inner, replay, sums = jax.lax.fori_loop(
+                0, jnp.max(todo), loop(not lock_step), (learner.member, replay, sums)
+            )
             learner, count = PopulationLearner(inner, hparams), count + todo
         stats = (traj.finished_return, traj.finished_length, traj.game_over)
         return TrainState(learner, replay, actor), ChunkOutput(sums, count, *stats)
@@ -383,13 +386,28 @@ class Population:
         if self.host_driven is not None:
             state, out = self.train_iteration(state, iteration, env_steps)
             return state, one_iteration_chunk(out, self.metric_names, self.size)
-        if self._chunk is None:
-            self._chunk = ChunkProgram(
-                self.device_iteration, self.max_chunk, (self.size,), self.mesh
-            )
         steps = self.member_steps_per_iteration
         todos = [self._todo(iteration + k, env_steps + k * steps) for k in range(count)]
+        if self.lock_step and any(np.ptp(t) > 0 for t in todos):  # the sample missed it
+            self.lock_step, self._chunk = False, None
+        if self._chunk is None:
+            self._chunk = self._chunk_program()
         return self._chunk(self._place_all(state), todos)
+
+    def _chunk_program(self) -> ChunkProgram:
+        # A new callable per program: `lax.cond` caches a traced branch per callable, and the
+        # bound `device_iteration` would bring back the trace of the other `lock_step`.
+        iteration = functools.partial(self.device_iteration, lock_step=self.lock_step)
+        return ChunkProgram(iteration, self.max_chunk, (self.size,), self.mesh)
+
+    def _in_lock_step(self) -> bool:
+        """Whether the members owe the same updates in every iteration, judged on the first
+        64 iterations and every power of two to 2^30 (a schedule that draws per seed, as
+        ACER's Poisson replay counts, differs at once). A chunk whose members differ after
+        all switches the population to masked updates (`train_chunk`)."""
+        steps = self.member_steps_per_iteration
+        probes = sorted({*range(64), *(2**k for k in range(6, 31))})
+        return all(len({m.updates_due(i, i * steps) for m in self.members}) == 1 for i in probes)
 
     # ------------------------------------------------------------------ evolution
     def _evolve_fn(self, learner: PopulationLearner, parent, resampled, elites, hparams, key,
@@ -518,9 +536,7 @@ class Population:
     def compile(self, state: TrainState) -> float:
         t0 = time.perf_counter()
         if self.host_driven is None:
-            self._chunk = ChunkProgram(
-                self.device_iteration, self.max_chunk, (self.size,), self.mesh
-            )
+            self._chunk = self._chunk_program()
             self._chunk.compile(self._place_all(state))
             self.compile_s = time.perf_counter() - t0
             return self.compile_s

@@ -101,16 +101,24 @@ ACER_DRAWS = dict(
 )  # fmt: skip  Poisson(2) replay updates an iteration, drawn per member seed
 
 
-@pytest.mark.parametrize("name, config", [("dqn", SMALL["dqn"]), ("acer", ACER_DRAWS)])
-def test_population_chunk_is_its_iterations(name, config):
+@pytest.mark.parametrize(
+    "name, config, lock_step",
+    [("dqn", SMALL["dqn"], None), ("acer", ACER_DRAWS, None), ("acer", ACER_DRAWS, True)],
+)
+def test_population_chunk_is_its_iterations(name, config, lock_step):
     """P = 2 members: one chunk == the population's one-iteration path, per member. DQN's
-    members owe the same updates every iteration (the chunk's lock-step loop alone); ACER's
-    draw their own counts, so the chunk also runs updates that one member skips (masked)."""
+    members owe the same updates every iteration (lock step: unmasked updates); ACER's draw
+    their own counts, so the chunk runs updates that one member skips (masked). A population
+    wrongly taken for lock step (forced here) switches to masked updates at its first chunk
+    whose members differ."""
     iters, size = 6, 2
     pops = [make_population(name, "CartPole-v1", size, seed=3, **config) for _ in "ab"]
     keys = jnp.stack([jax.random.PRNGKey(3 + i) for i in range(size)])
     a, b = pops
     assert b.host_driven is None
+    assert b.lock_step == (name == "dqn")
+    if lock_step is not None:
+        b.lock_step = lock_step
     sa = a.init(keys)
     counts = np.zeros((iters, size), int)
     for it in range(iters):
@@ -124,8 +132,8 @@ def test_population_chunk_is_its_iterations(name, config):
     for i, m in enumerate(members):
         np.testing.assert_array_equal(m.updates[:iters], counts[:, i])
     assert counts.sum() > 0
-    if name == "acer":  # both loops ran: updates every member owed, and one member's alone
-        assert (counts.min(1) > 1).any() and (counts[:, 0] != counts[:, 1]).any()
+    if name == "acer":  # the members' counts differed: masked updates ran
+        assert (counts[:, 0] != counts[:, 1]).any() and not b.lock_step
     jax.tree.map(
         lambda x, y: np.testing.assert_allclose(x, y, RTOL, ATOL),
         jax.device_get(sa.learner.member.params),
