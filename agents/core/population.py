@@ -370,8 +370,8 @@ class Population:
             # Members in lock step run their updates unmasked. Keeping the old learner where
             # a member is done costs selects that XLA:CPU fuses with the optimiser's
             # arithmetic, each re-reading the (vmapped: transposed) weight gradient: DQN on
-            # MinAtar (`dqn-minatar`), 1 member 1.54 against 1.01 ms an iteration, 5 members
-            # 3.48 against 3.13 (docs/results/population-lockstep).
+            # MinAtar (`dqn-minatar`), 1 member 1.21 against 0.62 ms an iteration, 5 members
+            # 2.63 against 2.30 (docs/results/population-lockstep).
             lock_step = self.lock_step if lock_step is None else lock_step
             inner, replay, sums = jax.lax.fori_loop(
                 0, jnp.max(todo), loop(not lock_step), (learner.member, replay, sums)
