@@ -19,7 +19,8 @@ as the single run splits it, and asks its own `updates_due` (ACER's Poisson draw
 the seed, unless --replay-draw shared). Members due fewer updates than the most in an
 iteration run the same program with their update masked out (learner and priorities kept,
 the learner's RNG key not advanced), so each member's learner sees exactly the sequence of
-updates its single run would.
+updates its single run would. Members that owe the same counts in every iteration (lock
+step: DQN, SAC, the Reactor, ACER with --replay-draw shared) run their updates unmasked.
 Metrics come back with an `active` mask and are split per member on the host
 (`split_output`).
 
@@ -195,11 +196,13 @@ class Population:
             mesh=self.mesh, population=True, member_loop=self.member_loop, donate_argnums=(0, 1)
         )
         self._absorb = Program(self._member_absorb, name="absorb", **prog)
-        self._updates = (
-            Program(self._masked_updates, name="replay_updates", **prog)
-            if hasattr(first, "replay_update")
-            else None
-        )
+        self._updates = self._all_updates = None
+        if hasattr(first, "replay_update"):
+            # (host-driven) K updates, each kept where the member owes it, or all K run by
+            # every member (for members in lock step)
+            self._updates = Program(self._masked_updates, name="replay_updates", **prog)
+            unmasked = functools.partial(self._masked_updates, masked=False)
+            self._all_updates = Program(unmasked, name="replay_updates", **prog)
         self.lock_step = self._updates is not None and self._in_lock_step()
 
     # ------------------------------------------------------------------ hyper-parameters
@@ -275,17 +278,17 @@ class Population:
         recorded = jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), recorded)  # [P, T, ...]
         return end, _assemble(actor, end, recorded)
 
-    def _masked_updates(self, learner, replay, todo, axis_name=None):
+    def _masked_updates(self, learner, replay, todo, axis_name=None, masked: bool = True):
         """One member's `updates_per_program` replay updates, update k kept only where
-        k < `todo` (else the learner and replay stay as they were). K > 1 (SAC/TD3 with MLPs)
-        is a `lax.scan`, as the single run's `replay_updates`; K = 1 is the one update (a
-        conv weight gradient in a rolled scan is slow on XLA:CPU, PERF-NOTES, which is why
-        convolutional agents keep K = 1). Returns (learner, replay, (metrics, active)) with
-        `[K]` leaves when K > 1."""
+        k < `todo` (else the learner and replay stay as they were; `masked=False`: all K
+        kept). K > 1 (SAC/TD3 with MLPs) is a `lax.scan`, as the single run's
+        `replay_updates`; K = 1 is the one update (a conv weight gradient in a rolled scan is
+        slow on XLA:CPU, PERF-NOTES, which is why convolutional agents keep K = 1). Returns
+        (learner, replay, (metrics, active)) with `[K]` leaves when K > 1."""
         hparams = learner.hparams
 
         def update(learner, replay, k):
-            return self._member_update(learner, hparams, replay, k < todo)
+            return self._member_update(learner, hparams, replay, k < todo, masked)
 
         if self.updates_per_program == 1:
             inner, replay, out = update(learner.member, replay, 0)
@@ -546,7 +549,8 @@ class Population:
         self._absorb.compile(state.learner, state.replay, traj)
         if self._updates is not None:
             todo = self._place(jnp.zeros((self.size,), jnp.int32))
-            self._updates.compile(state.learner, state.replay, todo)
+            updates = self._all_updates if self.lock_step else self._updates
+            updates.compile(state.learner, state.replay, todo)
         self.compile_s = time.perf_counter() - t0
         return self.compile_s
 
@@ -568,7 +572,10 @@ class Population:
         if self._updates is not None:
             todo = self.updates_due(iteration, env_steps)
             while todo.max(initial=0) > 0:
-                learner, replay, m = self._updates(learner, replay, self._place(jnp.asarray(todo)))
+                # unmasked where every member runs all of the program's K updates
+                every = np.ptp(todo) == 0 and todo[0] >= self.updates_per_program
+                updates = self._all_updates if self.lock_step and every else self._updates
+                learner, replay, m = updates(learner, replay, self._place(jnp.asarray(todo)))
                 out.append(m)
                 todo = np.maximum(todo - self.updates_per_program, 0)
         result = IterationOutput(out, traj.finished_return, traj.finished_length, traj.game_over)
@@ -623,7 +630,7 @@ class Population:
         if self._chunk is not None:
             progs["chunk"] = self._chunk
         if self._updates is not None:
-            progs["replay_updates"] = self._updates
+            progs["replay_updates"] = self._all_updates if self.lock_step else self._updates
         return progs
 
     def close(self) -> None:

@@ -328,6 +328,25 @@ def test_shared_replay_draw_members_update_in_lock_step():
     assert sum(counts[0]) > 6  # replay updates ran beside the 6 on-policy ones
 
 
+@pytest.mark.parametrize("draw", ["shared", "seed"])
+def test_host_driven_lock_step_runs_unmasked_updates(draw):
+    """One iteration per call (`train_iteration`): members in lock step (`--replay-draw
+    shared`: the same counts) run their replay updates unmasked; members that draw their own
+    counts run them masked. The values are checked against single runs above."""
+    pool = make_env("CartPole-v1", 2 * CFG.num_envs, run_env_seed(SEED, CFG.num_envs))
+    cfg = CFG.replace(replay_draw=draw)
+    views = member_envs(pool, 2)
+    pop = Population([ACERAgent(cfg, v, seed=SEED + i) for i, v in enumerate(views)])
+    assert pop.lock_step == (draw == "shared")
+    state = pop.init(jax.numpy.stack([jax.random.PRNGKey(SEED + i) for i in range(2)]))
+    pop.compile(state)
+    for it in range(4):
+        state, _ = pop.train_iteration(state, it, it * pop.member_steps_per_iteration)
+    pop.close()
+    traced = (pop._all_updates.traces, pop._updates.traces)
+    assert traced == ((1, 0) if draw == "shared" else (0, 1))
+
+
 @pytest.mark.slow
 def test_member_loop_members_equal_single_runs():
     """The unrolled member loop (the default for image observations on CPU) computes what
