@@ -30,41 +30,28 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from agents import losses
 from agents.acer.config import ACERConfig
-from agents.acer.learner import LearnerState
-from agents.core.learning import ActorCriticLearner, Hyper, TraceBatch, adam_with_clipping
+from agents.acer.learner import ACERLearner, LearnerState, trace_stats
+from agents.core.learning import Hyper, TraceBatch
 
 sg = jax.lax.stop_gradient
 
 
-class ACERGaussianLearner(ActorCriticLearner):
-    """Pure functions of the continuous ACER learner, closed over the config and network."""
-
-    params_copy = "avg_params"
+class ACERGaussianLearner(ACERLearner):
+    """Pure functions of the continuous ACER learner, closed over the config and network
+    (the discrete learner's state, optimiser, statistics and Polyak average; its own loss)."""
 
     def __init__(self, config: ACERConfig, network, action_dim: int):
         super().__init__(config, network)
         self.action_dim = action_dim
         self.num_samples = config.sdn_n
 
-    def make_optimizer(self, cfg):
-        return adam_with_clipping(cfg.lr, cfg.max_grad_norm, eps=cfg.adam_eps)
-
-    def init(self, key, sample_obs) -> LearnerState:
-        """sample_obs: one observation batch `[B, obs_dim]`."""
-        init_key, key = jax.random.split(key)
+    def init_params(self, key, sample_obs):
+        """The network's parameters, for one observation batch `[B, obs_dim]`."""
         actions = jnp.zeros((1, sample_obs.shape[0], self.action_dim), jnp.float32)
-        params = self.network.init(init_key, sample_obs, actions)
-        return LearnerState(
-            params=params,
-            avg_params=jax.tree.map(jnp.copy, params),  # distinct buffers: both are donated
-            opt_state=self.optimizer.init(params),
-            step=jnp.zeros((), jnp.int32),
-            key=key,
-        )
+        return self.network.init(key, sample_obs, actions)
 
     def policy(self, params, obs):
         """(mean `[..., D]`, log_std `[..., D]`) of the policy at observations `[..., obs]`."""
@@ -128,19 +115,9 @@ class ACERGaussianLearner(ActorCriticLearner):
         td = sg(jnp.abs(targets.q_ret - q)) * mask
         # The truncated weight min(c, ρ): raw Gaussian ratios are unbounded.
         rho_bar = jnp.exp(jnp.minimum(log_pi - log_mu, jnp.log(cfg.c)))
-        stats = {
-            "policy_loss": jnp.sum(pg_loss(sg(mean), sg(log_std))),
-            "value_loss": jnp.sum(value_loss),
-            "entropy": jnp.sum(mask * losses.gaussian_entropy(sg(log_std))),
-            "q_ret_mean": jnp.sum(mask * targets.q_ret),
-            "td_abs": jnp.sum(td),
-            "rho_mean": jnp.sum(mask * sg(rho_bar)),
-            "tr_active": jnp.sum(mask * (tr_scale > 0)),
-            "tr_scale": jnp.sum(mask * tr_scale),
-            "valid": jnp.sum(mask),
-        }
-        priorities = jnp.sum(td, axis=0) / jnp.maximum(jnp.sum(mask, axis=0), 1.0)
-        return total, (stats, priorities)
+        entropy = mask * losses.gaussian_entropy(sg(log_std))
+        terms = (pg_loss(sg(mean), sg(log_std)), value_loss, entropy, targets.q_ret)
+        return total, trace_stats(mask, *terms, td, rho_bar, tr_scale)
 
     def update(self, state: LearnerState, batch: TraceBatch, axis_name=None, hparams=None):
         """One gradient step on a batch of traces. Pure; jit it with the state donated.
@@ -151,8 +128,4 @@ class ACERGaussianLearner(ActorCriticLearner):
         T, B, D = batch.action.shape
         noise = jax.random.normal(noise_key, (T, B, self.num_samples + 1, D), jnp.float32)
         batch = batch._replace(mu={**batch.mu, "noise": noise})
-        step = self.gradient_step(state, batch, axis_name, hparams, avg_params=state.avg_params)
-        tau = Hyper(self.config, hparams).tau
-        avg_params = optax.incremental_update(step.params, state.avg_params, 1.0 - tau)
-        new_state = LearnerState(step.params, avg_params, step.opt_state, state.step + 1, key)
-        return new_state, self.metrics(step, hparams), step.per_sequence
+        return self.step_and_average(state, batch, axis_name, hparams, key)

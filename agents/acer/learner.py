@@ -45,19 +45,20 @@ class ACERLearner(ActorCriticLearner):
     def make_optimizer(self, cfg):
         return adam_with_clipping(cfg.lr, cfg.max_grad_norm, eps=cfg.adam_eps)
 
+    def init_params(self, key, sample_obs):
+        """The network's parameters, for one observation batch `[B, *obs_shape]`."""
+        if self.config.lstm_size:
+            b = batch_size_of(sample_obs)
+            first = jnp.zeros((1, b), bool)
+            return self.network.init(
+                key, time_major(sample_obs), first, self.network.initial_state(b)
+            )
+        return self.network.init(key, sample_obs)
+
     def init(self, key, sample_obs) -> LearnerState:
         """sample_obs: one observation batch `[B, *obs_shape]`."""
         init_key, key = jax.random.split(key)
-        if self.config.lstm_size:
-            b = batch_size_of(sample_obs)
-            params = self.network.init(
-                init_key,
-                time_major(sample_obs),
-                jnp.zeros((1, b), bool),
-                self.network.initial_state(b),
-            )
-        else:
-            params = self.network.init(init_key, sample_obs)
+        params = self.init_params(init_key, sample_obs)
         return LearnerState(
             params=params,
             avg_params=jax.tree.map(jnp.copy, params),  # distinct buffers: both are donated
@@ -109,27 +110,38 @@ class ACERLearner(ActorCriticLearner):
         q_a = jnp.take_along_axis(q[:T], a[..., None], -1)[..., 0]
         td = sg(jnp.abs(q_ret - q_a)) * mask
         rho = jnp.take_along_axis(pi[:T] / batch.mu, a[..., None], -1)[..., 0]
-        stats = {
-            "policy_loss": jnp.sum(pg_loss(sg(logits[:T]))),
-            "value_loss": jnp.sum(value_loss),
-            "entropy": jnp.sum(entropy),
-            "q_ret_mean": jnp.sum(mask * q_ret),
-            "td_abs": jnp.sum(td),
-            "rho_mean": jnp.sum(mask * sg(rho)),
-            "tr_active": jnp.sum(mask * (tr_scale > 0)),
-            "tr_scale": jnp.sum(mask * tr_scale),
-            "valid": jnp.sum(mask),
-        }
-        priorities = jnp.sum(td, axis=0) / jnp.maximum(jnp.sum(mask, axis=0), 1.0)
-        return total, (stats, priorities)
+        terms = (pg_loss(sg(logits[:T])), value_loss, entropy, q_ret)
+        return total, trace_stats(mask, *terms, td, rho, tr_scale)
 
     def update(self, state: LearnerState, batch: TraceBatch, axis_name=None, hparams=None):
         """One gradient step on a batch of traces. Pure; jit it with the state donated.
         Under `shard_map` each device passes its shard of the traces (see
         `agents.core.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
+        return self.step_and_average(state, batch, axis_name, hparams, state.key)
+
+    def step_and_average(self, state: LearnerState, batch, axis_name, hparams, key):
+        """The gradient step, then the Polyak average θ_a ← τ·θ_a + (1 − τ)·θ; `key` is the
+        new state's. Returns (state, metrics, priorities [B])."""
         step = self.gradient_step(state, batch, axis_name, hparams, avg_params=state.avg_params)
         tau = Hyper(self.config, hparams).tau
         avg_params = optax.incremental_update(step.params, state.avg_params, 1.0 - tau)
-        metrics = self.metrics(step, hparams)
-        new_state = LearnerState(step.params, avg_params, step.opt_state, state.step + 1, state.key)
-        return new_state, metrics, step.per_sequence
+        new_state = LearnerState(step.params, avg_params, step.opt_state, state.step + 1, key)
+        return new_state, self.metrics(step, hparams), step.per_sequence
+
+
+def trace_stats(mask, policy_loss, value_loss, entropy, q_ret, td, rho, tr_scale):
+    """An ACER loss's summed statistics (policy_loss: the policy-gradient term alone; entropy:
+    masked already; rho: the importance weight of the taken actions) and each trace's priority
+    signal, its mean |TD| over valid steps."""
+    stats = {
+        "policy_loss": jnp.sum(policy_loss),
+        "value_loss": jnp.sum(value_loss),
+        "entropy": jnp.sum(entropy),
+        "q_ret_mean": jnp.sum(mask * q_ret),
+        "td_abs": jnp.sum(td),
+        "rho_mean": jnp.sum(mask * sg(rho)),
+        "tr_active": jnp.sum(mask * (tr_scale > 0)),
+        "tr_scale": jnp.sum(mask * tr_scale),
+        "valid": jnp.sum(mask),
+    }
+    return stats, jnp.sum(td, axis=0) / jnp.maximum(jnp.sum(mask, axis=0), 1.0)
