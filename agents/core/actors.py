@@ -92,11 +92,13 @@ def gaussian_actor(policy_gaussian, low=None, high=None, *, normalised: bool = F
     return select_action, act
 
 
-def linear_epsilon(env_steps, start: float, end: float, decay_steps: int):
-    """The linearly decaying exploration rate of DQN (Mnih et al. 2015): `start` at env step
-    0, `end` from `decay_steps` on. A pure function of the step count (an array or a number),
-    so that a resumed run explores as the original did."""
-    frac = jnp.clip(jnp.asarray(env_steps, jnp.float32) / max(decay_steps, 1), 0.0, 1.0)
+def linear_epsilon(env_steps, start: float, end: float, decay_steps: int, decay_start: int = 0):
+    """The linearly decaying exploration rate of DQN (Mnih et al. 2015): `start` up to env
+    step `decay_start`, `end` from `decay_start + decay_steps` on (Dopamine and the MinAtar
+    paper's DQN start the decay when learning starts). A pure function of the step count (an
+    array or a number), so that a resumed run explores as the original did."""
+    steps = jnp.asarray(env_steps, jnp.float32) - decay_start
+    frac = jnp.clip(steps / max(decay_steps, 1), 0.0, 1.0)
     return start + frac * (end - start)
 
 

@@ -80,7 +80,9 @@ class DQNAgent(AgentBase):
         cfg = self.config
         if self.noisy:
             return jnp.zeros_like(jnp.asarray(env_steps, jnp.float32))
-        return linear_epsilon(env_steps, cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps)
+        return linear_epsilon(
+            env_steps, cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps, cfg.eps_decay_start
+        )
 
     def policy_params(self, learner):
         return learner.params, self.epsilon(learner.env_steps)

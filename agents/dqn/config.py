@@ -106,6 +106,9 @@ class DQNConfig(ReplayWindow):
     """Exploration rate after --eps-decay-steps."""
     eps_decay_steps: int = 10_000
     """Env steps over which ε decays linearly (Nature DQN: 1M frames = 250k agent steps)."""
+    eps_decay_start: int = 0
+    """Env step at which ε starts to decay (--eps-start before it; Dopamine and the MinAtar
+    paper's DQN: when learning starts)."""
     eval_epsilon: float = 0.001
     """ε of the sampled evaluation (the greedy one uses 0); the Atari protocol's 0.001."""
     noisy: bool = False
@@ -131,7 +134,10 @@ class DQNConfig(ReplayWindow):
         ),
         **dict.fromkeys(("num_atoms", "v_min", "v_max"), "distributional"),
         "huber_delta": "!distributional",  # C51's loss is a cross-entropy
-        **dict.fromkeys(("eps_start", "eps_end", "eps_decay_steps", "eval_epsilon"), "!noisy"),
+        **dict.fromkeys(
+            ("eps_start", "eps_end", "eps_decay_steps", "eps_decay_start", "eval_epsilon"),
+            "!noisy",
+        ),
         **dict.fromkeys(("rmsprop_decay", "rmsprop_eps", "rmsprop_momentum"), "optimizer=rmsprop"),
         "adam_eps": "optimizer=adam",
     }  # fmt: skip
@@ -170,6 +176,7 @@ class DQNConfig(ReplayWindow):
         for name in ("eps_start", "eps_end", "eval_epsilon"):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
         check(self.eps_decay_steps >= 0, "eps_decay_steps", self.eps_decay_steps, ">= 0")
+        check(self.eps_decay_start >= 0, "eps_decay_start", self.eps_decay_start, ">= 0")
         check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
         # the sampled window reaches `lookahead` steps past a trace (ReplayWindow): the
         # replay needs that many more whole traces per env
@@ -231,10 +238,9 @@ PRESETS: dict[str, dict] = {
     # env step, replay 100k, learning from 5k steps, target copy every 1,000 updates, γ 0.99,
     # Huber loss, one-step targets without double Q or dueling, centered RMSProp with
     # momentum (lr 2.5e-4, ρ 0.95, ε 0.01, momentum 0.95), no gradient clipping, ε-greedy
-    # from 1 to 0.1 and 5M frames (= env steps: MinAtar has no frame skip), sticky actions
-    # p = 0.1 (the gymnax backend's default for MinAtar ids). One difference: the paper
-    # decays ε over the 100k frames after learning starts (ε = 1 before), ours over env steps
-    # 0-100k (ε 0.955 at 5k, 0.1 from 100k on). Other games: --env gymnax/<Game>-MinAtar.
+    # with ε = 1 until learning starts, then linearly to 0.1 over the next 100k frames, and
+    # 5M frames (= env steps: MinAtar has no frame skip), sticky actions p = 0.1 (the gymnax
+    # backend's default for MinAtar ids). Other games: --env gymnax/<Game>-MinAtar.
     "dqn-minatar": {
         "env": "gymnax/Breakout-MinAtar",
         "total_steps": 5_000_000,
@@ -259,6 +265,7 @@ PRESETS: dict[str, dict] = {
         "eps_start": 1.0,
         "eps_end": 0.1,
         "eps_decay_steps": 100_000,
+        "eps_decay_start": 5_000,
         "checkpoint_every": 250_000,
         "return_window": 100,
     },

@@ -91,6 +91,8 @@ class R2D1Config(ReplayWindow):
     """Exploration rate after --eps-decay-steps (linear schedule)."""
     eps_decay_steps: int = 10_000
     """Env steps over which ε decays linearly."""
+    eps_decay_start: int = 0
+    """Env step at which ε starts to decay (--eps-start before it)."""
     eval_epsilon: float = 0.001
     """ε of the sampled evaluation (the greedy one uses 0)."""
     hidden: tuple[int, ...] = (64,)
@@ -107,7 +109,9 @@ class R2D1Config(ReplayWindow):
              "priority_eta"),
             "prioritized",
         ),
-        **dict.fromkeys(("eps_start", "eps_end", "eps_decay_steps"), "!apex_epsilon"),
+        **dict.fromkeys(
+            ("eps_start", "eps_end", "eps_decay_steps", "eps_decay_start"), "!apex_epsilon"
+        ),
     }  # fmt: skip
 
     def __post_init__(self):
@@ -131,6 +135,7 @@ class R2D1Config(ReplayWindow):
         for name in ("eps_start", "eps_end", "eval_epsilon"):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
         check(self.eps_decay_steps >= 0, "eps_decay_steps", self.eps_decay_steps, ">= 0")
+        check(self.eps_decay_start >= 0, "eps_decay_start", self.eps_decay_start, ">= 0")
         check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
         sizes = f", seq_len={self.seq_len}, burn_in={self.burn_in}"
         check_trace_replay(self, self.min_traces_per_env, sizes=sizes)

@@ -35,6 +35,12 @@ def test_linear_epsilon_schedule():
     want = 1.0 + np.clip(steps / 10_000, 0, 1) * (0.05 - 1.0)
     got = np.asarray(linear_epsilon(jnp.asarray(steps), 1.0, 0.05, 10_000))
     np.testing.assert_allclose(got, want, rtol=1e-6)
+    # decaying from learning start, as the MinAtar paper's examples/dqn.py: 1 before step
+    # 5,000, then (END − 1)/100k per step from there, END from 105,000 on
+    steps = np.array([0, 4_999, 5_000, 5_001, 55_000, 104_999, 105_000, 10**7])
+    want = np.where(steps < 5_000, 1.0, np.maximum(0.1, 1.0 + (0.1 - 1.0) * (steps - 5_000) / 1e5))
+    got = np.asarray(linear_epsilon(jnp.asarray(steps), 1.0, 0.1, 100_000, decay_start=5_000))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
     # Ape-X / R2D2 per-env rates: 0.4^(1 + 7 i / (N - 1)).
     np.testing.assert_allclose(apex_epsilons(4), 0.4 ** (1 + 7 * np.arange(4) / 3), rtol=1e-6)
     np.testing.assert_allclose(apex_epsilons(1), [0.4])
