@@ -20,7 +20,8 @@ the seed, unless --replay-draw shared). Members due fewer updates than the most 
 iteration run the same program with their update masked out (learner and priorities kept,
 the learner's RNG key not advanced), so each member's learner sees exactly the sequence of
 updates its single run would. Members that owe the same counts in every iteration (lock
-step: DQN, SAC, the Reactor, ACER with --replay-draw shared) run their updates unmasked.
+step: DQN, R2D1, SAC, TD3, the Reactor, ACER with --replay-draw shared) run their updates
+unmasked.
 Metrics come back with an `active` mask and are split per member on the host
 (`split_output`).
 
