@@ -550,8 +550,10 @@ class Population:
         self._absorb.compile(state.learner, state.replay, traj)
         if self._updates is not None:
             todo = self._place(jnp.zeros((self.size,), jnp.int32))
-            updates = self._all_updates if self.lock_step else self._updates
-            updates.compile(state.learner, state.replay, todo)
+            if self.lock_step:
+                self._all_updates.compile(state.learner, state.replay, todo)
+            if not self.lock_step or self.updates_per_program > 1:  # K > 1: a remainder < K
+                self._updates.compile(state.learner, state.replay, todo)
         self.compile_s = time.perf_counter() - t0
         return self.compile_s
 

@@ -46,6 +46,16 @@ def test_linear_epsilon_schedule():
     np.testing.assert_allclose(apex_epsilons(1), [0.4])
 
 
+def test_dqn_minatar_preset_explores_as_the_paper():
+    """`dqn-minatar`'s actor: ε = 1 until learning starts at 5,000 steps, then linearly to
+    0.1 at 105,000 (kenjyoung/MinAtar examples/dqn.py)."""
+    from experiments.common import make_agent
+
+    agent = make_agent("dqn", "gymnax/Breakout-MinAtar", preset="dqn-minatar")
+    eps = np.asarray(agent.epsilon(jnp.array([0, 4_999, 5_000, 55_000, 105_000, 10**6])))
+    np.testing.assert_allclose(eps, [1.0, 1.0, 1.0, 0.55, 0.1, 0.1], rtol=1e-6)
+
+
 def test_epsilon_greedy_actor_explores_at_its_rate():
     q = jnp.tile(jnp.array([[0.0, 1.0, 0.5, -1.0]]), (20_000, 1))
     select, act = epsilon_greedy_actor(lambda p, o, f, c: (q, c), eval_epsilon=0.001)

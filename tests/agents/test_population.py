@@ -292,6 +292,12 @@ def test_dqn_and_r2d1_members_equal_single_runs(name):
          dict(num_envs=2, trace_len=4, batch_size=4, buffer_size=2 * 4 * 16, start_train_at=8,
               hidden=(8,), update_to_data=0.5),
          {"critic_lr": 3.0, "tau": 4.0}),
+        # 2.4 updates per iteration: 2 or 3, in programs of K = 2, so a lock-step population
+        # runs its remainder update through the masked program
+        ("sac", "CartPole-v1",
+         dict(num_envs=2, trace_len=4, batch_size=4, buffer_size=2 * 4 * 16, start_train_at=8,
+              hidden=(8,), update_to_data=0.3),
+         {"critic_lr": 3.0}),
         ("td3", "Pendulum-v1",
          dict(num_envs=2, trace_len=4, batch_size=4, buffer_size=2 * 4 * 16, start_train_at=8,
               hidden=(8,), update_to_data=0.5, policy_delay=2),
