@@ -7,7 +7,11 @@ A metrics.csv of more than MAX_ROWS rows (one a host sync, about a second: ACER'
 thousands) is kept thinned to every k-th row, its first and last rows always in, so that the
 last row, which the report's `last train` reads, is the run's; the whole file stays in runs/.
 
-    python docs/results/minatar-5m/collect.py [runs/minatar-5m]
+    python docs/results/minatar-5m/collect.py [runs/minatar-5m [games|partial]]
+
+With `partial` as the second argument, games go to partial/<agent>/<Game>/ instead: where an
+agent's finished runs wait until it has run all five games (the main report's aggregates take
+only the games every agent in it has run).
 
 A run that has not reached its last step is left out and named: still running (no
 summary.json yet), or stopped early by --max-minutes or a signal (its summary.json's
@@ -38,10 +42,13 @@ def copy(src: Path, dst: Path) -> None:
 
 
 source = Path(sys.argv[1] if len(sys.argv) > 1 else "runs/minatar-5m")
+into = sys.argv[2] if len(sys.argv) > 2 else "games"
+if into not in ("games", "partial"):
+    sys.exit(f"collect.py: the second argument is games or partial, not {into!r}")
 # A game is one population folder (run.sh) or a folder of single runs, seed-<k> (run_single.sh).
 games = sorted(source.glob("*/*"))
 games = [s for g in games for s in (sorted(g.glob("seed-*")) or [g])]
-runs = [(p, HERE / "games" / p.relative_to(source)) for p in games]
+runs = [(p, HERE / into / p.relative_to(source)) for p in games]
 runs = [(p, HERE / "sweep" / p.name) if p.parent.name == "sweep" else (p, out) for p, out in runs]
 kept = 0
 for run, out in runs:
