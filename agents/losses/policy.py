@@ -36,12 +36,15 @@ def _check_logits_q(logits_t, q_t):
 def entropy(logits_t):
     """Entropy −Σ_a π(a|x) log π(a|x) of softmax policies, shape `logits_t.shape[:-1]`.
 
-    Logits may be −inf (masked actions); they contribute 0·log 0 = 0.
+    Logits may be −inf (masked actions); they contribute 0·log 0 = 0 to the value and 0 to
+    the gradient (which stays finite).
     """
     C.check_float("logits_t", logits_t)
     log_pi = jax.nn.log_softmax(logits_t, axis=-1)
-    # 0·log 0 = 0, so masked actions with −inf logits give a finite entropy.
-    return -jnp.sum(jnp.where(log_pi > -jnp.inf, jnp.exp(log_pi) * log_pi, 0.0), axis=-1)
+    pi = jnp.exp(log_pi)
+    # log π replaced by 0 where π = 0 before the product: 0·(−inf) would be NaN in the value,
+    # and a `where` after the product would still put NaN into the gradient.
+    return -jnp.sum(pi * jnp.where(pi > 0, log_pi, 0.0), axis=-1)
 
 
 def acer_policy_loss(logits_t, q_t, mu_t, a_t, q_ret_t, c=10.0, *, mask_t=None):

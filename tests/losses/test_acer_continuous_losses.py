@@ -425,24 +425,46 @@ def test_trust_region_gradients_reach_a_state_independent_log_std():
     inputs = f32(*policy_inputs(rng, 3, 2, 2))
     mean, rest = inputs[0], inputs[2:]
     log_std_param = jnp.asarray([-0.3, 0.2])
+    # the average policy's statistics: constants, so that no gradient path runs through them
+    avg_mean, avg_log_std = mean + 0.2, jnp.broadcast_to(log_std_param + 0.1, mean.shape)
 
     def policy_loss(m, s):
         return losses.acer_continuous_policy_loss(m, s, *rest, c=1.0)
 
-    def surrogate(p):
-        s = jnp.broadcast_to(p, mean.shape)
-        return jnp.sum(
-            losses.gaussian_trust_region_policy_loss(policy_loss, mean, s, mean + 0.2, s, 0.1).loss
-        )
-
     def per_step(s):
-        return jnp.sum(
-            losses.gaussian_trust_region_policy_loss(policy_loss, mean, s, mean + 0.2, s, 0.1).loss
+        out = losses.gaussian_trust_region_policy_loss(
+            policy_loss, mean, s, avg_mean, avg_log_std, 0.1
         )
+        return jnp.sum(out.loss)
+
+    def surrogate(p):
+        return per_step(jnp.broadcast_to(p, mean.shape))
 
     got = jax.grad(surrogate)(log_std_param)
     want = jnp.sum(jax.grad(per_step)(jnp.broadcast_to(log_std_param, mean.shape)), axis=(0, 1))
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
+
+
+def test_trust_region_average_policy_carries_no_gradient():
+    """The average policy (ACER's φ_θa) enters through the KL's gradient k only: it moves the
+    projected policy gradient, and receives no gradient itself."""
+    rng = np.random.default_rng(7)
+    inputs = f32(*policy_inputs(rng, 3, 2, 2))
+    mean, log_std, rest = inputs[0], inputs[1], inputs[2:]
+
+    def policy_loss(m, s):
+        return losses.acer_continuous_policy_loss(m, s, *rest, c=1.0)
+
+    def surrogate(m, s, am, als):
+        out = losses.gaussian_trust_region_policy_loss(policy_loss, m, s, am, als, 0.05)
+        return jnp.sum(out.loss)
+
+    grad = jax.jit(jax.grad(surrogate, argnums=(0, 1, 2, 3)))
+    near = grad(mean, log_std, mean + 0.3, log_std - 0.2)
+    far = grad(mean, log_std, mean - 0.6, log_std + 0.4)
+    assert not np.allclose(np.asarray(near[0]), np.asarray(far[0]))  # k matters
+    for g in (*near[2:], *far[2:]):
+        np.testing.assert_array_equal(np.asarray(g), 0.0)
 
 
 def test_trust_region_bad_shapes_raise():

@@ -100,6 +100,36 @@ def test_projection_onto_one_or_two_atoms():
     np.testing.assert_allclose(np.asarray(got), [0.44, 0.56], rtol=1e-6)
 
 
+@pytest.mark.parametrize(("seed", "kp", "kq"), [(0, 5, 7), (1, 9, 4), (2, 3, 11)])
+def test_projection_gradient_into_the_masses_is_the_projection_matrix(seed, kp, kq):
+    """The projection is linear in `probs`: ∂(wᵀ q)/∂p_j = wᵀ Φ(e_j), the NumPy projection of a
+    unit mass at z_j (some of the source atoms fall outside the support and are clipped)."""
+    rng = np.random.default_rng(seed)
+    z_p = np.sort(rng.normal(size=(2, kp)) * 3.0, axis=-1)
+    probs = rand_probs(rng, (2, kp))
+    z_q = np.linspace(-3.0, 3.0, kq)
+    w = rng.normal(size=(2, kq))
+    grad = jax.jit(jax.grad(lambda p: jnp.sum(f32(w) * losses.categorical_projection(*p))))
+    g_zp, g_probs, _ = (np.asarray(x) for x in grad(f32(z_p, probs, z_q)))
+    want = np.zeros((2, kp))
+    for b in range(2):
+        for j in range(kp):
+            want[b, j] = w[b] @ project_np(z_p[b, j : j + 1], [1.0], z_q)
+    np.testing.assert_allclose(g_probs, want, rtol=1e-5, atol=1e-6)
+    # ∂/∂z_j: within the support the masses slide between neighbours: p_j wᵀ ∂Φ(z_j)/∂z_j,
+    # from finite differences of the NumPy projection; 0 where z_j is clipped
+    h, moved = 1e-4, 0
+    for b in range(2):
+        for j in range(kp):
+            if np.min(np.abs(z_q - z_p[b, j])) < 2 * h:
+                continue  # on a kink of the piecewise-linear Φ (an atom, or an edge)
+            up = w[b] @ project_np(z_p[b, j : j + 1] + h, probs[b, j : j + 1], z_q)
+            down = w[b] @ project_np(z_p[b, j : j + 1] - h, probs[b, j : j + 1], z_q)
+            np.testing.assert_allclose(g_zp[b, j], (up - down) / (2 * h), atol=1e-3)
+            moved += abs(z_p[b, j]) < 3.0
+    assert moved > 0  # some atoms inside the support, where the gradient is not 0
+
+
 def test_projection_vmap_matches_per_slice():
     rng = np.random.default_rng(3)
     z_p = rng.uniform(-3.0, 3.0, size=(4, 2, 6))

@@ -59,6 +59,39 @@ def test_entropy_matches_numpy(shape):
     np.testing.assert_allclose(np.asarray(got), entropy_np(logits), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("shape", [(4,), (3, 2, 5), (2, 3, 1, 6)])
+def test_entropy_gradient_matches_numpy(shape):
+    # ∂H/∂l_j = −π_j (log π_j + H), from H = −Σ_a π_a log π_a and ∂π_a/∂l_j = π_a (δ_aj − π_j).
+    logits = np.random.default_rng(list(shape)).normal(size=shape) * 2.0
+    got = jax.jit(jax.grad(lambda x: jnp.sum(losses.entropy(x))))(f32(logits))
+    p = softmax_np(logits)
+    want = -p * (np.log(p) + entropy_np(logits)[..., None])
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-6)
+
+
+def test_entropy_with_masked_actions_has_finite_value_and_gradient():
+    """A −inf logit (a masked action) is an action of probability 0: the value and the
+    gradient equal those of the policy over the other actions, and its own gradient is 0."""
+    rng = np.random.default_rng(5)
+    logits = rng.normal(size=(3, 2, 5))
+    masked = logits.copy()
+    masked[..., 1] = -np.inf
+    masked[0, 0, 3] = -np.inf  # two masked actions in one row
+    fn = jax.jit(jax.value_and_grad(lambda x: jnp.sum(losses.entropy(x))))
+    value, grad = (np.asarray(x) for x in fn(f32(masked)))
+    assert np.isfinite(value) and np.all(np.isfinite(grad))
+    keep = np.isfinite(masked)
+    want_value = 0.0
+    for idx in np.ndindex(masked.shape[:-1]):
+        row = masked[idx][keep[idx]]
+        want_value += entropy_np(row)
+        p = softmax_np(row)
+        want_grad = -p * (np.log(p) + entropy_np(row))
+        np.testing.assert_allclose(grad[idx][keep[idx]], want_grad, rtol=1e-4, atol=1e-6)
+        assert np.all(grad[idx][~keep[idx]] == 0.0)
+    np.testing.assert_allclose(value, want_value, rtol=1e-5)
+
+
 def test_entropy_extremes():
     logits = jnp.asarray([[0.0, 0.0, 0.0, 0.0, 0.0], [0.0, -1e4, -1e4, -1e4, -1e4]])
     got = np.asarray(losses.entropy(logits))

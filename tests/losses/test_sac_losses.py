@@ -146,11 +146,11 @@ soft_jit = jax.jit(losses.soft_q_targets)
 n_step_soft_jit = jax.jit(losses.n_step_soft_q_targets, static_argnames="n")
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(("seed", "shape"), [(0, (6, 3)), (1, (1, 4)), (2, (9, 1))])
 @pytest.mark.parametrize("n", [1, 3])
-def test_soft_q_targets_match_reference(seed, n):
+def test_soft_q_targets_match_reference(seed, shape, n):
     rng = np.random.default_rng(seed)
-    T, B, alpha = 6, 3, 0.2
+    (T, B), alpha = shape, 0.2
     r, d, q, logp = step_inputs(rng, T, B)
     mask = (rng.random((T, B)) > 0.25).astype(np.float64)
     one_step = soft_jit(*f32(r, d, q[1:], logp[1:]), alpha)
@@ -199,9 +199,10 @@ def sac_losses_and_grads(q, logp, log_alpha, target_entropy, mask):
     )
 
 
-def test_sac_actor_and_temperature_losses_and_gradients():
-    rng = np.random.default_rng(4)
-    T, B, log_alpha, target_entropy = 5, 3, -1.2, -2.0
+@pytest.mark.parametrize("shape", [(5, 3), (1, 1), (8, 2)])
+def test_sac_actor_and_temperature_losses_and_gradients(shape):
+    rng = np.random.default_rng(list(shape))
+    (T, B), log_alpha, target_entropy = shape, -1.2, -2.0
     q, logp = rng.normal(size=(T, B)) * 3.0, rng.normal(size=(T, B)) - 1.0
     mask = (rng.random((T, B)) > 0.25).astype(np.float64)
     actor, actor_grads, temp, temp_grads = sac_losses_and_grads(
@@ -217,7 +218,9 @@ def test_sac_actor_and_temperature_losses_and_gradients():
     # Eq. 18: −α (log π + H̄), per step; its gradient in log α is the same sum.
     np.testing.assert_allclose(np.asarray(temp), -alpha * mask * (logp + target_entropy), **TOL)
     g_log_alpha, g_logp, g_target = (np.asarray(g) for g in temp_grads)
-    np.testing.assert_allclose(g_log_alpha, np.sum(np.asarray(temp)), rtol=1e-5)
+    np.testing.assert_allclose(
+        g_log_alpha, np.sum(-alpha * mask * (logp + target_entropy)), rtol=1e-5, atol=1e-6
+    )
     assert np.all(g_logp == 0.0) and float(g_target) == 0.0
 
 

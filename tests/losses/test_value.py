@@ -204,12 +204,10 @@ def test_rescaled_targets_are_h_of_plain_targets_on_h_inverse_values():
     # R2D2: rescaling the whole return, not the rewards: G = h(Σ γ^k r + γ^n h⁻¹(V)).
     rng = np.random.default_rng(8)
     r, d, mask, q_target, q_online = make_inputs(rng, 6, 3, 4, p_mask=0.2)
-    q_h = np.asarray(inverse_rescale_jit(f32(q_target), 1e-3))
-    plain = q_targets(*f32(r, d, mask, q_h, q_online), n=3, double=True)
+    # the reference from NumPy's h and h⁻¹ and the unrescaled NumPy targets
+    plain = q_targets_np(r, d, h_inv_np(q_target, 1e-3), q_online, 3, mask, None)
     rescaled = q_targets(*f32(r, d, mask, q_target, q_online), n=3, double=True, rescale_eps=1e-3)
-    np.testing.assert_allclose(
-        np.asarray(rescaled), np.asarray(value_rescale_jit(plain, 1e-3)), rtol=1e-5, atol=1e-5
-    )
+    np.testing.assert_allclose(np.asarray(rescaled), h_np(plain, 1e-3), rtol=1e-5, atol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,8 +265,8 @@ def test_categorical_target_mean_is_the_scalar_target():
     probs /= probs.sum(-1, keepdims=True)
     got = cat_targets(*f32(r, d, mask, probs, q_online, atoms), n=3, double=True)
     means = probs @ atoms
-    want = q_targets(*f32(r, d, mask, means, q_online), n=3, double=True)
-    np.testing.assert_allclose(np.asarray(got) @ atoms, np.asarray(want), rtol=1e-5, atol=1e-4)
+    want = q_targets_np(r, d, means, q_online, 3, mask, None)
+    np.testing.assert_allclose(np.asarray(got) @ atoms, want, rtol=1e-5, atol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,10 +285,13 @@ def q_loss_and_grads(q, a, target, mask, delta):
     )
 
 
-@pytest.mark.parametrize(("seed", "huber_delta"), [(0, None), (1, 1.0), (2, 0.5)])
-def test_q_learning_loss_gradient_only_into_the_taken_action(seed, huber_delta):
+@pytest.mark.parametrize(
+    ("seed", "huber_delta", "shape"),
+    [(0, None, (7, 3, 4)), (1, 1.0, (1, 5, 2)), (2, 0.5, (4, 1, 6)), (3, 1.0, (9, 2, 3))],
+)
+def test_q_learning_loss_gradient_only_into_the_taken_action(seed, huber_delta, shape):
     rng = np.random.default_rng(seed)
-    T, B, A = 7, 3, 4
+    T, B, A = shape
     q = rng.normal(size=(T, B, A))
     a = rng.integers(0, A, size=(T, B)).astype(np.int32)
     target = rng.normal(size=(T, B)) * 3.0  # TD errors on both sides of δ
@@ -313,9 +314,10 @@ def cat_loss_and_grads(logits, a, target, mask):
     )
 
 
-def test_categorical_loss_matches_reference_and_only_moves_the_taken_action():
-    rng = np.random.default_rng(10)
-    T, B, A, K = 5, 3, 4, 7
+@pytest.mark.parametrize("shape", [(5, 3, 4, 7), (1, 2, 2, 3), (6, 1, 3, 11)])
+def test_categorical_loss_matches_reference_and_only_moves_the_taken_action(shape):
+    rng = np.random.default_rng(list(shape))
+    T, B, A, K = shape
     logits = rng.normal(size=(T, B, A, K))
     a = rng.integers(0, A, size=(T, B)).astype(np.int32)
     target = rand_probs(rng, (T, B, K))
@@ -361,13 +363,32 @@ def target_inputs(seed, T=4, B=4, A=3, K=5):
     return (*f32(r, d, mask, q_target, q_online, probs), f32(np.linspace(-3.0, 3.0, K)))
 
 
+# the inputs each target function reads, by position in TARGET_FNS' (r, d, mask, q, online,
+# probs, atoms)
+TARGET_INPUTS = {
+    "q_learning_targets": (0, 1, 2, 3),
+    "double_q_learning_targets": (0, 1, 2, 3, 4),
+    "categorical_q_learning_targets": (0, 1, 2, 5, 6),
+    "categorical_double_q_learning_targets": (0, 1, 2, 4, 5, 6),
+}
+
+
 @pytest.mark.parametrize("name", sorted(TARGET_FNS))
 def test_targets_carry_no_gradient(name):
-    fn = TARGET_FNS[name]
+    fn, used = TARGET_FNS[name], TARGET_INPUTS[name]
     args = target_inputs(11)
-    grads = jax.jit(jax.grad(lambda *x: jnp.sum(fn(*x) ** 2), argnums=(0, 1, 3, 4, 5)))(*args)
-    for g in grads:
-        assert np.all(np.asarray(g) == 0.0)
+    base = np.asarray(fn(*args))
+    for i in used:  # each input it reads moves the targets, so a zero gradient means something
+        moved = list(args)
+        moved[i] = args[i] * 0.5 + 0.25 if i != 2 else 1.0 - args[i]  # the mask flipped
+        if i == 4:  # the online values choose the action: another argmax
+            moved[i] = -args[i]
+        if i == 5:  # probabilities stay normalised
+            moved[i] = jnp.flip(args[i], axis=-1)
+        assert not np.allclose(np.asarray(fn(*moved)), base), f"{name} ignores input {i}"
+    grads = jax.jit(jax.grad(lambda *x: jnp.sum(fn(*x) ** 2), argnums=used))(*args)
+    for i, g in zip(used, grads, strict=True):
+        assert np.all(np.asarray(g) == 0.0), f"{name}: gradient into input {i}"
 
 
 @pytest.mark.parametrize(
