@@ -262,6 +262,17 @@ def check_priority_args(
     return env_index, slot, priorities
 
 
+def _check_range(name: str, x: Any, stop: int) -> None:
+    """Integers given as Python or NumPy values (traced ones are not checked) lie in
+    [0, stop)."""
+    if isinstance(x, jax.Array):
+        return
+    v = np.asarray(x)
+    bad = (v < 0) | (v >= stop)
+    if np.any(bad):
+        raise ValueError(f"{name} must lie in [0, {stop}), got {v[bad].flat[0]}")
+
+
 def check_batch_size(batch_size: Any) -> None:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -650,7 +661,20 @@ class TraceReplay(SizedBuffer):
                 f"overwrite_steps: no step field {field!r} (have {sorted(self.step_spec)})"
             )
         ring = self.traces_per_env * self.trace_len
-        length = jax.tree.leaves(values)[0].shape[0]
+        size = check_vector("env_index", env_index, None, "integer").shape[0]
+        check_vector("start", start, size, "integer")
+        _check_range("env_index", env_index, self.num_envs)
+        _check_range("start", start, ring)
+        spec = self.step_spec[field]
+        values = _match_structure("values", values, spec)
+        lead = np.shape(jax.tree.leaves(values)[0])
+        if not lead or not 1 <= lead[0] <= ring:
+            raise ValueError(
+                f"overwrite_steps: values must lead with 1 to {ring} steps [L, B, ...] (one env "
+                f"stream's ring), got leaves of shape {lead}"
+            )
+        length = lead[0]
+        _check_leaves("values", values, spec, (length, size), f"[L, B, ...] as steps[{field!r}]")
         pos = (jnp.asarray(start)[None, :] + jnp.arange(length)[:, None]) % ring  # [L, B]
         env = jnp.broadcast_to(jnp.asarray(env_index)[None, :], pos.shape)
         written = jax.tree.map(
@@ -669,6 +693,17 @@ class TraceReplay(SizedBuffer):
         SAC's --refresh-stored-state). Steps and observations stay as they are."""
         if self.extras_spec is None:
             raise ValueError("overwrite_extras: this replay stores no per-trace extras")
+        size = check_vector("env_index", env_index, None, "integer").shape[0]
+        shape, dtype = np.shape(slot), _canonical_dtype(slot)
+        if len(shape) != 2 or shape[1] != size or not np.issubdtype(dtype, np.integer):
+            raise ValueError(
+                f"slot must be an integer array [M, {size}] (M slots for each of the {size} env "
+                f"streams); got shape {shape} and dtype {dtype}"
+            )
+        _check_range("env_index", env_index, self.num_envs)
+        _check_range("slot", slot, self.traces_per_env)
+        values = _match_structure("values", values, self.extras_spec)
+        _check_leaves("values", values, self.extras_spec, shape, "[M, B, ...] as extras_spec")
         env = jnp.broadcast_to(jnp.asarray(env_index)[None, :], jnp.shape(slot))
         written = jax.tree.map(
             lambda buf, v: buf.at[env, slot].set(jnp.asarray(v, buf.dtype)), state.extras, values

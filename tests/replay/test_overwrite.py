@@ -123,3 +123,51 @@ def test_overwrite_names_what_the_replay_does_not_store():
         replay.overwrite_steps(state, "logp", zeros, zeros, jnp.ones((1, 1)))
     with pytest.raises(ValueError, match="stores no per-trace extras"):
         replay.overwrite_extras(state, jnp.zeros(1, int), jnp.zeros((1, 1), int), {})
+
+
+def z(*shape, dtype=np.float32):
+    return np.zeros(shape, dtype)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        # values missing the field's axis ([L, B] for mu's [L, B, A]): no broadcast
+        (("mu", [0, 1], [0, 0], z(3, 2)), r"values has shape \(3, 2\)"),
+        # a float written into the int32 field: no silent truncation
+        (("id", [0], [0], np.full((2, 1), 2.7, np.float32)), "dtype float32, expected shape"),
+        (("mu", [0, 3], [0, 0], z(1, 2, A)), r"env_index must lie in \[0, 3\), got 3"),
+        (("mu", [0], [-1], z(1, 1, A)), r"start must lie in \[0, 12\), got -1"),
+        (("mu", [0], [0], z(13, 1, A)), "1 to 12 steps"),
+        (("mu", [0, 1], [0], z(1, 2, A)), r"start must be a 1-D integer array \[2\]"),
+        (("mu", [0.0], [0], z(1, 1, A)), "env_index must be a 1-D integer"),
+        (("mu", [0], [0], {"m": z(1, 1, A)}), "values does not match its spec"),
+    ],
+)
+def test_overwrite_steps_refuses_bad_input_in_one_line(args, match):
+    replay = make()
+    state = filled(replay)
+    field, env, start, values = args
+    with pytest.raises(ValueError, match=match) as err:
+        replay.overwrite_steps(state, field, np.asarray(env), np.asarray(start), values)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("env", "slot", "values", "match"),
+    [
+        ([0, 1], [[0, 1]], {"h": z(1, 2)}, r"values\['h'\] has shape \(1, 2\)"),
+        ([0], [[0]], {"h": z(1, 1, 2, dtype=np.int32)}, "dtype int32"),
+        ([5], [[0]], {"h": z(1, 1, 2)}, r"env_index must lie in \[0, 3\), got 5"),
+        ([0], [[-1]], {"h": z(1, 1, 2)}, r"slot must lie in \[0, 3\), got -1"),
+        ([0], [[3]], {"h": z(1, 1, 2)}, r"slot must lie in \[0, 3\), got 3"),
+        ([0, 1], [0, 1], {"h": z(1, 2, 2)}, r"slot must be an integer array \[M, 2\]"),
+        ([0], [[0]], {"g": z(1, 1, 2)}, "values does not match its spec"),
+    ],
+)
+def test_overwrite_extras_refuses_bad_input_in_one_line(env, slot, values, match):
+    replay = make()
+    state = filled(replay)
+    with pytest.raises(ValueError, match=match) as err:
+        replay.overwrite_extras(state, np.asarray(env), np.asarray(slot), values)
+    assert "\n" not in str(err.value)

@@ -75,6 +75,7 @@ class Reference:
         self.stack = replay.base.frame_stack > 1
         self.k = replay.neighbours
         self.decay = replay.decay
+        self.at_max = replay.new_at_max
         self.lo, self.hi = replay.min_priority, replay.max_priority
         self.priorities = np.zeros((self.n, self.c), np.float64)
         self.assigned = np.zeros((self.n, self.c), bool)
@@ -94,6 +95,10 @@ class Reference:
         return mask
 
     def lazy(self, env, s, valid):
+        usable = valid[None, :] & self.assigned
+        if self.at_max:  # the largest priority of any valid assigned slot, in any env
+            value = self.priorities[usable].max() if usable.any() else 1.0
+            return min(max(value, self.lo), self.hi)
         num = den = 0.0
         for d in range(1, min(self.k, self.c - 1) + 1):
             j = (s - d) % self.c
@@ -163,6 +168,7 @@ CONFIGS = {
     "A": {"num_envs": 3, "traces_per_env": 6, "frame_stack": 2},  # neighbours 8, decay 0.9
     "B": {"num_envs": 1, "traces_per_env": 3, "frame_stack": 1, "neighbours": 0},
     "C": {"num_envs": 2, "traces_per_env": 7, "frame_stack": 1, "neighbours": 3, "decay": 0.5},
+    "D": {"num_envs": 2, "traces_per_env": 5, "frame_stack": 2, "new_at_max": True},
 }
 
 
@@ -229,6 +235,19 @@ def test_lazy_init_and_updates_follow_the_reference(scenario):
             state = update(state, env.astype(np.int32), slot.astype(np.int32), values)
             ref.update(env, slot, values)
         check_against_reference(replay, state, ref)
+
+
+def test_new_at_max_gives_a_new_slot_the_largest_assigned_priority():
+    # Config D: C = 5, frame stack 2; after 4 adds slots 0..2 are valid (3 is the newest).
+    _, add, update, _ = setup("D")
+    state, writer = fresh("D", 4)
+    np.testing.assert_array_equal(state.priorities[:, :3], 1.0)  # nothing assigned yet: 1
+    env = jnp.array([0, 1, 1, 0, 0, 0], jnp.int32)
+    slot = jnp.array([0, 1, 2, 2, 2, 2], jnp.int32)
+    state = update(state, env, slot, jnp.array([3.0, 7.5, 0.5, 2.0, 2.0, 2.0]))
+    state = add(state, *writer.next())  # slot 3 becomes valid: max over both envs, 7.5
+    np.testing.assert_allclose(state.priorities[:, 3], [7.5, 7.5], rtol=1e-6)
+    np.testing.assert_allclose(state.priorities[:, :3], [[3.0, 1.0, 2.0], [1.0, 7.5, 0.5]])
 
 
 def test_lazy_priority_weights_by_temporal_distance_then_falls_back_to_the_mean():
