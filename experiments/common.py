@@ -202,6 +202,11 @@ def restore_learner(init_learner, run_dir: Path, step: int | None = None):
         return _restore(run_dir, learner, step)
     # A population member: its learner is row i of the population's checkpoint.
     index, size = _member_index(member, run.num_seeds, run_dir / "config.json")
+    if run_dir.name != f"member-{index}" or not (run_dir.parent / "config.json").is_file():
+        raise ValueError(
+            f"{run_dir}/config.json names population member {index}, but the folder is not "
+            f"member-{index} of a population's run folder"
+        )
     fields = hparam_specs(run)
     stacked = jax.tree.map(lambda x: jax.ShapeDtypeStruct((size, *x.shape), x.dtype), learner)
     hparams = {k: jax.ShapeDtypeStruct((size,), jnp.float32) for k in fields}
@@ -225,6 +230,8 @@ def _member_index(member, num_seeds: int, path: Path) -> tuple[int, int]:
 
 
 def _restore(run_dir: Path, target, step: int | None):
+    if not (run_dir / "checkpoints").is_dir():  # reading creates nothing
+        raise ValueError(f"{run_dir} has no checkpoints/ folder: nothing to restore")
     checkpointer = Checkpointer(run_dir / "checkpoints")
     try:
         return restore_checkpoint(checkpointer, target, step)

@@ -54,7 +54,7 @@ REQUIRED = ("env_steps", "return_mean", "wall_s")
 
 def read_metrics(run: Path, columns=REQUIRED) -> dict[str, list[float]]:
     """The numeric columns of `run`/metrics.csv. A cell that is not a number (empty, or a
-    line half-written by a live run) reads as NaN; rows without env_steps are dropped.
+    line half-written by a live run) reads as NaN; rows without a finite env_steps are dropped.
     Problems are one-line `ValueError`s naming the file."""
     if not run.exists():
         raise ValueError(f"run folder {run} does not exist")
@@ -77,7 +77,7 @@ def read_metrics(run: Path, columns=REQUIRED) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {key: [] for key in header}
     for row in rows:
         values = {key: _number(row.get(key)) for key in header}
-        if math.isnan(values["env_steps"]):
+        if not math.isfinite(values["env_steps"]):  # none, or not a step count (±inf)
             continue
         for key, value in values.items():
             out[key].append(value)

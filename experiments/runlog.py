@@ -230,6 +230,35 @@ def _rows(lines: list[str]):
             yield ["<not CSV>"]  # counted as malformed
 
 
+def free_name(path: Path) -> Path:
+    """`path`, or `path` with the first free suffix -1, -2, ..."""
+    candidate, n = path, 0
+    while candidate.exists() or candidate.is_symlink():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return candidate
+
+
+def last_logged_step(path: Path) -> int:
+    """The largest env step among the complete rows of the metrics.csv at `path`; 0 when it
+    has none, or is missing or not a regular file. Rows that do not parse are skipped."""
+    if not path.is_file():
+        return 0
+    try:
+        with open(path, newline="", encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")[:-1]  # the last: empty, or half-written
+    except OSError:
+        return 0
+    rows = list(_rows(lines))
+    if not rows or "env_steps" not in rows[0]:
+        return 0
+    col, last = rows[0].index("env_steps"), 0
+    for row in rows[1:]:
+        with contextlib.suppress(IndexError, ValueError, OverflowError):
+            last = max(last, int(float(row[col])))
+    return last
+
+
 def _repair_csv(path: Path, columns: list[str], max_step: int) -> list[str]:
     """Make `path` safe to append rows of `columns` to; returns the columns to write.
 
@@ -244,7 +273,12 @@ def _repair_csv(path: Path, columns: list[str], max_step: int) -> list[str]:
         reason = err.strerror if isinstance(err, OSError) and err.strerror else err
         raise ValueError(f"{path} cannot be read: {reason}; move it away") from None
     if not lines:  # not even a complete header: start the file afresh
-        path.unlink()
+        if partial:  # text without a newline (a cut-off header, or not this program's file)
+            aside = free_name(path.with_name(path.name + ".set-aside"))
+            path.rename(aside)
+            print(f"{path}: no complete header line; set aside as {aside.name}", file=sys.stderr)
+        else:
+            path.unlink()  # empty
         return columns
     try:
         header = next(csv.reader(lines[:1]))

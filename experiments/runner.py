@@ -37,7 +37,7 @@ from agents.core.protocol import ChunkOutput
 from agents.core.registry import get_agent
 from envs import eval_env_seed, make_env, obs_spec_json, run_env_seed
 from experiments.args import TrainArgs, hparam_specs
-from experiments.checkpoint import Checkpointer
+from experiments.checkpoint import DAMAGED_PREFIX, Checkpointer
 from experiments.common import (
     build_agent,
     checkpoint_tree,
@@ -52,7 +52,7 @@ from experiments.runfolder import (
     check_run_folder_links,
     write_json_atomic,
 )
-from experiments.runlog import LineageLog, RunLogger
+from experiments.runlog import LineageLog, RunLogger, free_name, last_logged_step
 
 # Columns the runner writes before the agent's own metric_names.
 # lineage.csv (experiments.runlog.LineageLog), then the hp_<field> columns.
@@ -72,6 +72,36 @@ def member_dirs(run_dir: Path, size: int) -> list[Path]:
     """Where each of `size` members logs: a single run (`size` 1) in the run folder itself."""
     run_dir = Path(run_dir)
     return [member_dir(run_dir, i) for i in range(size)] if size > 1 else [run_dir]
+
+
+def _progress_to_keep(run_dir: Path, ckpt_dir: Path, folders: list[Path], run) -> str | None:
+    """Why a run folder with no checkpoint to restore holds logs worth keeping when it starts
+    over (which would truncate them to step 0): its checkpoints were set aside as damaged, it
+    ended (every run checkpoints at its end), or it logged past its first checkpoint. None:
+    a run cut off before its first checkpoint, whose few logged rows starting over rewrites."""
+    damaged = (
+        sorted(p.name for p in ckpt_dir.glob(f"{DAMAGED_PREFIX}*")) if ckpt_dir.is_dir() else []
+    )
+    if damaged:
+        return f"its checkpoints were set aside as damaged ({', '.join(damaged)})"
+    if (run_dir / "summary.json").is_file():
+        return "it has a summary.json (the run ended, and so had a checkpoint)"
+    for folder in folders:
+        last = last_logged_step(folder / "metrics.csv")
+        if last >= run.checkpoint_every:
+            return (
+                f"{folder / 'metrics.csv'} logs env step {last:,}, past its first checkpoint "
+                f"(every {run.checkpoint_every:,})"
+            )
+    return None
+
+
+def _set_aside(path: Path, root: Path) -> str:
+    """Renames `path` to `<name>.set-aside` (or -1, -2, ... if taken); returns the new path
+    relative to `root`."""
+    aside = free_name(path.with_name(path.name + ".set-aside"))
+    path.rename(aside)
+    return str(aside.relative_to(root))
 
 
 # When a member's hyper-parameters took effect: as --vary drew them, from the start.
@@ -581,7 +611,18 @@ class Runner:
                 until += f" or for --max-minutes {run.max_minutes:g}, whichever comes first"
             print(f"resumed {run_dir} from checkpoint at env step {step}; {until}", file=sys.stderr)
         elif self.resuming:
-            print(f"{run_dir} has no complete checkpoint yet: starting it over", file=sys.stderr)
+            why = _progress_to_keep(run_dir, ckpt_dir, member_dirs(run_dir, size), run)
+            note = ""
+            if why and self.lead:  # its logs set aside, not truncated to step 0
+                logs = [run_dir / "lineage.csv", run_dir / "summary.json"]
+                for folder in member_dirs(run_dir, size):
+                    logs += [folder / "metrics.csv", folder / "summary.json"]
+                aside = [_set_aside(p, run_dir) for p in dict.fromkeys(logs) if p.is_file()]
+                note = f" ({why}; set aside: {', '.join(aside)})"
+            print(
+                f"{run_dir} has no checkpoint to resume from: starting it over{note}",
+                file=sys.stderr,
+            )
         if self.lead:
             self._write_config(agent, env)
         compile_s = agent.compile(state)

@@ -607,9 +607,11 @@ def folder_busy(run_dir: Path) -> bool:
 def latest_metrics(run_dir: Path) -> dict:
     """The last complete row of metrics.csv ({} if none), as strings."""
     path = run_dir / "metrics.csv"
+    if not path.is_file():  # none yet, or not a regular file (a FIFO would block the read)
+        return {}
     try:
         with open(path, "rb") as f:
-            header = f.readline().decode().strip().split(",")
+            header = f.readline().decode(errors="replace").strip().split(",")
             f.seek(0, os.SEEK_END)
             size = f.tell()
             f.seek(max(0, size - 8192))
@@ -907,15 +909,16 @@ class Scheduler:
                         if not free:
                             break
                         run_dir = run.run_dir(self.folder)
+                        try:  # a run folder linked out of the sweep folder is not the sweep's,
+                            check_folder(run_dir, self.folder)  # nor is its lock
+                        except UnsafePathError as err:
+                            pending.remove(run)
+                            self._refused(run, str(err))
+                            continue
                         if folder_busy(run_dir):  # a run of a killed sweep still stopping
                             self._record(run)["status"] = "waiting"
                             continue
                         pending.remove(run)
-                        try:  # a run folder linked out of the sweep folder is not the sweep's
-                            check_folder(run_dir, self.folder)
-                        except UnsafePathError as err:
-                            self._refused(run, str(err))
-                            continue
                         if self.sweep.check_each and run.name not in checked:
                             try:
                                 check_run(run)

@@ -8,6 +8,7 @@ moved into the learner state."""
 
 import csv
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -55,3 +56,42 @@ def test_ppo_run_from_before_the_returns_were_learner_state_resumes(tmp_path):
                           "--num-devices", "1",
                           "--eval-episodes", "0"])  # fmt: skip
     assert summary["env_steps"] == 64
+
+
+def test_a_resume_whose_checkpoints_are_all_damaged_sets_the_old_logs_aside(tmp_path, capsys):
+    """No checkpoint restores (all set aside as damaged): the run starts over, and the logs of
+    the run it replaces are renamed, not truncated to step 0 (nothing the user saved is
+    lost)."""
+    run_dir = tmp_path / "acer"
+    shutil.copytree(LEGACY / "acer", run_dir)
+    old_metrics = (run_dir / "metrics.csv").read_text()
+    old_summary = (run_dir / "summary.json").read_text()
+    os.rename(run_dir / "checkpoints" / "20", run_dir / "checkpoints" / "damaged-20-1")
+    summary = train.main(["--resume", str(run_dir), "--total-steps", "20", "--no-progress",
+                          "--num-devices", "1", "--eval-episodes", "0"])  # fmt: skip
+    assert summary["env_steps"] == 20
+    err = capsys.readouterr().err
+    assert "has no checkpoint to resume from: starting it over (its checkpoints were set " in err
+    assert "set aside: summary.json.set-aside, metrics.csv.set-aside)" in err
+    assert (run_dir / "metrics.csv.set-aside").read_text() == old_metrics
+    assert (run_dir / "summary.json.set-aside").read_text() == old_summary
+    with open(run_dir / "metrics.csv", newline="") as f:
+        assert [int(r["env_steps"]) for r in csv.DictReader(f)] == [10, 20]
+    assert (run_dir / "checkpoints" / "damaged-20-1").is_dir()
+
+
+def test_evaluate_of_a_folder_posing_as_a_member_touches_nothing_outside_it(tmp_path):
+    """A config.json that names a population member, in a folder that is not a population's
+    member-<i>: one line, and no checkpoints/ folder created next to it."""
+    run_dir = tmp_path / "parent" / "acer"
+    shutil.copytree(LEGACY / "acer", run_dir)
+    config = json.loads((run_dir / "config.json").read_text())
+    config["population"] = {"member": 0, "of": 2}
+    config["args"]["num_seeds"] = 2
+    (run_dir / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SystemExit) as info:
+        evaluate.main([str(run_dir), "--episodes", "1"])
+    message = str(info.value)
+    assert "names population member 0, but the folder is not member-0" in message, message
+    assert "\n" not in message
+    assert sorted(p.name for p in (tmp_path / "parent").iterdir()) == ["acer"]

@@ -41,8 +41,9 @@ GOOD = "env_steps,return_mean,wall_s,hp_lr\n10,1,0.1,0.001\n20,2,0.2,0.001\n"
         ({0: ""}, "is empty"),
         ({0: b"env_steps,return_mean\n\xff\xfe,1\n"}, "cannot be read"),
         ({0: GOOD, 1: "a,b\n1,2\n"}, "has no column env_steps"),
+        ({0: "env_steps,return_mean,wall_s\ninf,1,0.1\n-inf,2,0.2\n"}, "has no rows yet"),
     ],
-    ids=["not-a-population", "header-only", "empty", "not-utf8", "no-columns"],
+    ids=["not-a-population", "header-only", "empty", "not-utf8", "no-columns", "inf-steps"],
 )
 def test_plot_population_damaged_runs_are_one_line_errors(tmp_path, members, expected, capsys):
     """A folder that is not a population, or a member's damaged metrics.csv: one line on

@@ -303,6 +303,11 @@ def test_malformed_rows_are_dropped_and_a_headerless_file_restarts(tmp_path):
     logger.log({"env_steps": 110, "loss": 0.1}, 10)
     logger.close()
     assert _read(tmp_path) == [["env_steps", "loss"], ["110", "0.1"]]
+    # what it held is set aside, not deleted (it may be a file of old-Mac line ends)
+    assert (tmp_path / "metrics.csv.set-aside").read_text() == "env_st"
+    (tmp_path / "metrics.csv").write_text("env_steps,loss\r10,0.5\r")
+    _logger(tmp_path, ["env_steps", "loss"], start_step=100).close()
+    assert (tmp_path / "metrics.csv.set-aside-1").read_bytes() == b"env_steps,loss\r10,0.5\r"
 
 
 def test_a_metrics_file_that_cannot_be_read_is_one_line_naming_it(tmp_path):

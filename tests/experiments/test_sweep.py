@@ -176,12 +176,14 @@ def test_a_run_folder_linked_out_of_the_sweep_is_refused_and_the_others_go_on(
     outside = tmp_path / "photos"
     outside.mkdir()
     (outside / "photo.jpg").write_bytes(b"photo")
+    (outside / ".lock").write_bytes(b"not the sweep's lock\n")  # not even opened
     sweep.folder.mkdir(parents=True)
     (sweep.folder / "ppo-CartPole-v1-seed1").symlink_to(outside)
     result = sw.Scheduler(sweep, poll_s=0.02, live=False).run()
     assert result == {"ppo-CartPole-v1-seed0": "done", "ppo-CartPole-v1-seed1": "invalid"}
-    assert sorted(p.name for p in outside.iterdir()) == ["photo.jpg"]
+    assert sorted(p.name for p in outside.iterdir()) == [".lock", "photo.jpg"]
     assert (outside / "photo.jpg").read_bytes() == b"photo"
+    assert (outside / ".lock").read_bytes() == b"not the sweep's lock\n"
     err = [line for line in capsys.readouterr().err.splitlines() if "seed1" in line]
     assert len(err) == 1 and "symbolic link" in err[0], err
 
@@ -649,3 +651,13 @@ def test_runs_past_the_upfront_check_are_checked_as_they_come(tmp_path, fake, ca
     state = json.loads((sweep.folder / sw.STATE_NAME).read_text())
     assert state["runs"][bad]["error"].startswith(f"run {bad}: --num-seeds")
     assert not (sweep.folder / bad).exists()
+
+
+def test_latest_metrics_reads_a_header_that_is_not_utf8_and_skips_what_is_not_a_file(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.csv").write_bytes(b"env_steps,ret\xff\n10,1.5\n20,2.5\n")
+    assert sw.latest_metrics(run) == {"env_steps": "20", "ret\ufffd": "2.5"}
+    (run / "metrics.csv").unlink()
+    os.mkfifo(run / "metrics.csv")  # opening it would wait for a writer
+    assert sw.latest_metrics(run) == {}
