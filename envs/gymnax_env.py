@@ -13,8 +13,10 @@ runs the same jitted functions on a state kept here.
 Protocol notes, where gymnax differs from the reference packages (README, "gymnax"):
 - MinAtar ids (`gymnax/Breakout-MinAtar`, ...) use sticky actions with p = 0.1 by default, as
   the `minatar` package and the MinAtar paper (Young & Tian 2019): with probability p the env
-  repeats the previous action it executed (no-op, 0, after a reset). gymnax's games have none
-  of their own.
+  repeats the previous action it executed. After a reset that is the no-op (0) here, where
+  `minatar` 1.0.15 keeps the previous episode's last action (its `Environment.reset` leaves
+  `last_action` as it was): the two differ on an episode's first step, with probability p.
+  gymnax's games have none of their own.
 - gymnax caps MinAtar episodes at 1,000 steps (its `max_steps_in_episode`); the `minatar`
   package has no cap. Here that cap is lifted to 100,000 steps by default (a truncation, never
   reached by the paper's agents) unless `max_episode_steps` says otherwise. Freeway keeps
