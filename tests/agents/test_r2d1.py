@@ -103,6 +103,33 @@ def test_unroll_matches_a_step_by_step_replay_of_the_window():
 
 
 @pytest.mark.slow
+def test_an_episode_start_inside_the_burn_in_cuts_the_stored_state_off():
+    """Sequence 0 starts a new episode at burn-in step 2: from there its LSTM state and its
+    previous action and reward are reset, so what it learns from (the learnt and target Q
+    values) no longer depends on the state stored with the window; sequence 2, with no
+    episode start, still does."""
+    cfg = R2D1Config(num_envs=1, trace_len=4, seq_len=4, burn_in=4, n_step=2, buffer_size=64)
+    rng = np.random.default_rng(2)
+    net, batch = window_batch(cfg, rng)
+    first = np.asarray(batch.first).copy()
+    first[2, 0] = True
+    batch = batch._replace(first=jnp.asarray(first), mask=jnp.asarray(1.0 - first[1:], jnp.float32))
+    learner = R2D1Learner(cfg, net, lambda c: optax.adam(c.lr))
+    params = learner.init_params(jax.random.PRNGKey(2), batch.obs[0])
+    state = batch.core_state
+    other = state._replace(
+        lstm=tuple(x + 1.0 for x in state.lstm),
+        prev_action=1 - state.prev_action,
+        prev_reward=state.prev_reward + 3.0,
+    )
+    a = learner.unroll(params, params, batch)
+    b = learner.unroll(params, params, batch._replace(core_state=other))
+    for x, y in ((a.learn.q_values, b.learn.q_values), (a.target.q_values, b.target.q_values)):
+        np.testing.assert_array_equal(np.asarray(x)[:, 0], np.asarray(y)[:, 0])
+        assert not np.allclose(np.asarray(x)[:, 2], np.asarray(y)[:, 2])
+
+
+@pytest.mark.slow
 def test_train_resume_evaluate_subprocess(tmp_path):
     run = tmp_path / "r2d1"
     tiny = ["--num-envs", "4", "--trace-len", "2", "--seq-len", "2", "--burn-in", "2",

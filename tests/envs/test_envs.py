@@ -67,6 +67,12 @@ def test_cartpole_truncation(backend):
     assert not ts.first[7].any()
     # The reset obs is a fresh CartPole start state (every component in [-0.05, 0.05]).
     assert np.abs(ts.obs[6]).max() <= 0.05
+    # The truncated step's obs is the episode's last, which the learner bootstraps from, not
+    # a reset one: it follows the previous by CartPole's Euler step x' = x + τ·ẋ (τ = 0.02).
+    for t in (5, 11):
+        np.testing.assert_allclose(
+            ts.obs[t, :, 0], ts.obs[t - 1, :, 0] + 0.02 * ts.obs[t - 1, :, 1], rtol=1e-5
+        )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

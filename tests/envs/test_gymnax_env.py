@@ -46,6 +46,16 @@ def test_truncation_is_not_termination():
     assert ts.truncated[4].all() and not ts.terminated[4].any() and ts.game_over[4].all()
     assert ts.first[5].all() and (ts.reward[5] == 0).all()
     assert ts.truncated[10].all()  # 5 real steps after the fake one
+    # The observation of the truncated step is the episode's last (what the learner
+    # bootstraps from), not a reset one: CartPole's Euler step moves the cart by τ·ẋ
+    # (τ = 0.02, Barto et al. 1983 as gymnasium writes it), and a reset draws every
+    # component from U(-0.05, 0.05); the fake step after it shows the reset observation.
+    for t in (4, 10):
+        np.testing.assert_allclose(
+            ts.obs[t, :, 0], ts.obs[t - 1, :, 0] + 0.02 * ts.obs[t - 1, :, 1], rtol=1e-5
+        )
+    assert np.all(np.abs(ts.obs[5]) <= 0.05) and np.all(np.abs(ts.obs[11]) <= 0.05)
+    assert not np.allclose(ts.obs[4, :, 0], ts.obs[5, :, 0])
 
 
 def test_env_k_of_a_vector_is_the_env_seeded_base_plus_k():
