@@ -231,7 +231,7 @@ def _member_index(member, num_seeds: int, path: Path) -> tuple[int, int]:
 
 def _restore(run_dir: Path, target, step: int | None):
     if not (run_dir / "checkpoints").is_dir():  # reading creates nothing
-        raise ValueError(f"{run_dir} has no checkpoints/ folder: nothing to restore")
+        raise ValueError(f"{run_dir} has no complete checkpoint (no checkpoints/ folder)")
     checkpointer = Checkpointer(run_dir / "checkpoints")
     try:
         return restore_checkpoint(checkpointer, target, step)
