@@ -87,9 +87,9 @@ class DQNConfig(ReplayWindow):
     """Decay the learning rate linearly to 0 over this many env steps, counted in updates
     from --start-train-at (0: constant, as DQN and Rainbow)."""
     optimizer: Literal["adam", "rmsprop"] = "adam"
-    """adam, or rmsprop: centered RMSProp with momentum (Graves 2013, arXiv:1308.0850 eq.
-    38-40, as PyTorch's `RMSprop(centered=True)`, which the MinAtar paper's DQN ran: ε is
-    added to the root of the centred second moment, the moments start at 0)."""
+    """adam, or rmsprop: centered RMSProp (Graves 2013, arXiv:1308.0850 eq. 38-40, as
+    PyTorch's `RMSprop(centered=True)`, which the MinAtar paper's DQN ran: ε is added to the
+    root of the centred second moment, the moments start at 0), with optional momentum."""
     adam_eps: float = 1e-5
     """Adam ε (rlpyt/Dopamine on Atari: 0.01 / 32 = 3.125e-4)."""
     rmsprop_decay: float = 0.95
@@ -97,7 +97,9 @@ class DQNConfig(ReplayWindow):
     rmsprop_eps: float = 0.01
     """RMSProp's ε (MinAtar DQN's "minimum squared gradient": 0.01)."""
     rmsprop_momentum: float = 0.95
-    """RMSProp's momentum on the scaled gradient (MinAtar DQN: 0.95)."""
+    """RMSProp's heavy-ball momentum on the scaled gradient (PyTorch's `momentum`). Not the
+    "gradient momentum" of DQN's and MinAtar's tables, which is the decay of the centred mean
+    (--rmsprop-decay): their code runs none (`dqn-minatar` sets 0)."""
     max_grad_norm: float = 10.0
     """Clip gradients to this global L2 norm (rlpyt: 10)."""
     eps_start: float = 1.0
@@ -236,8 +238,10 @@ PRESETS: dict[str, dict] = {
     # its repository's examples/dqn.py): its network (one 3x3 conv of 16 filters, 128 hidden
     # units: the MinAtar CNN, picked from the observation shape), batch 32, one update per
     # env step, replay 100k, learning from 5k steps, target copy every 1,000 updates, γ 0.99,
-    # Huber loss, one-step targets without double Q or dueling, centered RMSProp with
-    # momentum (lr 2.5e-4, ρ 0.95, ε 0.01, momentum 0.95), no gradient clipping, ε-greedy
+    # Huber loss, one-step targets without double Q or dueling, centered RMSProp without
+    # momentum (lr 2.5e-4, ρ 0.95, ε 0.01; the paper's "gradient momentum 0.95" is the decay
+    # of the centred mean, as in DQN's Nature table: its script passed no momentum to torch's
+    # RMSprop until 2024, kenjyoung/MinAtar PR #37), no gradient clipping, ε-greedy
     # with ε = 1 until learning starts, then linearly to 0.1 over the next 100k frames, and
     # 5M frames (= env steps: MinAtar has no frame skip), sticky actions p = 0.1 (the gymnax
     # backend's default for MinAtar ids). Other games: --env gymnax/<Game>-MinAtar.
@@ -260,7 +264,7 @@ PRESETS: dict[str, dict] = {
         "lr": 2.5e-4,
         "rmsprop_decay": 0.95,
         "rmsprop_eps": 0.01,
-        "rmsprop_momentum": 0.95,
+        "rmsprop_momentum": 0.0,
         "max_grad_norm": 1e9,
         "eps_start": 1.0,
         "eps_end": 0.1,

@@ -383,6 +383,28 @@ def test_rmsprop_option_is_centered_rmsprop_with_momentum(seed):
         np.testing.assert_allclose(np.asarray(params), want, rtol=2e-4, atol=1e-6)
 
 
+def test_dqn_minatar_preset_optimizer_is_the_papers_rmsprop_without_momentum():
+    """The MinAtar paper's script: torch RMSprop(lr=2.5e-4, alpha=0.95, centered=True,
+    eps=0.01) with torch's default momentum 0 (its GRAD_MOMENTUM = 0.95 is DQN's name for
+    the decay of the centred mean; kenjyoung/MinAtar PR #37). Six updates of the preset's
+    optimizer against the NumPy reference with μ = 0."""
+    from experiments.common import make_agent
+
+    agent = make_agent("dqn", "gymnax/Breakout-MinAtar", preset="dqn-minatar")
+    rng = np.random.default_rng(3)
+    grads = [rng.normal(size=(3, 4)).astype(np.float32) for _ in range(6)]
+    opt = dqn_optimizer(agent.config)
+    params = jnp.zeros((3, 4))
+    state = opt.init(params)
+    expected = _centered_rmsprop_reference(
+        [g.astype(np.float64) for g in grads], 2.5e-4, 0.95, 0.01, 0.0
+    )
+    for g, want in zip(grads, expected, strict=True):
+        updates, state = opt.update(jnp.asarray(g), state, params)
+        params = params + updates
+        np.testing.assert_allclose(np.asarray(params), want, rtol=2e-4, atol=1e-9)
+
+
 def test_optimizer_flags_need_their_optimizer():
     from agents.core.config import ConfigError
 
