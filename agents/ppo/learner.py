@@ -373,9 +373,9 @@ class OnPolicyLearner(ActorCriticLearner):
 
     def refresh(self, state: LearnerState, buffer: RolloutBuffer, axis_name=None):
         """The buffer with its chunks' initial LSTM states recomputed with the current
-        params (recurrent only; the identity otherwise)."""
-        if not self.recurrent:
-            return buffer
+        params (recurrent with more than one chunk; the identity otherwise)."""
+        if not self.recurrent or buffer.data.mask.shape[0] == self.config.bptt:
+            return buffer  # one chunk: its start is the rollout's stored initial state
         d = buffer.data
         return buffer._replace(
             starts=self._chunk_states(state.params, d.obs, d.first, buffer.core0, d.prev)

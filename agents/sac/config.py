@@ -191,9 +191,10 @@ PRESETS: dict[str, dict] = {
         "eval_episodes": 10,
     },
     # REDQ (Chen et al. 2021, arXiv:2101.05982, Table 1 / their redq_sac.py): N = 10 critics,
-    # min over M = 2 drawn per update, update-to-data ratio G = 20, the actor on the mean of
-    # all N, otherwise SAC's settings (lr 3e-4 for all, batch 256, τ = 0.005, 5,000 random
-    # steps).
+    # min over M = 2 drawn per update, update-to-data ratio G = 20, the actor (and α) updated
+    # once per env step, after the G critic updates (Algorithm 1; their policy_update_delay
+    # 20), on the mean of all N, otherwise SAC's settings (lr 3e-4 for all, batch 256,
+    # τ = 0.005, 5,000 random steps).
     "redq-mujoco": {
         "env": "HalfCheetah-v4",
         "total_steps": 300_000,
@@ -203,6 +204,7 @@ PRESETS: dict[str, dict] = {
         "buffer_size": 1_000_000,
         "start_train_at": 5_000,
         "update_to_data": 20.0,
+        "policy_delay": 20,
         "num_critics": 10,
         "critic_subset": 2,
         "actor_q": "mean",

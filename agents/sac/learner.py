@@ -186,11 +186,10 @@ class SACLearner:
     def soft_value(self, policy_out, q_of, key, members):
         """`soft_value_parts` from the actor's outputs and `q_of(action) -> [N, ...]` (discrete:
         `q_of(None) -> [N, ..., A]`), the critics at the same observations."""
-        if self.discrete:
-            log_pi = jax.nn.log_softmax(policy_out)
-            pi = jnp.exp(log_pi)
+        if self.discrete:  # Σ π log π as −entropy: 0 (not NaN) at −inf logits
+            pi = jax.nn.softmax(policy_out)
             q = ensemble_min(q_of(None), members)
-            return jnp.sum(pi * q, -1), jnp.sum(pi * log_pi, -1)
+            return jnp.sum(pi * q, -1), -losses.entropy(policy_out)
         a, logp = self.policy_sample(policy_out, key)
         return ensemble_min(q_of(a), members), logp
 
@@ -268,8 +267,7 @@ class SACLearner:
         if self.discrete:
             logits = policy_out
             per = losses.discrete_sac_actor_loss(logits, reduce(q_of(None)), alpha)
-            log_pi = jax.nn.log_softmax(logits)
-            return per, jnp.sum(jnp.exp(log_pi) * log_pi, -1), logits
+            return per, -losses.entropy(logits), logits
         a, logp = self.policy_sample(policy_out, key)
         return losses.sac_actor_loss(reduce(q_of(a)), logp, alpha), logp, logp
 

@@ -117,6 +117,23 @@ def test_recurrent_minibatches_start_from_stored_states(prev_action_reward):
     jax.tree.map(close, refreshed.starts, buffer.starts)
 
 
+def test_refresh_of_one_chunk_is_the_identity_it_would_compute():
+    """With --recurrence 0 the whole rollout is one chunk: its start is the rollout's initial
+    state whatever the params, so `refresh` skips the forward pass that would recompute it
+    (one unroll of the rollout per epoch) and returns what that pass returns."""
+    cfg = CFG.replace(lstm_size=8, recurrence=0, prev_action_reward=True)
+    agent = _agent(cfg)
+    state = agent.init(jax.random.PRNGKey(2))
+    _, traj = _rollout(agent, state)
+    learner, buffer = jax.jit(agent.learner.prepare)(state.learner, traj)
+    moved = jax.tree.map(lambda p: p + 0.5, learner.params)
+    d = buffer.data
+    computed = agent.learner._chunk_states(moved, d.obs, d.first, buffer.core0, d.prev)
+    refreshed = agent.learner.refresh(learner._replace(params=moved), buffer)
+    assert refreshed is buffer
+    jax.tree.map(np.testing.assert_array_equal, refreshed.starts, computed)
+
+
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_prev_action_reward_at_chunk_starts(env_id):
     """--prev-action-reward: the LSTM's extra inputs at every step of every chunk, read from

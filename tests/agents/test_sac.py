@@ -440,3 +440,14 @@ def test_sharded_sac_trains_with_scanned_updates_and_identical_replicas(options)
         assert float(state.learner.obs_stats.count) == pytest.approx(48, abs=1e-3)
         assert float(state.learner.rnd.error_stats.count) == pytest.approx(48, abs=1e-3)
     assert state.replay.frames.sharding.spec == P("data")
+
+
+def test_redq_preset_updates_the_actor_once_per_env_step():
+    """REDQ (Chen et al. 2021, Algorithm 1; their policy_update_delay = 20): G = 20 critic
+    updates per env step, one actor and temperature update. The learner steps the actor
+    every `policy_delay` updates, so the preset's delay is its update-to-data ratio."""
+    from experiments.args import parse_train_args
+
+    cfg = parse_train_args(["--agent", "sac", "--preset", "redq-mujoco"]).config
+    assert cfg.update_to_data == 20.0 and cfg.policy_delay == 20
+    assert cfg.num_critics == 10 and cfg.critic_subset == 2 and cfg.actor_q == "mean"
