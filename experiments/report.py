@@ -606,6 +606,7 @@ def score_matrices(
             runs = sorted((r for r in results if r.algo == a and r.env == e), key=lambda r: r.seed)[
                 :n
             ]
+            notes += [f"{a} on {e}: {p}" for p in pooling_problems(runs)]
             cols.append(normalizer(e)[1](np.array([getattr(r, key) for r in runs])))
         out[a] = np.stack(cols, axis=1)
     return out, normed, notes
@@ -837,8 +838,27 @@ def save_figure(fig, path: Path) -> None:
     plt.close(fig)
 
 
-def _fmt(mean: float, half: float) -> str:
-    return f"{mean:.1f}" if math.isnan(half) else f"{mean:.1f} ± {half:.1f}"
+def _fmt(mean: float, half: float, digits: int = 1) -> str:
+    if math.isnan(half):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {half:.{digits}f}"
+
+
+def pooling_problems(runs: list[RunResult]) -> list[str]:
+    """What makes the seeds of one (configuration, env) unlike: some evaluated at the end and
+    some not (their `final` would mix evaluation and training returns), or some ending well
+    before the others (cut off by --max-minutes, or still running)."""
+    problems = []
+    evaluated = sum(r.final_is_eval for r in runs)
+    if 0 < evaluated < len(runs):
+        problems.append(
+            f"{len(runs) - evaluated} of {len(runs)} runs have no final evaluation: their "
+            "final is the last training mean"
+        )
+    steps = [r.env_steps for r in runs]
+    if min(steps) < 0.99 * max(steps):
+        problems.append(f"the runs end at {min(steps):,} to {max(steps):,} env steps")
+    return problems
 
 
 def _mean_measured(values: list[float]) -> float:
@@ -903,6 +923,7 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
             "|---|---|---|---|---|---|---|---|" + ("---|" if normalizer(env) else ""),
         ]
         data["envs"][env] = {}
+        unlike = []
         for algo in sorted({r.algo for r in results if r.env == env}):
             mine = [r for r in results if r.env == env and r.algo == algo]
             fin, best = mean_ci95([r.final for r in mine]), mean_ci95([r.best for r in mine])
@@ -914,19 +935,16 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
                 f"| {_mean_measured([r.sps for r in mine]):,.0f} |"
             )
             if normalizer(env):
-                row += (
-                    f" {_fmt(*mean_ci95(normalizer(env)[1]([r.final for r in mine])))} |".replace(
-                        ".1f", ".2f"
-                    )
-                )
+                row += f" {_fmt(*mean_ci95(normalizer(env)[1]([r.final for r in mine])), 2)} |"
             md.append(row)
+            unlike += [f"- {algo}: {p}" for p in pooling_problems(mine)]
             data["envs"][env][algo] = {
                 "final": fin,
                 "last_train": last,
                 "best": best,
                 "seeds": len(mine),
             }
-        md.append("")
+        md += ["", *unlike, ""] if unlike else [""]
 
     scores, envs, notes = score_matrices(results)
     md += ["## Aggregates over envs (rliable)", ""]
@@ -969,7 +987,8 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
         md += ["![aggregates](aggregates.png)", ""]
 
         taus = np.linspace(0.0, max(1.05, max(float(np.max(s)) for s in scores.values())), 81)
-        prof, prof_ci = rly.create_performance_profile(scores, taus, reps=min(reps, 1000))
+        with _numpy_seed(0):  # its bands' bootstrap draws from numpy's global RNG too
+            prof, prof_ci = rly.create_performance_profile(scores, taus, reps=min(reps, 1000))
         fig, ax = plt.subplots(figsize=(6, 4))
         plot_utils.plot_performance_profiles(
             prof, taus, performance_profile_cis=prof_ci, ax=ax, xlabel="normalised score (τ)",

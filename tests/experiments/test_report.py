@@ -70,6 +70,24 @@ def fake_run(root, algo, env, seed, final, steps=1000, eval_=True):
     (d / "summary.json").write_text(json.dumps(summary))
 
 
+def test_unlike_seeds_are_named_where_they_are_pooled(tmp_path):
+    """Seeds of one configuration that end far apart (one cut off by --max-minutes) or that
+    were not all evaluated at the end: each per-env table and the aggregates' notes say so;
+    the normalised final has two decimals."""
+    runs = tmp_path / "runs"
+    for seed in range(3):  # seed 2 stopped at 40% of the budget, seed 1 not evaluated
+        fake_run(runs, "ppo", "CartPole-v1", seed, 400.0 + seed, steps=400 if seed == 2 else 1000,
+                 eval_=seed != 1)  # fmt: skip
+        fake_run(runs, "a2c", "CartPole-v1", seed, 300.0 + seed)
+    text = report.main([str(runs), "--out", str(tmp_path / "out"), "--reps", "50"]).read_text()
+    for where in ("- ppo: ", "ppo on CartPole-v1: "):
+        assert f"{where}1 of 3 runs have no final evaluation: their final is the last" in text
+        assert f"{where}the runs end at 400 to 1,000 env steps" in text
+    assert "a2c: " not in text and "a2c on CartPole-v1" not in text
+    # a2c: mean final 301, normalised (301 − 0) / (475 − 0) = 0.634 (CartPole: low 0, solved 475)
+    assert "| a2c | 3 | 301.0 ± 2.5 |" in text and " 0.63 ± 0.01 |" in text
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """One report, built once, checked by the tests below: ppo and a2c on CartPole and Acrobot
