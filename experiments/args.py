@@ -92,7 +92,7 @@ class RunArgs:
     """Env steps per member between generations (required with --evolve)."""
     evolve_fraction: float = 0.25
     """PBT: the fraction copied / copied from (Jaderberg et al.: 0.2-0.25). CEM: the elite
-    fraction (the Advanced-SAC seed's evolver_cem_best: 0.3)."""
+    fraction (the Advanced-SAC seed's evolver_cem_best: 0.3), at least 2 elites."""
     evolve_replace: int = 0
     """CEM: resample only this many worst members (the seed's evolver_remove_worst; 0: all
     members, the seed's default of resampling every learner)."""

@@ -37,6 +37,10 @@ import numpy as np
 from agents.core.config import ConfigError
 
 PERTURB_FACTORS = (0.8, 1.2)  # Jaderberg et al. 2017, appendix A.1 ("perturb")
+# Fields that are one minus a rate, whose scale is the horizon 1/(1 − x): they are perturbed
+# through 1 − x (γ 0.99 → 0.992 or 0.988), where x itself times 1.2 would leave the range
+# (0.99 → 1.0, clipped) and times 0.8 would cut the horizon from 100 steps to 5 (0.99 → 0.79).
+HORIZON_FIELDS = frozenset({"discount", "gae_lambda"})
 
 
 def _float(text: str, what: str) -> float:
@@ -142,11 +146,13 @@ def pbt_plan(scores: np.ndarray, fraction: float, rng: np.random.Generator) -> P
 
 
 def cem_plan(scores: np.ndarray, fraction: float, replace: int, rng: np.random.Generator) -> Plan:
-    """The top `fraction` (at least 1) are the elites; the `replace` worst members (0: all)
-    are resampled and take the hyper-parameters of an elite drawn uniformly."""
+    """The top `fraction` (at least 2, or all of a population smaller than 2) are the
+    elites: one elite's Gaussian has no spread, and its resampled members would be its
+    clones. The `replace` worst members (0: all) are resampled and take the
+    hyper-parameters of an elite drawn uniformly."""
     size = len(scores)
     order = rank(scores)
-    elites = np.sort(order[: max(1, round(fraction * size))])
+    elites = np.sort(order[: min(size, max(2, round(fraction * size)))])
     replaced = order if replace == 0 else order[size - replace :]
     parent = np.arange(size)
     parent[replaced] = rng.choice(elites, size=len(replaced))
@@ -162,14 +168,16 @@ def perturb(
     rng: np.random.Generator,
 ) -> dict[str, np.ndarray]:
     """The hyper-parameters after `plan`: every member that took a parent's (copied or
-    resampled) gets the parent's values times 0.8 or 1.2 (each field drawn on its own),
-    clipped to the field's range; the others keep theirs."""
+    resampled) gets the parent's values times 0.8 or 1.2 (each field drawn on its own; a
+    horizon field, `HORIZON_FIELDS`, 1 − (1 − x) times that), clipped to the field's range;
+    the others keep theirs."""
     changed = (plan.parent != np.arange(len(plan.parent))) | plan.resampled
     out = {}
     for name, values in hparams.items():
         new = np.asarray(values, np.float64)[plan.parent]
         factors = rng.choice(PERTURB_FACTORS, size=len(new))
-        new = np.where(changed, np.clip(new * factors, *bounds[name]), values)
+        moved = 1.0 - (1.0 - new) * factors if name in HORIZON_FIELDS else new * factors
+        new = np.where(changed, np.clip(moved, *bounds[name]), values)
         out[name] = new.astype(np.float32)
     return out
 

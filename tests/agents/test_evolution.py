@@ -105,6 +105,18 @@ def test_cem_elites_and_replacement():
     np.testing.assert_array_equal(worst.parent[[0, 3, 4, 6, 7]], [0, 3, 4, 6, 7])
 
 
+def test_cem_keeps_at_least_two_elites():
+    """One elite's Gaussian has no spread: its resampled members would be its clones. So a
+    fraction that rounds to one elite (0.25 of 3, the matrix's population) takes two, and a
+    population of one its only member."""
+    scores = np.array([1.0, 5.0, 3.0])
+    plan = cem_plan(scores, 0.25, 0, np.random.default_rng(0))
+    np.testing.assert_array_equal(plan.elites, [1, 2])
+    np.testing.assert_array_equal(
+        cem_plan(scores[:1], 0.25, 0, np.random.default_rng(0)).elites, [0]
+    )
+
+
 def test_perturb_multiplies_changed_members_only_and_clips():
     plan = Plan(np.array([0, 0, 2, 2]), np.array([False, False, False, True]), np.zeros(0, int))
     hp = {
@@ -116,8 +128,12 @@ def test_perturb_multiplies_changed_members_only_and_clips():
         assert new["lr"][i] == hp["lr"][i] and new["discount"][i] == hp["discount"][i]
     lr_factors = {round(float(new["lr"][1] / 0.1), 6), round(float(new["lr"][3] / 0.3), 6)}
     assert lr_factors <= {round(f, 6) for f in PERTURB_FACTORS}
-    for i in (1, 3):  # 0.99 * 1.2 is clipped to the range's top, 1.0
-        assert new["discount"][i] in (np.float32(0.99 * 0.8), np.float32(1.0))
+    for i in (1, 3):  # a horizon: 1 − γ times 0.8 or 1.2 (1/(1 − γ) = 100 → 125 or 83 steps)
+        assert np.isclose(new["discount"][i], [1 - 0.01 * 0.8, 1 - 0.01 * 1.2], atol=1e-6).any()
+    clipped = perturb({"discount": np.full(4, 0.55, np.float32)}, plan, BOUNDS,
+                      np.random.default_rng(2))["discount"]  # fmt: skip
+    for i in (1, 3):  # 1 − 0.45 · 1.2 = 0.46 is clipped to the range's bottom, 0.5
+        assert np.isclose(clipped[i], [0.5, 1 - 0.45 * 0.8], atol=1e-6).any()
 
 
 def test_exploit_gathers_rows_as_numpy_fancy_indexing():
