@@ -53,7 +53,7 @@ from envs.core import (
     obs_spec_json,
     obs_zeros,
 )
-from envs.factory import clips_rewards, eval_env_seed, make_env, run_env_seed
+from envs.factory import clips_rewards, eval_env_seed, make_env, make_eval_env, run_env_seed
 
 __all__ = [
     "ArraySpec",
@@ -66,6 +66,7 @@ __all__ = [
     "clips_rewards",
     "eval_env_seed",
     "make_env",
+    "make_eval_env",
     "obs_leaves_with_paths",
     "obs_spec_json",
     "obs_zeros",

@@ -228,3 +228,17 @@ def make_env(
         obs_keys=obs_keys,
         mission_length=mission_length,
     )
+
+
+def make_eval_env(env_id: str, num_envs: int, seed: int, **kwargs) -> VecEnv:
+    """The env that evaluates a run trained on `env_id`: `make_env(..., train=False)`, so raw
+    rewards, with the training's life handling on Atari. Training makes a life loss the end
+    of the agent's episode (its recurrent state resets, and envpool's reset serves with FIRE
+    and no-ops); an evaluation without it would ask of the agent what it never learnt (to
+    serve after a lost life: a greedy Breakout policy then idles to the 27,000-step cap) and
+    carry its recurrent state across lives. Its returns still sum whole games: evaluation
+    counts episodes by `game_over` (as CleanRL's Atari evaluation, which keeps its training
+    wrappers and reports whole-game returns)."""
+    atari = _resolve_backend(env_id, kwargs.get("backend", "auto")) == "envpool"
+    atari = atari and is_atari_id(env_id)
+    return make_env(env_id, num_envs, seed, train=False, episodic_life=atari or None, **kwargs)

@@ -22,7 +22,7 @@ from agents.core.config import flag
 from agents.core.evaluation import MAX_EPISODES, EvaluationError, eval_feedback, evaluate
 from agents.core.hooks import check_given_again
 from agents.core.registry import get_agent
-from envs import clips_rewards, make_env
+from envs import clips_rewards, make_eval_env
 from envs.gymnax_env import PREFIX as GYMNAX
 from envs.gymnax_render import FrameRenderer, video_refusal
 from envs.partial import PARTIAL_OBS
@@ -134,7 +134,7 @@ def _record_video(
     spec = eval_env.spec
     env_id, frames = spec.env_id, []
     if spec.is_atari or env_id.startswith(GYMNAX):
-        env = make_env(env_id, 1, args.seed, train=False, flatten_obs=flatten_obs)
+        env = make_eval_env(env_id, 1, args.seed, flatten_obs=flatten_obs)
         if spec.is_atari:
             draw = lambda obs: np.repeat(np.repeat(obs[-1], 2, 0), 2, 1)  # noqa: E731
         else:  # gymnax: MinAtar's channels, or gymnasium's picture of the observed state
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> dict:
         config, notes = _acting_hooks(train_args.config, trained_hooks(run_dir), args, run_dir)
         n = args.num_envs or min(args.episodes, 16)
         run = train_args.run
-        env = make_env(run.env, n, args.seed, train=False, flatten_obs=run.flatten_obs)
+        env = make_eval_env(run.env, n, args.seed, flatten_obs=run.flatten_obs)
         acting = get_agent(run.agent).agent_cls.acting(config, env, seed=args.seed)
         learner, _, step = restore_learner(acting.init_learner, run_dir, args.step)
     except (ValueError, OSError, CheckpointError) as err:

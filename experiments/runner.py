@@ -35,7 +35,7 @@ from agents.core.population import Population, member_envs
 from agents.core.programs import enable_data_checks
 from agents.core.protocol import ChunkOutput
 from agents.core.registry import get_agent
-from envs import eval_env_seed, make_env, obs_spec_json, run_env_seed
+from envs import eval_env_seed, make_env, make_eval_env, obs_spec_json, run_env_seed
 from experiments.args import TrainArgs, hparam_specs
 from experiments.checkpoint import DAMAGED_PREFIX, Checkpointer
 from experiments.common import (
@@ -795,10 +795,9 @@ class Runner:
         returns, eval_s = np.zeros(0), 0.0
         if run.eval_episodes:
             n_eval = min(run.eval_episodes, 16)
-            eval_env = make_env(
-                run.env, n_eval, eval_env_seed(seed, n_eval), train=False,
-                flatten_obs=run.flatten_obs,
-            )  # fmt: skip
+            eval_env = make_eval_env(
+                run.env, n_eval, eval_env_seed(seed, n_eval), flatten_obs=run.flatten_obs
+            )
             t0 = time.perf_counter()
             returns, _ = evaluate(
                 agent.act(run.eval_greedy),

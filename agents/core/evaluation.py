@@ -53,7 +53,7 @@ def evaluate(
 
     Args:
       act: `act(params, obs, first, core, key) -> (action, core)`, jitted.
-      env: a `VecEnv` built with `train=False`.
+      env: a `VecEnv` built by `envs.make_eval_env` (raw rewards, training's life handling).
       max_steps: the most steps one episode may take: an episode still running after them
         (an env that never ends one) raises `EvaluationError`, one line.
       on_step: optional `on_step(ts)` callback (e.g. to record video frames).

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs import EnvSpec, TimeStep, VecEnv, XlaEnvState, make_env
+from envs import EnvSpec, TimeStep, VecEnv, XlaEnvState, make_env, make_eval_env
 from envs.core import finalize_step
 
 BACKENDS = ["envpool", "gymnasium"]
@@ -217,6 +217,24 @@ def test_atari_eval_has_no_life_loss_terminations():
     t, b = np.nonzero(ts.terminated)
     assert len(t) >= 1 and np.all(info["lives"][t, b] == 0)
     np.testing.assert_array_equal(ts.frame_reset, ts.first)
+
+
+def test_the_evaluation_env_keeps_the_trainings_life_handling():
+    """`make_eval_env`: raw rewards, and on Atari the life losses of training (the agent's
+    episode ends, and the reset serves), so a policy that never presses FIRE, as one trained
+    with envpool's fire reset need not, still plays its whole game: five lives, then
+    game over, long before the 27,000-step cap (without it, Breakout idles to the cap)."""
+    with make_eval_env("Breakout-v5", 1, seed=0) as env:
+        assert env.spec.episodic_life and not env.spec.reward_clip
+        env.reset()
+        lives, over, steps = 0, False, 0
+        while not over and steps < 3_000:
+            ts = env.step(np.zeros(1, np.int32))  # NOOP, never FIRE
+            lives += int(ts.terminated[0])
+            over, steps = bool(ts.game_over[0]), steps + 1
+    assert over and lives == 5 and steps < 3_000
+    with make_eval_env("CartPole-v1", 2, seed=0) as env:
+        assert not env.spec.episodic_life and not env.spec.reward_clip
 
 
 def test_atari_reward_clip_train_vs_eval():
