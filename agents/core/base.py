@@ -53,6 +53,7 @@ from agents.core.programs import (
     ChunkProgram,
     Program,
     RolloutProgram,
+    data_checks_enabled,
     metric_sums,
     one_iteration_chunk,
     replay_program_specs,
@@ -286,6 +287,8 @@ class RolloutAgent(OneMember):
     @property
     def host_driven(self) -> str | None:
         """Why each iteration needs the host (None: many run in one device program)."""
+        if data_checks_enabled():
+            return "--debug checks every loss's data in one-iteration programs"
         if not self.env.has_xla:
             return f"{self.env.spec.env_id} is stepped on the host ({self.env.spec.backend})"
         if self.mesh is not None:

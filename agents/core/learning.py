@@ -268,8 +268,16 @@ def sample_key(key, axis_name=None):
     samples its own envs' traces. Returns (next learner key, sampling key)."""
     key, sub = jax.random.split(key)
     if axis_name is not None:
-        sub = jax.random.fold_in(sub, jax.lax.axis_index(axis_name))
+        (sub,) = device_keys(axis_name, sub)
     return key, sub
+
+
+def device_keys(axis_name, *keys):
+    """`keys`, each with this device's index folded in (under data parallelism, where every
+    device starts from the same learner key): each device then draws its own noise for its
+    rows of the batch, as one device drawing for the whole batch would."""
+    index = jax.lax.axis_index(axis_name)
+    return tuple(jax.random.fold_in(k, index) for k in keys)
 
 
 def episode_fields(state) -> tuple[str, ...]:

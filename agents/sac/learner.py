@@ -35,6 +35,7 @@ from agents.core.learning import (
     TraceBatch,
     adam_with_clipping,
     apply,
+    device_keys,
     draw_members,
     ensemble_min,
     grads_and_aux,
@@ -317,7 +318,9 @@ class SACLearner:
         sampled transitions)."""
         cfg, opts = self.config, self.optimizers_for(hparams)
         key, k_members, k_target, k_actor = jax.random.split(state.key, 4)
-        members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)
+        members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)  # all devices'
+        if axis_name is not None:  # each device its own sampled actions for its rows
+            k_target, k_actor = device_keys(axis_name, k_target, k_actor)
         y, rho_mean = self.targets(state, batch, k_target, members)
         obs, action = batch.obs[0], batch.action[0]
         weight = batch.is_weight * batch.mask[0]

@@ -44,7 +44,14 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from agents.core.learning import TraceBatch, apply, burn_in_state, draw_members, grads_and_aux
+from agents.core.learning import (
+    TraceBatch,
+    apply,
+    burn_in_state,
+    device_keys,
+    draw_members,
+    grads_and_aux,
+)
 from agents.sac.learner import SACLearner, SACState
 from networks.cores import ActionRewardState, previous_inputs
 from networks.sac import RecurrentSACState
@@ -227,7 +234,9 @@ class RecurrentSACLearner(SACLearner):
         cfg, opts = self.config, self.optimizers_for(hparams)
         b, L = cfg.burn_in, cfg.seq_len
         key, k_members, k_target, k_actor = jax.random.split(state.key, 4)
-        members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)
+        members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)  # all devices'
+        if axis_name is not None:  # each device its own sampled actions for its rows
+            k_target, k_actor = device_keys(axis_name, k_target, k_actor)
         alpha = jnp.exp(state.log_alpha)
 
         # The actor: one forward pass over burn-in and learnt steps, differentiated later.

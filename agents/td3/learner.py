@@ -30,6 +30,7 @@ from agents.core.learning import (
     TraceBatch,
     adam_with_clipping,
     apply,
+    device_keys,
     ensemble_min,
     grads_and_aux,
 )
@@ -126,6 +127,8 @@ class TD3Learner:
         config's. Pure; returns (state, metrics, |TD| [B])."""
         cfg, opts = Hyper(self.config, hparams), self.optimizers_for(hparams)
         key, k_target = jax.random.split(state.key)
+        if axis_name is not None:  # each device its own smoothing noise for its rows
+            (k_target,) = device_keys(axis_name, k_target)
         y = self.targets(state, batch, k_target, cfg)
         obs, action = batch.obs[0], batch.action[0]
         mask0 = batch.mask[0]

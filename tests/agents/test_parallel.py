@@ -213,3 +213,23 @@ def test_two_processes_with_jax_distributed(tmp_path):
     sums = [o.split("params checksum ")[1].split()[0] for o in outs]
     assert sums[0] == sums[1]
     assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 240
+
+
+def test_device_keys_give_each_device_its_own_draws():
+    """SAC's sampled actions and TD3's target smoothing noise under data parallelism: every
+    device starts from the same learner key; `device_keys` folds in the device index, so
+    the rows of different devices get different noise (as one device drawing for the whole
+    batch would), and the key each device would have used unfolded is the same on all."""
+    from agents.core.learning import device_keys
+    from agents.core.parallel import DATA
+
+    mesh = make_mesh(2)
+
+    def draws(key):
+        (mine,) = device_keys(DATA, key)
+        return jax.random.normal(mine, (1, 3)), jax.random.normal(key, (1, 3))
+
+    fn = jax.shard_map(draws, mesh=mesh, in_specs=P(), out_specs=(P(DATA), P(DATA)))
+    own, shared = (np.asarray(x) for x in jax.jit(fn)(jax.random.PRNGKey(0)))
+    assert not np.allclose(own[0], own[1])
+    np.testing.assert_array_equal(shared[0], shared[1])
