@@ -215,7 +215,9 @@ class DQNLearner:
             per_step = losses.categorical_q_learning_loss(
                 out.learn.q_logits, a_learn, target, mask_t=mask_learn
             )
-            td_abs = sg(per_step)  # the cross-entropy is C51's priority (as in Rainbow)
+            # the cross-entropy as C51's priority, as Dopamine's Rainbow (Hessel et al. 2018
+            # §3 prioritise by the KL, which is this minus the target's entropy)
+            td_abs = sg(per_step)
             target_mean = jnp.einsum("tbk,k->tb", target, self.atoms)
         else:
             delta = cfg.huber_delta or None
