@@ -239,6 +239,9 @@ def make_eval_env(env_id: str, num_envs: int, seed: int, **kwargs) -> VecEnv:
     carry its recurrent state across lives. Its returns still sum whole games: evaluation
     counts episodes by `game_over` (as CleanRL's Atari evaluation, which keeps its training
     wrappers and reports whole-game returns)."""
-    atari = _resolve_backend(env_id, kwargs.get("backend", "auto")) == "envpool"
+    try:
+        atari = _resolve_backend(env_id, kwargs.get("backend", "auto")) == "envpool"
+    except ValueError:  # an id make_env resolves itself (a partial variant), or names as unknown
+        atari = False
     atari = atari and is_atari_id(env_id)
     return make_env(env_id, num_envs, seed, train=False, episodic_life=atari or None, **kwargs)

@@ -233,8 +233,11 @@ def test_the_evaluation_env_keeps_the_trainings_life_handling():
             lives += int(ts.terminated[0])
             over, steps = bool(ts.game_over[0]), steps + 1
     assert over and lives == 5 and steps < 3_000
-    with make_eval_env("CartPole-v1", 2, seed=0) as env:
-        assert not env.spec.episodic_life and not env.spec.reward_clip
+    for env_id in ("CartPole-v1", "CartPole-P-v1"):  # a partial variant resolves in make_env
+        with make_eval_env(env_id, 2, seed=0) as env:
+            assert not env.spec.episodic_life and not env.spec.reward_clip
+    with pytest.raises(ValueError, match="unknown environment 'Cartpole-v1'"):
+        make_eval_env("Cartpole-v1", 2, seed=0)
 
 
 def test_atari_reward_clip_train_vs_eval():
