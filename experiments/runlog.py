@@ -230,13 +230,15 @@ def _rows(lines: list[str]):
             yield ["<not CSV>"]  # counted as malformed
 
 
-def free_name(path: Path) -> Path:
-    """`path`, or `path` with the first free suffix -1, -2, ..."""
-    candidate, n = path, 0
-    while candidate.exists() or candidate.is_symlink():
+def set_aside(path: Path) -> Path:
+    """Renames `path` to `<name>.set-aside` (or `-1`, `-2`, ... when taken), keeping what it
+    held; returns the new path."""
+    aside, n = path.with_name(path.name + ".set-aside"), 0
+    while aside.exists() or aside.is_symlink():
         n += 1
-        candidate = path.with_name(f"{path.name}-{n}")
-    return candidate
+        aside = path.with_name(f"{path.name}.set-aside-{n}")
+    path.rename(aside)
+    return aside
 
 
 def last_logged_step(path: Path) -> int:
@@ -274,8 +276,7 @@ def _repair_csv(path: Path, columns: list[str], max_step: int) -> list[str]:
         raise ValueError(f"{path} cannot be read: {reason}; move it away") from None
     if not lines:  # not even a complete header: start the file afresh
         if partial:  # text without a newline (a cut-off header, or not this program's file)
-            aside = free_name(path.with_name(path.name + ".set-aside"))
-            path.rename(aside)
+            aside = set_aside(path)
             print(f"{path}: no complete header line; set aside as {aside.name}", file=sys.stderr)
         else:
             path.unlink()  # empty

@@ -52,7 +52,7 @@ from experiments.runfolder import (
     check_run_folder_links,
     write_json_atomic,
 )
-from experiments.runlog import LineageLog, RunLogger, free_name, last_logged_step
+from experiments.runlog import LineageLog, RunLogger, last_logged_step, set_aside
 
 # Columns the runner writes before the agent's own metric_names.
 # lineage.csv (experiments.runlog.LineageLog), then the hp_<field> columns.
@@ -94,14 +94,6 @@ def _progress_to_keep(run_dir: Path, ckpt_dir: Path, folders: list[Path], run) -
                 f"(every {run.checkpoint_every:,})"
             )
     return None
-
-
-def _set_aside(path: Path, root: Path) -> str:
-    """Renames `path` to `<name>.set-aside` (or -1, -2, ... if taken); returns the new path
-    relative to `root`."""
-    aside = free_name(path.with_name(path.name + ".set-aside"))
-    path.rename(aside)
-    return str(aside.relative_to(root))
 
 
 # When a member's hyper-parameters took effect: as --vary drew them, from the start.
@@ -617,7 +609,11 @@ class Runner:
                 logs = [run_dir / "lineage.csv", run_dir / "summary.json"]
                 for folder in member_dirs(run_dir, size):
                     logs += [folder / "metrics.csv", folder / "summary.json"]
-                aside = [_set_aside(p, run_dir) for p in dict.fromkeys(logs) if p.is_file()]
+                aside = [
+                    str(set_aside(p).relative_to(run_dir))
+                    for p in dict.fromkeys(logs)
+                    if p.is_file()
+                ]
                 note = f" ({why}; set aside: {', '.join(aside)})"
             print(
                 f"{run_dir} has no checkpoint to resume from: starting it over{note}",
