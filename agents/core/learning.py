@@ -206,14 +206,15 @@ def gradient_step(
 def grads_and_aux(loss_fn, params, axis_name):
     """(aux, grads, grad norm) of `loss_fn(params) -> (loss, aux)`, gradients averaged over
     the data-parallel axis (replicated params marked varying first, as in
-    `gradient_step`)."""
+    `gradient_step`). `aux` stays this device's own: its per-row arrays (Q values, TD
+    errors, recurrent states) belong to this device's rows; the callers average their
+    metrics over devices themselves."""
     diff = params
     if axis_name is not None:
         diff = jax.tree.map(lambda x: jax.lax.pcast(x, (axis_name,), to="varying"), params)
     grads, aux = jax.grad(loss_fn, has_aux=True)(diff)
     if axis_name is not None:
         grads = jax.lax.pmean(grads, axis_name)
-        aux = jax.lax.pmean(aux, axis_name)
     return aux, grads, optax.tree.norm(grads)
 
 

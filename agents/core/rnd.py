@@ -89,5 +89,7 @@ class RND:
             return loss, loss
 
         loss, grads, _ = grads_and_aux(loss_fn, state.predictor, axis_name)
+        if axis_name is not None:
+            loss = jax.lax.pmean(loss, axis_name)
         predictor, opt_state = apply(self.optimizer, grads, state.opt_state, state.predictor)
         return state._replace(predictor=predictor, opt_state=opt_state), loss

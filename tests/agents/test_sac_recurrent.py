@@ -193,3 +193,35 @@ def test_train_resume_evaluate(tmp_path):
     assert summary["env_steps"] == 60 and summary["updates"] > 0
     run("experiments.evaluate", str(run_dir), "--episodes", "1", "--out", str(tmp_path / "e.json"))
     assert json.loads((tmp_path / "e.json").read_text())["episodes"] == 1
+
+
+@pytest.mark.slow
+def test_sharded_update_refreshes_each_rows_own_states(pendulum_p):
+    """Data parallelism splits the windows over devices: the states each device refreshes
+    (and its |TD| per window) are those of one device updating on all the windows, not
+    averages over the devices' different rows."""
+    from jax.sharding import PartitionSpec as P
+
+    from agents.core.parallel import DATA, make_mesh
+
+    agent = SACAgent(SACConfig(**TINY), pendulum_p)
+    state = _filled(agent)
+    learner = state.learner._replace(params=_perturbed(state.learner.params, jax.random.PRNGKey(3)))
+    batch, _ = _windows(agent, state.replay, np.array([0, 1]), np.array([5, 7]))
+    _, _, td1, refreshed1 = jax.jit(agent.learner.update)(learner, batch)
+    time_major = ("obs", "first", "action", "mu", "reward", "discount", "mask")
+    rows = batch._replace(
+        **dict.fromkeys(time_major, P(None, DATA)), core_state=P(DATA), is_weight=P(DATA)
+    )
+    sharded = jax.shard_map(
+        lambda s, b: agent.learner.update(s, b, axis_name=DATA),
+        mesh=make_mesh(2),
+        in_specs=(P(), rows),
+        out_specs=(P(), P(), P(DATA), P(None, DATA)),
+    )
+    _, _, td2, refreshed2 = jax.jit(sharded)(learner, batch)
+    close = lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6)  # noqa: E731
+    jax.tree.map(close, refreshed1, refreshed2)
+    critic_h = np.asarray(jax.tree.leaves(refreshed1.critic)[0])
+    assert not np.allclose(critic_h[:, 0], critic_h[:, 1])  # two rows that differ
+    assert td1.shape == td2.shape == (2,)
