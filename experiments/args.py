@@ -44,7 +44,8 @@ class RunArgs:
     """Environment id: envpool ids (Pong-v5, CartPole-v1, Acrobot-v1, HalfCheetah-v5, ...) or
     any gymnasium id envpool lacks."""
     total_steps: int = 100_000
-    """Environment steps to train for (agent steps over all envs; one Atari step = 4 frames)."""
+    """Environment steps to train for (agent steps over all envs; one Atari step = 4 frames),
+    rounded up to whole iterations (num_envs × trace_len env steps each)."""
     seed: int = 0
     """Random seed for parameters, actions, replay sampling and the environments."""
     num_threads: int = 0

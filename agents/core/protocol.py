@@ -57,7 +57,8 @@ ActFn = Callable[[Any, Array, Array, Any, Array], tuple[Array, Any]]
 
 
 class TrainState(NamedTuple):
-    """Everything that changes while training. Only `learner` is checkpointed."""
+    """Everything that changes while training. A checkpoint holds `learner`; with
+    `--exact-resume` (experiments/checkpoint.py) also `replay` and `actor`."""
 
     learner: Any  # NamedTuple with a `params` field (and whatever else the learner keeps)
     replay: Any  # the replay state (a pytree of device arrays)
@@ -143,7 +144,8 @@ class Agent(Protocol):
         ...
 
     def reset_actor(self, state: TrainState, key: Array) -> TrainState:
-        """New episodes for every env (after a resume: env states are not checkpointed)."""
+        """New episodes for every env (after a resume without `--exact-resume`, whose
+        checkpoints hold no env states)."""
         ...
 
     def compile(self, state: TrainState) -> float:
