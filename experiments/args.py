@@ -59,12 +59,14 @@ class RunArgs:
     run_dir: str | None = None
     """Run folder; default runs/<exp-name>."""
     exp_name: str | None = None
-    """Name of the experiment (the run folder's name); default <agent>-<env>-seed<seed>."""
+    """Name of the experiment (the run folder's name); default <agent>-<env>-seed<seed>
+    (a population: seeds<first>-<last>; a '/' of the env id becomes '-')."""
     resume: str | None = None
     """Resume the run in this folder from its latest complete checkpoint. Its saved options
-    are used; only --total-steps, --max-minutes, --progress, the evaluation flags and where
-    it runs (devices, processes, threads) may change. Hooks (PPO, A2C: --reshape-reward,
-    --preprocess-obs) are never imported from the folder: give the run's again."""
+    are used; only --total-steps, --max-minutes, --progress, --iterations-per-sync, the
+    evaluation flags and where it runs (devices, processes, threads) may change. Hooks
+    (PPO, A2C: --reshape-reward, --preprocess-obs) are never imported from the folder: give
+    the run's again."""
 
     num_seeds: int = 1
     """Train this many independent learners in one program: member i is the run with seed
@@ -254,10 +256,13 @@ def _is_host_port(text: str) -> bool:
 
 @dataclass(frozen=True)
 class TrainArgs(Generic[C]):
-    """The whole command line: run options and the agent's config."""
+    """The whole command line: run options and the agent's config; `given`, the fields the
+    command line set explicitly (a flag that does not apply is an error even at its
+    default)."""
 
     run: RunArgs
     config: C
+    given: frozenset[str] = frozenset()
 
 
 # What --resume may change: the budget, the display, the evaluation at the end, and where
@@ -391,7 +396,11 @@ def parse(
         config=(tyro.conf.OmitArgPrefixes,),
     )
     # Checked here, outside tyro: a bad value is our one-line ValueError, not tyro's box.
-    args = TrainArgs(_recast(RunArgs, cli.run), _recast(spec.config_cls, cli.config))
+    args = TrainArgs(
+        _recast(RunArgs, cli.run),
+        _recast(spec.config_cls, cli.config),
+        frozenset(explicit_flags(argv)),
+    )
     check_given_apply(argv, args)
     return args
 
@@ -482,7 +491,9 @@ def resume_args(
     # A time limit belongs to one invocation (a job's slot), not to the experiment: a resumed
     # run goes on to --total-steps unless given --max-minutes again.
     limit = new.run.max_minutes if "max_minutes" in explicit_flags(argv) else None
-    new = TrainArgs(dataclasses.replace(new.run, run_dir=folder, max_minutes=limit), new.config)
+    new = dataclasses.replace(
+        new, run=dataclasses.replace(new.run, run_dir=folder, max_minutes=limit)
+    )
     hooks = hooks or {}
     for name in hook_fields(new.config):
         check_given_again(name, hooks.get(name), getattr(new.config, name), "the resumed run")

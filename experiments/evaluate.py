@@ -88,7 +88,7 @@ class EvalArgs:
             "no episode)",
         )  # fmt: skip
         need(self.step is None or self.step >= 0, "step", ">= 0")
-        need(self.worst >= 0, "worst", ">= 0 (0: no list)")
+        need(0 <= self.worst <= self.episodes, "worst", "in [0, --episodes] (0: no list)")
         need(0 <= self.seed < 2**30, "seed", "in [0, 2**30)")
         if self.out is not None:
             need(self.out.strip() != "", "out", "a file name")

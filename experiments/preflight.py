@@ -76,7 +76,7 @@ def check_run(args: TrainArgs) -> EnvSpec:
     check_env_count(config.num_envs, run.num_seeds)
     env_spec = probe_env_spec(args)
     check_observations(spec, env_spec)
-    check_env_only(config, env_kinds(env_spec), env_spec.env_id)
+    check_env_only(config, env_kinds(env_spec), env_spec.env_id, args.given)
     check_threads(run.num_threads, env_spec, config.num_envs // jax.process_count() * run.num_seeds)
     footprint = member_footprint(spec, args, env_spec, config.num_envs // jax.process_count())
     check_memory(args, footprint, memory_bytes(run.num_devices))

@@ -1129,7 +1129,10 @@ def main(argv: list[str] | None = None) -> Path:
         "--out", required=True, help="output folder for report.md, its PNGs and report.json"
     )
     p.add_argument(
-        "--reps", type=int, default=2000, help="bootstrap resamples (rliable's default is 50000)"
+        "--reps",
+        type=int,
+        default=2000,
+        help="bootstrap resamples (default 2000; rliable's is 50000)",
     )
     p.add_argument("--title", help="report title")
     ns = p.parse_args(argv)

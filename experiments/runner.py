@@ -431,7 +431,8 @@ def resolve_run_dir(args: TrainArgs) -> Path:
         return Path(run.run_dir)
     last = run.seed + run.num_seeds - 1
     seeds = f"seed{run.seed}" if run.num_seeds == 1 else f"seeds{run.seed}-{last}"
-    return Path("runs") / (run.exp_name or f"{run.agent}-{run.env}-{seeds}")
+    env = run.env.replace("/", "-")  # gymnax/Breakout-MinAtar: one folder, not two
+    return Path("runs") / (run.exp_name or f"{run.agent}-{env}-{seeds}")
 
 
 def init_distributed(args: TrainArgs):

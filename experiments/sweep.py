@@ -17,7 +17,7 @@ agents: [acer, ppo]        # or {agent: ppo, preset: ppo-classic, set: {num_envs
 envs: [CartPole-v1, Acrobot-v1]
 seeds: 3                   # or a list: [0, 5, 7]
 set: {total_steps: 20000}  # flags of experiments.train (run options or agent config)
-grid: {learning_rate: [0.001, 0.0003]}   # optional: one run per combination
+grid: {lr: [0.001, 0.0003]}   # optional: one run per combination
 slots: 2                   # runs at a time
 cpus: auto                 # pin each slot to its share of the cores, or [[0], [1]], or none
 devices: [0, 1]            # slot i sees only device devices[i % len] (CUDA_VISIBLE_DEVICES)
@@ -1157,18 +1157,25 @@ def dry_run(sweep: Sweep) -> dict:
     return refused
 
 
+def cli_seeds(text: str) -> int | list[int]:
+    """--seeds: a count, or comma-separated seeds."""
+    try:
+        if "," in text:
+            return [int(s) for s in text.split(",") if s.strip()]
+        return int(text)
+    except ValueError:
+        raise SpecError(
+            f"--seeds: expected a count or comma-separated seeds, got {text!r}"
+        ) from None
+
+
 def cli_spec(ns) -> dict:
     def split(text):
         return [t.strip() for t in text.split(",") if t.strip()]
 
     if not ns.agents or not ns.envs:
         raise SpecError("the CLI form needs --agents and --envs (or give a SPEC file)")
-    try:
-        seeds = [int(s) for s in split(ns.seeds)] if "," in ns.seeds else int(ns.seeds)
-    except ValueError:
-        raise SpecError(
-            f"--seeds: expected a count or comma-separated seeds, got {ns.seeds!r}"
-        ) from None
+    seeds = cli_seeds("1" if ns.seeds is None else ns.seeds)
     data = {"agents": split(ns.agents), "envs": split(ns.envs), "seeds": seeds}
     data["set"] = parse_set(ns.set)
     data["name"] = ns.name or "sweep-" + "-".join(data["agents"])
@@ -1185,7 +1192,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("spec", nargs="?", help="YAML or Python spec file (see the module docstring)")
     p.add_argument("--agents", help="CLI form: comma-separated agents")
     p.add_argument("--envs", help="CLI form: comma-separated env ids")
-    p.add_argument("--seeds", default="1", help="CLI form: a count, or comma-separated seeds")
+    p.add_argument("--seeds", help="a count, or comma-separated seeds (CLI form: default 1; "
+                   "with a SPEC: overrides its seeds)")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="FLAG=VALUE",
                    help="CLI form: a train flag for every run (repeatable)")  # fmt: skip
     p.add_argument("--name", help="sweep name (folder under --root); overrides the spec's")
@@ -1207,6 +1215,8 @@ def main(argv: list[str] | None = None) -> dict:
         data = load_spec(ns.spec) if ns.spec else cli_spec(ns)
         if ns.spec and ns.set and isinstance(data.get("set") or {}, dict):
             data["set"] = {**(data.get("set") or {}), **parse_set(ns.set)}
+        if ns.spec and ns.seeds is not None:
+            data["seeds"] = cli_seeds(ns.seeds)
         for key in ("name", "root", "slots", "cpus", "retries"):
             if getattr(ns, key) is not None:
                 data[key] = getattr(ns, key)

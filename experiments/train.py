@@ -15,7 +15,7 @@ from agents.core.evaluation import EvaluationError
 from experiments.args import flag_value, parse_train_args, resume_args
 from experiments.checkpoint import CheckpointError
 from experiments.common import load_run, trained_hooks, use_compile_cache
-from experiments.runfolder import RunFolderLocked, check_run_dir_writable
+from experiments.runfolder import RunFolderLocked, check_run_dir_writable, read_json
 from experiments.runner import Runner, init_distributed, resolve_run_dir
 
 
@@ -29,8 +29,14 @@ def parse(argv: list[str]):
             raise ValueError("--resume must be a run folder, got ''")
         try:
             saved, hooks = load_run(Path(resume)), trained_hooks(Path(resume))
+            member = read_json(Path(resume) / "config.json", "run config").get("population")
         except ValueError as err:
             raise ValueError(f"--resume: {err}") from None
+        if member is not None:  # resuming it would overwrite the member's config as a run's
+            raise ValueError(
+                f"--resume: {resume} is a member of a population (its config.json has a "
+                f"'population' block): resume the population's folder, {Path(resume).parent}"
+            )
         return resume_args(argv, saved, hooks), True
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None

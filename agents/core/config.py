@@ -127,8 +127,9 @@ def renamed_fields(saved: dict, config_cls) -> dict:
 #
 # mapping a field to the kind of env without which it has no effect: "continuous" actions,
 # "discrete" actions, or "text" (observations with a mission: MiniGrid's). `check_env_only`
-# (experiments.preflight, once the env's spec is known) turns such a field, set to another
-# value than its default for an env of another kind, into a one-line error.
+# (experiments.preflight, once the env's spec is known) turns such a field, given as a flag
+# or set to another value than its default, for an env of another kind, into a one-line
+# error.
 
 ENV_KINDS = {
     "continuous": "continuous actions",
@@ -137,14 +138,14 @@ ENV_KINDS = {
 }
 
 
-def check_env_only(config, kinds: Iterable[str], env_id: str) -> None:
+def check_env_only(config, kinds: Iterable[str], env_id: str, given: Iterable[str] = ()) -> None:
     """Raise `ConfigError("--field applies to <kind> only; <env> has none")` for a field of
-    `config`'s `ENV_ONLY` table set (not its default) while the env, of `kinds`, is not of
-    the field's kind."""
-    kinds = set(kinds)
+    `config`'s `ENV_ONLY` table given on the command line (`given`) or set to another value
+    than its default (by a preset) while the env, of `kinds`, is not of the field's kind."""
+    kinds, given = set(kinds), set(given)
     defaults = {f.name: f.default for f in dataclasses.fields(config)}
     for name, kind in getattr(type(config), "ENV_ONLY", {}).items():
-        if kind not in kinds and getattr(config, name) != defaults[name]:
+        if kind not in kinds and (name in given or getattr(config, name) != defaults[name]):
             raise ConfigError(f"{flag(name)} applies to {ENV_KINDS[kind]} only; {env_id} has none")
 
 

@@ -313,6 +313,8 @@ EXPLICIT_TRAIN = [
     (["--agent", "ppo", "--log-std-init", "-1"],
      "--log-std-init applies to continuous actions only; CartPole-v1 has none"),
     (["--agent", "a2c", "--log-std-init", "-1"], "--log-std-init applies to continuous"),
+    (["--agent", "ppo", "--log-std-init", "0"], "--log-std-init applies to continuous"),
+    (["--flatten-obs"], "--flatten-obs: CartPole-v1's observations are already vectors [4]"),
     (["--agent", "ppo", "--text"], "--text applies to observations with a mission"),
     (["--agent", "sac", "--env", "Pendulum-v1", "--target-entropy-scale", "0.5"],
      "--target-entropy-scale applies to discrete actions only; Pendulum-v1 has none"),
@@ -696,6 +698,21 @@ def test_resume_refuses_changed_or_bad_flags(argv, needle, trained, no_training,
     assert tree(trained) == before and not no_training
 
 
+def test_resume_of_a_population_members_folder_is_refused(trained, tmp_path, no_training, capsys):
+    """A member's folder (`<run>/member-<i>`, config.json with a `population` block) is not
+    a run of its own: resuming it would start a population over inside it, overwriting its
+    config. Refused, pointing at the population's folder; nothing changes."""
+    member = _copy(trained, tmp_path / "pop", "member-1")
+    _edit_config(member, lambda d: d.__setitem__("population", {"member": 1, "of": 2}))
+    before = tree(tmp_path)
+    message = rejected(train.main, ["--resume", str(member)], capsys)
+    assert message == (
+        f"error: --resume: {member} is a member of a population (its config.json has a "
+        f"'population' block): resume the population's folder, {tmp_path / 'pop'}"
+    ), message
+    assert tree(tmp_path) == before and not no_training
+
+
 @pytest.mark.parametrize("folder", ["", "/nonexistent/run", "/etc/passwd"])
 def test_resume_of_no_run_folder_names_resume(folder, no_training, capsys):
     message = rejected(train.main, ["--resume", folder], capsys)
@@ -801,6 +818,7 @@ def _damage_newest(folder: Path) -> int:
         (["--num-envs", "100000000"], "--num-envs must be in [0, --episodes]"),
         (["--episodes", "2", "--num-envs", "3"], "--num-envs must be in [0, --episodes]"),
         (["--video-format", "gif"], "--video-format needs --video"),
+        (["--episodes", "20", "--worst", "50"], "--worst must be in [0, --episodes]"),
     ],
 )
 def test_evaluate_rejects_bad_flags(argv, needle, trained, capsys):
@@ -1004,3 +1022,19 @@ def test_a_process_prints_one_line_and_exits_1(module, argv, needle, tmp_path):
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
     assert proc.stdout == "" and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, folder",
+    [
+        ([], "runs/acer-CartPole-v1-seed0"),
+        (["--agent", "ppo", "--num-seeds", "4", "--seed", "2"], "runs/ppo-CartPole-v1-seeds2-5"),
+        (["--env", "gymnax/Breakout-MinAtar"], "runs/acer-gymnax-Breakout-MinAtar-seed0"),
+        (["--exp-name", "mine"], "runs/mine"),
+    ],
+)
+def test_default_run_folder_is_one_folder_under_runs(argv, folder):
+    from experiments.args import parse_train_args
+    from experiments.runner import resolve_run_dir
+
+    assert resolve_run_dir(parse_train_args(argv)) == Path(folder)

@@ -118,6 +118,20 @@ def test_cli_form(tmp_path, capsys):
         sw.main(["--agents", "ppo", "--envs", "CartPole-v1", "--set", "bogus=1", "--dry-run"])
 
 
+def test_seeds_flag_overrides_a_spec_files_seeds(tmp_path, capsys):
+    """--seeds with a SPEC file replaces the spec's seeds (as --name and --slots do), rather
+    than being read only by the CLI form and silently ignored."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("agents: [ppo]\nenvs: [CartPole-v1]\nseeds: 2\ngrid: {lr: [0.001, 0.0003]}\n")
+    sw.main([str(spec), "--root", str(tmp_path), "--dry-run"])
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and "2 seeds" in header, header
+    sw.main([str(spec), "--seeds", "5,7,9", "--root", str(tmp_path), "--dry-run"])
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 6 and "3 seeds" in header, header
+    assert sum("--seed 7 " in line + " " for line in lines) == 2, lines
+
+
 # ----------------------------------------------------------------------------- resume logic
 
 
