@@ -88,7 +88,8 @@ class QHead(nn.Module):
     512-unit layer, which doubles the cost of that layer.
 
     `noisy`: the output layers are `networks.noisy.NoisyDense` (NoisyNet), noise drawn from
-    `noise_key` (None: their means)."""
+    `noise_key` (None: their means). Only these: the torso stays deterministic (Fortunato
+    et al. 2018 make every linear layer noisy)."""
 
     num_actions: int
     dueling: bool = False

@@ -40,6 +40,10 @@ class DQNAgent(AgentBase):
     # the step count: nothing reads the seed. R2D1 inherits both (tests/agents/test_population.py).
     supports_population = True
     tunable: ClassVar[dict[str, tuple[float, float]]] = {"lr": (1e-7, 1.0), "discount": (0.5, 1.0)}
+    # --prioritized: a new trace's priority. Schaul et al. 2016 (Algorithm 1, line 6) give
+    # every new transition the largest priority so far, so that each is replayed at least
+    # once; R2D1 overrides it.
+    new_traces_at_max: ClassVar[bool] = True
 
     def __init__(self, config: DQNConfig, env, *, seed=0, mesh=None, replay_memory_limit=None):
         super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)
@@ -92,9 +96,8 @@ class DQNAgent(AgentBase):
         windowed = dataclasses.replace(trace_replay, lookback=cfg.lookback, lookahead=cfg.lookahead)
         if not cfg.prioritized:
             return windowed
-        # Proportional prioritization (Schaul et al. 2016) with no uniform mixing; new traces
-        # get the replay's lazy initial priority (their neighbours' recent priorities).
-        return PrioritizedTraceReplay(windowed, epsilon=0.0)
+        # Proportional prioritization (Schaul et al. 2016) with no uniform mixing.
+        return PrioritizedTraceReplay(windowed, epsilon=0.0, new_at_max=self.new_traces_at_max)
 
     def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
         learner, replay, metrics = super().absorb(learner, replay, traj, axis_name)

@@ -68,7 +68,8 @@ class DQNConfig(ReplayWindow):
     """Huber loss threshold on the TD error (DQN's error clipping; 0: squared error)."""
     prioritized: bool = False
     """Prioritized replay: traces are drawn in proportion to their priority (per
-    transition when --trace-len is 1, else per trace)."""
+    transition when --trace-len is 1, else per trace); a new trace gets the largest priority
+    so far (Schaul et al. 2016), R2D1's its env's recent priorities."""
     priority_exponent: float = 0.6
     """α: a trace's priority is |δ|^α (Schaul et al.: 0.6)."""
     importance_exponent: float = 0.4
@@ -115,7 +116,9 @@ class DQNConfig(ReplayWindow):
     """ε of the sampled evaluation (the greedy one uses 0); the Atari protocol's 0.001."""
     noisy: bool = False
     """NoisyNet exploration (Fortunato et al. 2018, arXiv:1706.10295) instead of ε-greedy:
-    the Q head's linear layers get learnt factorised Gaussian noise (σ0 = 0.5), drawn anew
+    the Q head's linear layers get learnt factorised Gaussian noise (σ0 = 0.5; the torso's
+    layers stay deterministic, where the paper and Rainbow make every linear layer, the
+    Nature CNN's 512 units included, noisy), drawn anew
     every acting step (independently per env) and every update (online and target networks
     independently). ε is 0: the --eps-* schedule and --eval-epsilon are not used (an error
     when given with --noisy; presets that set them still combine with it). Greedy
@@ -202,8 +205,8 @@ PRESETS: dict[str, dict] = {
     # and double + dueling + 3-step returns as the issue asks. Nature: 32 transitions per
     # update (here 8 traces x 4 steps), one update per 4 agent steps (rlpyt's replay ratio
     # 8), ε 1 -> 0.01 (Nature: 0.1; rlpyt and Dopamine: 0.01) over 1M frames = 250k agent
-    # steps, γ = 0.99, error clipping = Huber loss with δ = 1, learning from 50k steps
-    # (rlpyt's min_steps_learn).
+    # steps, held at 1 until learning starts at 50k steps (rlpyt's min_steps_learn) as in
+    # Nature's code and Dopamine's warm-up, γ = 0.99, error clipping = Huber loss with δ = 1.
     # Target copy every 2,000 updates = 8,000 agent steps (Dopamine's 8,000 training steps;
     # Nature counts 10,000 updates). Optimizer: Adam, lr 2.5e-4 and ε 0.01/32 (rlpyt's
     # choice replacing Nature's RMSProp), gradient norm clipped at 10 (rlpyt). Scaled for
@@ -229,6 +232,7 @@ PRESETS: dict[str, dict] = {
         "huber_delta": 1.0,
         "eps_start": 1.0,
         "eps_end": 0.01,
+        "eps_decay_start": 50_000,
         "eps_decay_steps": 250_000,
         "microbatch_traces": 8,
         "checkpoint_every": 200_000,
@@ -299,6 +303,7 @@ PRESETS: dict[str, dict] = {
         "max_grad_norm": 10.0,
         "eps_start": 1.0,
         "eps_end": 0.01,
+        "eps_decay_start": 50_000,
         "eps_decay_steps": 250_000,
         "microbatch_traces": 8,
         "checkpoint_every": 200_000,

@@ -27,6 +27,10 @@ from networks.cores import feed_back
 
 class R2D1Agent(DQNAgent):
     name = "r2d1"
+    # R2D2's actors compute a new sequence's priority from their own TD errors (Kapturowski
+    # et al. 2019, §2); without an actor-side pass, the replay's lazy initial priority (the
+    # recent priorities of the same env's neighbouring traces) stands in for it.
+    new_traces_at_max = False
 
     def __init__(self, config: R2D1Config, env, *, seed=0, mesh=None, replay_memory_limit=None):
         super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)

@@ -420,3 +420,22 @@ def test_optimizer_flags_need_their_optimizer():
         parse_train_args(["--agent", "dqn", "--optimizer", "rmsprop", "--adam-eps", "1e-3"])
     args = parse_train_args(["--agent", "dqn", "--preset", "dqn-atari", "--optimizer", "rmsprop"])
     assert args.config.optimizer == "rmsprop"
+
+
+def test_prioritized_new_traces_start_at_the_largest_priority_but_r2d1s_at_their_neighbours():
+    """--prioritized: DQN gives a new trace the largest priority so far (Schaul et al. 2016,
+    Algorithm 1: every transition replayed at least once; the replay's rule is tested in
+    tests/replay/test_prioritized.py); R2D1 the lazy initial priority of its env's recent
+    traces, standing in for R2D2's actor-computed priorities."""
+    from agents.dqn.agent import DQNAgent
+    from agents.r2d1.agent import R2D1Agent
+    from agents.r2d1.config import R2D1Config
+    from envs import make_env
+
+    env = make_env("CartPole-v1", 2, 0)
+    dqn = DQNAgent(DQNConfig(num_envs=2, trace_len=4, buffer_size=64, prioritized=True), env)
+    assert dqn.replay.new_at_max is True
+    r2d1 = R2D1Agent(
+        R2D1Config(num_envs=2, trace_len=4, seq_len=4, burn_in=4, n_step=2, buffer_size=64), env
+    )
+    assert r2d1.config.prioritized and r2d1.replay.new_at_max is False
