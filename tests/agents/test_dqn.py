@@ -313,7 +313,26 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
     assert not np.allclose(
         np.asarray(sigma(state.learner.params)), np.asarray(sigma(before.params))
     )
-    assert not np.array_equal(np.asarray(state.learner.key), np.asarray(before.key))
+    # An update's noise (arXiv:1706.10295 §3.1): one draw for the online network's passes,
+    # the learnt steps and the look-ahead alike, an independent one for the target network's.
+    import types
+
+    learner, L = state.learner, cfg.learn_len
+    obs = jnp.asarray(np.random.default_rng(1).normal(size=(L + 3, 5, 4)), jnp.float32)
+    k_online, k_target = jax.random.split(jax.random.PRNGKey(9))
+    out = agent.learner.unroll(
+        learner.params, learner.target_params, types.SimpleNamespace(obs=obs), (k_online, k_target)
+    )
+
+    def q(params, x, key):
+        return np.asarray(agent.network.apply(params, x, noise_key=key).q_values)
+
+    np.testing.assert_allclose(out.learn.q_values, q(learner.params, obs[:L], k_online), 1e-6)
+    np.testing.assert_allclose(out.ahead.q_values, q(learner.params, obs[L:], k_online), 1e-6)
+    np.testing.assert_allclose(
+        out.target.q_values, q(learner.target_params, obs[1:], k_target), 1e-6
+    )
+    assert not np.allclose(q(learner.params, obs, k_online), q(learner.params, obs, k_target))
 
 
 def test_noisy_flags():
