@@ -98,10 +98,25 @@ def ends_stream(T_total, rng, ends, gamma):
     return obs, reward, discount, mask, first
 
 
-def reference_targets(obs, reward, discount, mask, w_online, w_target, n, start, L):
+def _h(x, eps=1e-3):  # R2D2's value rescaling (Pohlen et al. 2018, arXiv:1805.11593)
+    return np.sign(x) * (np.sqrt(np.abs(x) + 1.0) - 1.0) + eps * x
+
+
+def _h_inv(y, eps=1e-3):  # its inverse, by bisection (h is strictly increasing)
+    lo, hi = -1e6, 1e6
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _h(mid, eps) < y else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def reference_targets(
+    obs, reward, discount, mask, w_online, w_target, n, start, L, double=True, rescale=False
+):
     """G_t for t = start .. start+L−1 from the equation: walk the transitions of the episode,
     at most n, stopping before a fake one (mask 0); bootstrap with the target network's value
-    of the online argmax at the state reached, times the product of the discounts."""
+    of the online argmax at the state reached (double Q) or its own max, times the product
+    of the discounts. With value rescaling, h(G) with the bootstrap's h⁻¹(Q)."""
     out = []
     for t in range(start, start + L):
         g, scale, j = 0.0, 1.0, t
@@ -110,12 +125,18 @@ def reference_targets(obs, reward, discount, mask, w_online, w_target, n, start,
             scale *= discount[j]
             j += 1
         q_on, q_tg = obs[j] @ w_online, obs[j] @ w_target
-        out.append(g + scale * q_tg[np.argmax(q_on)])
+        boot = q_tg[np.argmax(q_on)] if double else np.max(q_tg)
+        if rescale:
+            out.append(_h(g + scale * _h_inv(boot)))
+        else:
+            out.append(g + scale * boot)
     return np.array(out)
 
 
-@pytest.mark.parametrize("n", [1, 3])
-def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n):
+@pytest.mark.parametrize(
+    "n, double, rescale", [(1, True, False), (3, True, False), (3, False, False), (3, True, True)]
+)
+def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n, double, rescale):
     gamma, T, L_slots = 0.9, 4, 6
     rng = np.random.default_rng(n)
     total = T * L_slots
@@ -125,7 +146,8 @@ def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n):
     ]
     streams = [ends_stream(total, rng, e, gamma) for e in ends]
     cfg = DQNConfig(num_envs=2, trace_len=T, n_step=n, discount=gamma, batch_size=2,
-                    buffer_size=2 * T * L_slots, hidden=(4,))  # fmt: skip
+                    buffer_size=2 * T * L_slots, hidden=(4,), double=double,
+                    value_rescale=rescale)  # fmt: skip
     replay = TraceReplay(
         num_envs=2, trace_len=T, capacity=2 * T * L_slots, obs_shape=(3,),
         obs_dtype=np.float32, frame_stack=1, lookahead=cfg.lookahead,
@@ -163,7 +185,9 @@ def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n):
     for b in range(len(env)):
         e, s = int(env[b]), int(slot[b])
         obs, reward, discount, mask, _ = streams[e]
-        want = reference_targets(obs, reward, discount, mask, w_online, w_target, n, s * T, T)
+        want = reference_targets(
+            obs, reward, discount, mask, w_online, w_target, n, s * T, T, double, rescale
+        )
         keep = mask[s * T : s * T + T] > 0  # masked (fake) steps have no meaningful target
         np.testing.assert_allclose(got[keep, b], want[keep], rtol=1e-5, atol=1e-5)
 
