@@ -25,6 +25,7 @@ from agents.dqn.config import DQNConfig
 from agents.dqn.learner import DQNLearner, dqn_optimizer, priority_mix
 from networks import QOutput
 from replay import ReplaySample, SampleInfo, TraceReplay
+from tests.losses.loss_refs import project_np
 
 ROOT = Path(__file__).resolve().parents[2]
 SDS = jax.ShapeDtypeStruct
@@ -78,6 +79,44 @@ class LinearQ:
 
     def apply(self, params, obs):
         return QOutput(obs @ params, None)
+
+
+class LinearC51:
+    """A distributional stand-in: logits of Z(x, ·) = x @ W reshaped `[A, K]`, Q their means
+    over `atoms`."""
+
+    def __init__(self, atoms):
+        self.atoms = jnp.asarray(atoms, jnp.float32)
+
+    def apply(self, params, obs):
+        logits = (obs @ params).reshape((*obs.shape[:-1], 2, self.atoms.shape[0]))
+        return QOutput(jax.nn.softmax(logits, -1) @ self.atoms, logits)
+
+
+def _softmax_np(x):
+    e = np.exp(x - np.max(x, -1, keepdims=True))
+    return e / np.sum(e, -1, keepdims=True)
+
+
+def reference_c51_targets(obs, reward, discount, mask, w_online, w_target, n, start, L, atoms,
+                          double):  # fmt: skip
+    """C51's targets (Bellemare et al. 2017, Algorithm 1) of the same n-step walks as
+    `reference_targets`: the target network's distribution of a* at the state reached,
+    shifted to G + Γz and projected back onto the atoms; a* the online network's argmax of the
+    mean (double, as Rainbow) or the target network's."""
+    K = len(atoms)
+    out = []
+    for t in range(start, start + L):
+        g, scale, j = 0.0, 1.0, t
+        while j < t + n and (j == t or mask[j] > 0):
+            g += scale * reward[j]
+            scale *= discount[j]
+            j += 1
+        p_tg = _softmax_np((obs[j] @ w_target).reshape(2, K).astype(np.float64))
+        p_on = _softmax_np((obs[j] @ w_online).reshape(2, K).astype(np.float64))
+        a_star = int(np.argmax((p_on if double else p_tg) @ atoms))
+        out.append(project_np(g + scale * atoms, p_tg[a_star], atoms))
+    return np.array(out)
 
 
 def ends_stream(T_total, rng, ends, gamma):
@@ -134,9 +173,11 @@ def reference_targets(
 
 
 @pytest.mark.parametrize(
-    "n, double, rescale", [(1, True, False), (3, True, False), (3, False, False), (3, True, True)]
-)
-def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n, double, rescale):
+    "n, double, rescale, c51",
+    [(1, True, False, False), (3, True, False, False), (3, False, False, False),
+     (3, True, True, False), (3, True, False, True), (2, False, False, True)],
+)  # fmt: skip
+def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n, double, rescale, c51):
     gamma, T, L_slots = 0.9, 4, 6
     rng = np.random.default_rng(n)
     total = T * L_slots
@@ -147,7 +188,8 @@ def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n, double,
     streams = [ends_stream(total, rng, e, gamma) for e in ends]
     cfg = DQNConfig(num_envs=2, trace_len=T, n_step=n, discount=gamma, batch_size=2,
                     buffer_size=2 * T * L_slots, hidden=(4,), double=double,
-                    value_rescale=rescale)  # fmt: skip
+                    value_rescale=rescale, distributional=c51,
+                    **(dict(num_atoms=5, v_min=-2.0, v_max=2.0) if c51 else {}))  # fmt: skip
     replay = TraceReplay(
         num_envs=2, trace_len=T, capacity=2 * T * L_slots, obs_shape=(3,),
         obs_dtype=np.float32, frame_stack=1, lookahead=cfg.lookahead,
@@ -169,9 +211,11 @@ def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n, double,
             "mu": (),
         }
         state = replay.add(state, np.stack([s[0][sl] for s in streams], 1), steps)
-    learner = DQNLearner(cfg, LinearQ(), dqn_optimizer)
-    w_online = rng.normal(size=(3, 2)).astype(np.float32)
-    w_target = rng.normal(size=(3, 2)).astype(np.float32)
+    atoms = np.linspace(-2.0, 2.0, 5)
+    learner = DQNLearner(cfg, LinearC51(atoms) if c51 else LinearQ(), dqn_optimizer)
+    width = 2 * len(atoms) if c51 else 2
+    w_online = rng.normal(size=(3, width)).astype(np.float32)
+    w_target = rng.normal(size=(3, width)).astype(np.float32)
     valid = np.flatnonzero(np.asarray(replay.valid_mask(state)))
     assert len(valid) == L_slots - 1 - cfg.lookahead // T
     env = jnp.array([0, 1] * len(valid))
@@ -185,9 +229,14 @@ def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n, double,
     for b in range(len(env)):
         e, s = int(env[b]), int(slot[b])
         obs, reward, discount, mask, _ = streams[e]
-        want = reference_targets(
-            obs, reward, discount, mask, w_online, w_target, n, s * T, T, double, rescale
-        )
+        if c51:
+            want = reference_c51_targets(
+                obs, reward, discount, mask, w_online, w_target, n, s * T, T, atoms, double
+            )
+        else:
+            want = reference_targets(
+                obs, reward, discount, mask, w_online, w_target, n, s * T, T, double, rescale
+            )
         keep = mask[s * T : s * T + T] > 0  # masked (fake) steps have no meaningful target
         np.testing.assert_allclose(got[keep, b], want[keep], rtol=1e-5, atol=1e-5)
 
