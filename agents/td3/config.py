@@ -42,54 +42,36 @@ class TD3Config(OffPolicyConfig):
             check(getattr(self, name) >= 0, name, getattr(self, name), ">= 0")
 
 
+# CleanRL's MuJoCo settings, shared by TD3 and DDPG below: 256-256 networks, Adam 3e-4 for
+# both, batch 256, τ = 0.005, one update per env step after 25,000 random steps, Gaussian
+# exploration σ = 0.1.
+_MUJOCO = {
+    "env": "HalfCheetah-v4",
+    "total_steps": 1_000_000,
+    "num_envs": 1,
+    "trace_len": 8,
+    "batch_size": 256,
+    "buffer_size": 1_000_000,
+    "start_train_at": 25_000,
+    "update_to_data": 1.0,
+    "actor_lr": 3e-4,
+    "critic_lr": 3e-4,
+    "tau": 0.005,
+    "hidden": (256, 256),
+    "exploration_noise": 0.1,
+    "checkpoint_every": 100_000,
+    "eval_episodes": 10,
+}
+
 PRESETS: dict[str, dict] = {
     # Pendulum-v1 on a 2-core CPU: TD3's settings (below) with 1,000 random steps, 4 envs ×
     # 8 steps per iteration, one update per env step.
     "td3-classic": {"env": "Pendulum-v1", "total_steps": 20_000},
     # Fujimoto et al. 2018 (arXiv:1802.09477, Table 3) as in CleanRL's td3_continuous_action:
-    # 256-256 networks, Adam 3e-4 for both, batch 256, τ = 0.005, γ = 0.99, exploration
-    # σ = 0.1, smoothing σ = 0.2 clipped at 0.5, policy delay 2, 25,000 random steps.
-    "td3-mujoco": {
-        "env": "HalfCheetah-v4",
-        "total_steps": 1_000_000,
-        "num_envs": 1,
-        "trace_len": 8,
-        "batch_size": 256,
-        "buffer_size": 1_000_000,
-        "start_train_at": 25_000,
-        "update_to_data": 1.0,
-        "actor_lr": 3e-4,
-        "critic_lr": 3e-4,
-        "tau": 0.005,
-        "hidden": (256, 256),
-        "exploration_noise": 0.1,
-        "target_noise": 0.2,
-        "noise_clip": 0.5,
-        "policy_delay": 2,
-        "checkpoint_every": 100_000,
-        "eval_episodes": 10,
-    },
+    # the settings above, γ = 0.99, smoothing σ = 0.2 clipped at 0.5, policy delay 2.
+    "td3-mujoco": {**_MUJOCO, "target_noise": 0.2, "noise_clip": 0.5, "policy_delay": 2},
     # DDPG as in CleanRL's ddpg_continuous_action (Lillicrap et al. 2016 with TD3's
     # "our DDPG" changes: 256-256 networks, Adam 3e-4, no batch norm, Gaussian exploration
     # σ = 0.1 instead of Ornstein-Uhlenbeck): one critic, no smoothing, no delay.
-    "ddpg-mujoco": {
-        "env": "HalfCheetah-v4",
-        "total_steps": 1_000_000,
-        "num_envs": 1,
-        "trace_len": 8,
-        "batch_size": 256,
-        "buffer_size": 1_000_000,
-        "start_train_at": 25_000,
-        "update_to_data": 1.0,
-        "actor_lr": 3e-4,
-        "critic_lr": 3e-4,
-        "tau": 0.005,
-        "hidden": (256, 256),
-        "num_critics": 1,
-        "exploration_noise": 0.1,
-        "target_noise": 0.0,
-        "policy_delay": 1,
-        "checkpoint_every": 100_000,
-        "eval_episodes": 10,
-    },
+    "ddpg-mujoco": {**_MUJOCO, "num_critics": 1, "target_noise": 0.0, "policy_delay": 1},
 }
