@@ -1,7 +1,8 @@
 """Plot learning curves: `python -m experiments.plot runs/<a> [runs/<b> ...] [--out curves.png]`.
 
 Draws the mean episode return (unclipped, full games) against env steps, and against wall
-time, for every run given, plus the critic and policy losses of each. With two or more runs
+time, for every run given, plus each one's critic loss and its exploration (policy entropy,
+or the ε of ε-greedy). With two or more runs
 it also prints a comparison at their common env-step budget: the return each run had reached
 by then, and the env steps and training seconds each took to first reach every
 `--thresholds` return.
@@ -10,6 +11,7 @@ by then, and the env steps and training seconds each took to first reach every
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,9 +55,10 @@ REQUIRED = ("env_steps", "return_mean", "wall_s")
 
 
 def read_metrics(run: Path, columns=REQUIRED) -> dict[str, list[float]]:
-    """The numeric columns of `run`/metrics.csv. A cell that is not a number (empty, or a
-    line half-written by a live run) reads as NaN; rows without a finite env_steps are dropped.
-    Problems are one-line `ValueError`s naming the file."""
+    """The numeric columns of `run`/metrics.csv. A last line without its newline (half
+    written by a live run) is left out; a cell that is not a number reads as NaN; rows
+    without a finite env_steps are dropped. Problems are one-line `ValueError`s naming the
+    file."""
     if not run.exists():
         raise ValueError(f"run folder {run} does not exist")
     if not run.is_dir():
@@ -65,9 +68,12 @@ def read_metrics(run: Path, columns=REQUIRED) -> dict[str, list[float]]:
         raise ValueError(f"{run} is not a run folder (no metrics.csv)")
     try:
         with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            rows = list(reader)
+            text = f.read()
+        if "\n" in text and not text.endswith("\n"):  # a row being written: not yet a row
+            text = text[: text.rindex("\n") + 1]
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = reader.fieldnames or []
+        rows = list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise ValueError(f"{path} cannot be read: {err}") from None
     missing = [c for c in columns if c not in header]

@@ -25,7 +25,8 @@ retries: 0                 # resume a failed run up to this many times within th
 ```
 
 Resuming: the run folders are the truth. A run whose summary.json says it reached its
-`total_steps` is skipped; one with a config.json is continued with `--resume`; the others
+`total_steps` (and the spec's, when it sets one: raising it resumes finished runs) is skipped;
+one with a config.json is continued with `--resume`; the others
 start afresh. The sweep's state file (`runs/<sweep>/sweep_state.json`, written atomically)
 records every launch (fresh or resume, slot, pid, exit code), for the table and for audits.
 A damaged state file (not JSON, or a field of the wrong type) is set aside as
@@ -377,12 +378,13 @@ def parse_spec(data: dict, validate: bool = True) -> Sweep:
                 f"grid.{key}[{j}]",
                 f"must be a number, string, bool or list of them, got {value!r}",
             )
-            other = slugs.setdefault(_slug(value), value)
+            slug = _slug(value)  # a repeated value too: two runs in one folder
             _need(
-                other is value,
+                slug not in slugs,
                 f"grid.{key}",
-                f"values {other!r} and {value!r} make the same run name",
+                f"values {slugs.get(slug)!r} and {value!r} make the same run name",
             )
+            slugs[slug] = value
     slots = data.get("slots", 1)
     _need(type(slots) is int and slots >= 1, "slots", f"must be an integer >= 1, got {slots!r}")
     retries = data.get("retries", 0)
@@ -545,13 +547,16 @@ def train_argv(run: Run, run_dir: Path, resuming: bool) -> list[str]:
     return [*argv, "--no-progress"]
 
 
-def run_state(run_dir: Path, problems: list[str] | None = None) -> str:
-    """'done' (summary.json says the run reached its total_steps), 'partial' (a run was
+def run_state(
+    run_dir: Path, problems: list[str] | None = None, total_steps: int | None = None
+) -> str:
+    """'done' (summary.json says the run reached its total_steps, and the spec's
+    `total_steps` if given: a spec that raises it resumes the run), 'partial' (a run was
     started there: resume it) or 'new'. A damaged summary.json or config.json makes a run
     not done; what is wrong (file and field, one line) is appended to `problems`."""
     if (run_dir / "summary.json").is_file():
         try:
-            if reached_total(run_dir):
+            if reached_total(run_dir, total_steps):
                 return "done"
         except ValueError as err:
             if problems is not None:
@@ -561,16 +566,16 @@ def run_state(run_dir: Path, problems: list[str] | None = None) -> str:
     return "new"
 
 
-def reached_total(run_dir: Path) -> bool:
-    """Whether the run's summary.json says it stopped at its config's total_steps; a
-    one-line ValueError naming the file and field when one it needs is damaged."""
+def reached_total(run_dir: Path, total_steps: int | None = None) -> bool:
+    """Whether the run's summary.json says it trained its config's total_steps (and
+    `total_steps`, if given), however it stopped (a stop request in its last iteration
+    still ends a whole run); a one-line ValueError naming the file and field when one it
+    needs is damaged."""
     path = run_dir / "summary.json"
     summary = read_json(path, "summary")
     stopped = summary.get("stopped_by")
     if not isinstance(stopped, str):
         raise ValueError(f"summary {path}: stopped_by must be a string, got {stopped!r}")
-    if stopped != "total_steps":
-        return False
     steps = summary.get("env_steps")
     if not _is_number(steps) or not math.isfinite(steps) or steps < 0:
         raise ValueError(f"summary {path}: env_steps must be a number >= 0, got {steps!r}")
@@ -585,7 +590,7 @@ def reached_total(run_dir: Path) -> bool:
         raise ValueError(
             f"run config {path}: {block}.total_steps must be an integer >= 1, got {total!r}"
         )
-    return steps >= total
+    return steps >= max(total, total_steps or 0)
 
 
 def _is_number(value) -> bool:
@@ -694,12 +699,15 @@ class SubmititJob:
     continues where the last one stopped (`checkpoint` asks submitit to requeue on
     preemption or time-out; train's SIGTERM handling has written a checkpoint by then)."""
 
-    def __init__(self, argv_fresh: list[str], argv_resume: list[str], run_dir: str, env: dict):
+    def __init__(
+        self, argv_fresh: list[str], argv_resume: list[str], run_dir: str, env: dict,
+        total_steps: int | None = None,
+    ):  # fmt: skip
         self.argv_fresh, self.argv_resume = argv_fresh, argv_resume
-        self.run_dir, self.env = run_dir, env
+        self.run_dir, self.env, self.total_steps = run_dir, env, total_steps
 
     def __call__(self) -> int:
-        state = run_state(Path(self.run_dir))
+        state = run_state(Path(self.run_dir), total_steps=self.total_steps)
         if state == "done":
             return 0
         argv = self.argv_resume if state == "partial" else self.argv_fresh
@@ -750,6 +758,7 @@ class SubmititBackend:
             train_argv(run, run_dir, True),
             str(run_dir),
             self.sweep.slot_env(slot),
+            run.total_steps,
         )
         return self.executor.submit(job)
 
@@ -876,7 +885,7 @@ class Scheduler:
             rec = self._record(run)
             rec.update(agent=run.agent, env=run.env, seed=run.seed)
             problems: list[str] = []
-            state = run_state(run.run_dir(self.folder), problems)
+            state = run_state(run.run_dir(self.folder), problems, run.total_steps)
             for problem in problems:
                 print(f"warning: {problem}; so the run is not done", file=sys.stderr)
             if state == "done":
@@ -952,7 +961,7 @@ class Scheduler:
 
     def _start(self, run: Run, slot: int) -> Launch:
         run_dir = run.run_dir(self.folder)
-        mode = "resume" if run_state(run_dir) == "partial" else "fresh"
+        mode = "resume" if run_state(run_dir, total_steps=run.total_steps) == "partial" else "fresh"
         log = self.folder / LOG_DIR / f"{run.name}.log"
         if hasattr(self.backend, "start_job"):
             proc = self.backend.start_job(run, slot)
@@ -967,7 +976,7 @@ class Scheduler:
 
     def _finished(self, launch: Launch, rc: int) -> str:
         rec = self._record(launch.run)
-        state = run_state(launch.run.run_dir(self.folder))
+        state = run_state(launch.run.run_dir(self.folder), total_steps=launch.run.total_steps)
         status = "done" if state == "done" else "stopped" if rc == 0 else "failed"
         rec["launches"][-1].update(rc=rc, ended=time.time())
         rec["status"] = status
@@ -1141,7 +1150,7 @@ def dry_run(sweep: Sweep) -> dict:
         for run in runs:
             run_dir = run.run_dir(sweep.folder)
             problems: list[str] = []
-            state = run_state(run_dir, problems)
+            state = run_state(run_dir, problems, run.total_steps)
             for problem in problems:
                 print(f"warning: {problem}; so the run is not done", file=sys.stderr)
             if sweep.check_each:

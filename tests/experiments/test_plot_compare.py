@@ -64,3 +64,18 @@ def test_plot_refuses_a_curves_png_linked_outside_and_leaves_that_file(tmp_path,
     assert plot.main([str(run)]) == run / "curves.png"
     assert (run / "curves.png").read_bytes()[:4] == b"\x89PNG"
     assert sorted(p.name for p in run.iterdir()) == ["curves.png", "metrics.csv"]
+
+
+def test_a_half_written_last_line_is_not_a_row(tmp_path):
+    """A live run may be writing its last line: cut inside env_steps it would be a fake point
+    at a small step (and the comparison's common budget), cut inside return_mean a wrong
+    return. Until its newline arrives it is not read."""
+    run = tmp_path / "run"
+    run.mkdir()
+    whole = "env_steps,return_mean,wall_s\n100,1.5,2.0\n200,2.5,4.0\n"
+    for tail in ("30", "300,12", "300,3.5,6.0"):
+        (run / "metrics.csv").write_text(whole + tail)
+        m = plot.read_metrics(run)
+        assert m["env_steps"] == [100.0, 200.0] and m["return_mean"] == [1.5, 2.5], tail
+    (run / "metrics.csv").write_text(whole + "300,3.5,6.0\n")
+    assert plot.read_metrics(run)["env_steps"] == [100.0, 200.0, 300.0]

@@ -145,6 +145,19 @@ def test_run_state(tmp_path):
     assert sw.run_state(d) == "partial"  # stopped early: resume it
     (d / "summary.json").write_text(json.dumps({"env_steps": 100, "stopped_by": "total_steps"}))
     assert sw.run_state(d) == "done"
+    # A spec that raises total_steps resumes the finished run (train's --resume extends it).
+    assert sw.run_state(d, total_steps=200) == "partial"
+    assert sw.run_state(d, total_steps=100) == sw.run_state(d, total_steps=50) == "done"
+    # A stop request in the last iteration still ends a whole run: nothing to resume.
+    (d / "summary.json").write_text(json.dumps({"env_steps": 104, "stopped_by": "signal"}))
+    assert sw.run_state(d) == "done"
+
+
+def test_a_repeated_grid_value_is_refused_not_run_twice_in_one_folder(tmp_path, capsys):
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text("agents: [ppo]\nenvs: [CartPole-v1]\ngrid: {num_envs: [4, 4]}\n")
+    message = one_line_exit(sw.main, [str(spec_file), "--root", str(tmp_path), "--dry-run"], capsys)
+    assert "grid.num_envs: values 4 and 4 make the same run name" in message, message
 
 
 def test_sweep_runs_skips_done_and_resumes_partial(tmp_path, fake):
