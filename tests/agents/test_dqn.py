@@ -433,11 +433,25 @@ def test_annealed_learning_rate_reaches_zero_at_anneal_steps():
         want = 1e-3 * max(0.0, 1.0 - k / updates)
         np.testing.assert_allclose(float(schedule(jnp.asarray(k))), want, rtol=1e-6, atol=1e-9)
     assert learning_rate(DQNConfig(lr=1e-3)) == 1e-3
-    opt = optax.adam(schedule)
-    state = opt.init(jnp.zeros(3))
-    for k in range(3):
-        step, state = opt.update(jnp.array([1.0, -2.0, 0.5]), state)
-        np.testing.assert_allclose(np.abs(step), 1e-3 * (1 - k / updates), rtol=1e-4)
+    # DQN's own optimizer takes those steps (Adam's first step is lr per parameter with a
+    # tiny ε and no clipping at this gradient norm), and so does R2D1's.
+    from agents.r2d1.agent import R2D1Agent
+    from agents.r2d1.config import R2D1Config
+    from envs import make_env
+
+    r2d1_cfg = R2D1Config(lr=1e-3, anneal_steps=10_000, start_train_at=2_000, replay_ratio=32.0,
+                          batch_size=16, trace_len=4, seq_len=4, burn_in=0, n_step=1,
+                          adam_eps=1e-12, num_envs=1)  # fmt: skip
+    r2d1 = R2D1Agent(r2d1_cfg, make_env("CartPole-P-v1", 1, 0)).learner.optimizer
+    r2d1_updates = (10_000 - 2_000) * 32.0 / (16 * r2d1_cfg.learn_len)
+    for opt, total in (
+        (dqn_optimizer(cfg.replace(adam_eps=1e-12, max_grad_norm=100.0)), updates),
+        (r2d1, r2d1_updates),
+    ):
+        state = opt.init(jnp.zeros(3))
+        for k in range(3):
+            step, state = opt.update(jnp.array([1.0, -2.0, 0.5]), state)
+            np.testing.assert_allclose(np.abs(step), 1e-3 * (1 - k / total), rtol=1e-4)
 
 
 def _centered_rmsprop_reference(grads, lr, rho, eps, mu):

@@ -202,7 +202,9 @@ def test_population_pbt_copies_learner_rows_and_refreshes_keys(devices):
     for a, b in zip(jax.tree.leaves(m1.opt_state), jax.tree.leaves(m0.opt_state), strict=True):
         np.testing.assert_array_equal(a, b[[0, 3, 2, 3]])
     np.testing.assert_array_equal(m1.key[[0, 2, 3]], m0.key[[0, 2, 3]])  # kept members
-    assert not np.array_equal(m1.key[1], m0.key[3])  # the copy samples on its own stream
+    # the copy samples on its own stream: its parent's key folded with its own index
+    np.testing.assert_array_equal(m1.key[1], jax.random.fold_in(m0.key[3], 1))
+    assert not np.array_equal(m1.key[1], m0.key[3])
     np.testing.assert_allclose(after.hparams["lr"], hp["lr"])
     np.testing.assert_allclose(pop.hparams["lr"], hp["lr"])
 

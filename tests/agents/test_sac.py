@@ -493,3 +493,23 @@ def test_sharded_td3_update_keeps_each_rows_td(pendulum):
     close(td1, td2)
     for k in ("q_mean", "target_mean", "td_abs", "value_loss"):
         close(m1[k], m2[k])
+    # With smoothing noise, each device draws its own (agents.core.learning.device_keys):
+    # the same four rows on both devices get different targets.
+    noisy = TD3Agent(TD3Config(**TINY), pendulum).learner
+
+    def repeat(x, axis):  # rows 0-3 again as rows 4-7
+        return jnp.concatenate([jnp.take(x, jnp.arange(4), axis)] * 2, axis)
+
+    time_major = ("obs", "first", "action", "reward", "discount", "mask")
+    twice = batch._replace(
+        **{f: repeat(getattr(batch, f), 1) for f in time_major},
+        is_weight=repeat(batch.is_weight, 0),
+    )
+    sharded = jax.shard_map(
+        lambda s, b: noisy.update(s, b, axis_name=DATA),
+        mesh=make_mesh(2),
+        in_specs=(P(), rows),
+        out_specs=(P(), P(), P(DATA)),
+    )
+    td = np.asarray(jax.jit(sharded)(state, twice)[2])
+    assert not np.allclose(td[:4], td[4:])
