@@ -82,3 +82,34 @@ def test_recurrent_acer_network_carries_state():
     (l1, _), mid = net.apply(params, obs[:3], first[:3], state)
     (l2, _), _ = net.apply(params, obs[3:], first[3:], mid)
     np.testing.assert_allclose(jnp.concatenate([l1, l2]), logits, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("num_atoms", [0, 5])
+@pytest.mark.parametrize("dueling", [False, True])
+def test_q_head_against_numpy(dueling, num_atoms):
+    """QHead from its parameters in NumPy: Q = x W + b, or dueling (Wang et al. 2016, eq. 9)
+    Q = V + A − mean_a A; with atoms (C51, dueling on the logits as in Rainbow) the logits
+    so combined, Q = softmax(logits) · z."""
+    from networks.heads import QHead
+
+    A, K, F = 3, max(num_atoms, 1), 6
+    atoms = tuple(np.linspace(-1.0, 2.0, num_atoms)) if num_atoms else ()
+    head = QHead(A, dueling=dueling, num_atoms=num_atoms, atoms=atoms)
+    x = np.random.default_rng(0).normal(size=(2, 4, F)).astype(np.float32)
+    params = head.init(jax.random.PRNGKey(0), jnp.asarray(x))
+    p = jax.tree.map(np.asarray, params["params"])
+    if dueling:
+        adv = (x @ p["advantage"]["kernel"] + p["advantage"]["bias"]).reshape(2, 4, A, K)
+        value = (x @ p["value"]["kernel"] + p["value"]["bias"]).reshape(2, 4, 1, K)
+        logits = value + adv - adv.mean(axis=2, keepdims=True)
+    else:
+        logits = (x @ p["q"]["kernel"] + p["q"]["bias"]).reshape(2, 4, A, K)
+    out = head.apply(params, jnp.asarray(x))
+    if num_atoms:
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        want = (e / e.sum(-1, keepdims=True)) @ np.asarray(atoms)
+        np.testing.assert_allclose(out.q_logits, logits, rtol=1e-5, atol=1e-5)
+    else:
+        want = logits[..., 0]
+        assert out.q_logits is None
+    np.testing.assert_allclose(out.q_values, want, rtol=1e-5, atol=1e-5)
