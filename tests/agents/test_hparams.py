@@ -76,14 +76,68 @@ def _dqn_batch(key):
     )
 
 
+def _continuous(agent_cls, config_cls):
+    def make(**values):
+        from envs import make_env
+
+        config = config_cls(
+            num_envs=2, trace_len=4, batch_size=8, buffer_size=48, hidden=(8,), **values
+        )
+        learner = agent_cls(config, make_env("Pendulum-v1", 2, 0)).learner
+        return learner, learner.init(jax.random.PRNGKey(0), jnp.zeros((2, 3)))
+
+    return make
+
+
+def _continuous_batch(key, B=8):
+    rng = np.random.default_rng(int(jax.random.randint(key, (), 0, 1000)))
+    return TraceBatch(
+        obs=jnp.asarray(rng.normal(size=(2, B, 3)), jnp.float32),
+        first=jnp.zeros((2, B), bool),
+        action=jnp.asarray(rng.uniform(-1, 1, size=(1, B, 1)), jnp.float32),
+        mu=(),
+        reward=jnp.asarray(rng.normal(size=(1, B)), jnp.float32),
+        discount=jnp.full((1, B), 0.9),
+        mask=jnp.ones((1, B)),
+        core_state=(),
+        is_weight=jnp.ones((B,)),
+    )
+
+
+def _sac(**values):
+    from agents.sac.agent import SACAgent
+    from agents.sac.config import SACConfig
+
+    return _continuous(SACAgent, SACConfig)(**values)
+
+
+def _td3(**values):
+    from agents.td3.agent import TD3Agent
+    from agents.td3.config import TD3Config
+
+    return _continuous(TD3Agent, TD3Config)(**values)
+
+
+# Every learner-side field of each agent's `tunable` (discount reaches the learner through
+# the traces the population's rollout writes, tested in tests/agents/test_population.py).
 CASES = {
     "acer": (_acer, _acer_batch, {"lr": 3e-3, "entropy_weight": 0.05, "tau": 0.1}),
     "dqn": (_dqn, _dqn_batch, {"lr": 0.05}),
-}
+    "sac": (_sac, _continuous_batch,
+            {"actor_lr": 3e-2, "critic_lr": 3e-2, "tau": 0.5, "alpha_lr": 3e-1}),
+    "td3": (_td3, _continuous_batch,
+            {"actor_lr": 3e-2, "critic_lr": 3e-2, "tau": 0.5, "target_noise": 1.0}),
+}  # fmt: skip
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-@pytest.mark.parametrize("field", ["all", "each"])
+@pytest.mark.parametrize(
+    "name, field",
+    [
+        pytest.param(name, field, marks=[pytest.mark.slow] if slow else [])
+        for name in sorted(CASES)
+        for field, slow in (("all", False), ("each", name in ("sac", "td3")))
+    ],
+)
 def test_update_with_hparams_equals_a_config_with_those_values(name, field):
     make, make_batch, values = CASES[name]
     varied = [values] if field == "all" else [{k: v} for k, v in values.items()]
