@@ -83,7 +83,7 @@ def evaluate(
             core = feedback(core, action, jnp.asarray(ts.reward, jnp.float32))
         if on_step is not None:
             on_step(ts)
-        ret += ts.raw_reward
+        ret += np.where(ts.first, 0.0, ts.raw_reward)  # a reset step is in no episode
         length += ~ts.first
         for i in np.flatnonzero(ts.game_over):
             if done[i] < quota[i]:

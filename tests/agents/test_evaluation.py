@@ -73,3 +73,26 @@ def test_an_episode_that_never_ends_is_one_evaluation_error_not_a_bound_on_all_e
         evaluate(_act, None, _Env(2, None), 1, key, max_steps=10)
     assert "an episode ran 10 steps without ending" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+class _RawEnv(_Env):
+    """Episodes of `length` steps whose training reward is clipped to 1 while the raw reward
+    of step t is 10·t + env index; the auto-reset step carries a raw reward of 1000, which is
+    not part of any episode."""
+
+    def _ts(self, first: bool, over: bool):
+        ts = super()._ts(first, over)
+        raw = 1000.0 if first and self.t == 0 else 10.0 * self.t
+        ts.raw_reward = raw + np.arange(self.n, dtype=np.float64)
+        return ts
+
+
+def test_evaluation_returns_sum_the_raw_rewards_of_each_episode():
+    """The return of an evaluation episode is the sum of its raw (unclipped) rewards over its
+    steps, the reset step excluded: (10 + 20 + 30) + 3·i for env i, never 3 (the clipped
+    sum) nor anything with the reset's 1000."""
+    from agents.core.evaluation import evaluate
+
+    returns, lengths = evaluate(_act, None, _RawEnv(2, 3), 6, jax.random.PRNGKey(0))
+    assert sorted(lengths) == [3] * 6
+    assert sorted(returns) == sorted([60.0] * 3 + [63.0] * 3), returns
