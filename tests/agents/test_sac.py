@@ -513,3 +513,53 @@ def test_sharded_td3_update_keeps_each_rows_td(pendulum):
     )
     td = np.asarray(jax.jit(sharded)(state, twice)[2])
     assert not np.allclose(td[:4], td[4:])
+
+
+def test_td3_update_targets_loss_and_delayed_policy_step(pendulum):
+    """TD3 (Fujimoto et al. 2018, Algorithm 1) without smoothing noise: y = r + γ'·min_i
+    Q'_i(x', π'(x')), the critic loss ½ Σ_i mean_b w_b (Q_i(x, a) − y)², and with policy
+    delay d the actor and the target networks move only at updates 0, d, 2d, ... (the
+    critics at every one). The networks' outputs come from the networks; the rest is NumPy."""
+    from agents.core.learning import TraceBatch
+
+    learner = TD3Agent(TD3Config(**TINY, target_noise=0.0, policy_delay=2), pendulum).learner
+    rng = np.random.default_rng(3)
+    B = 8
+    batch = TraceBatch(
+        obs=jnp.asarray(rng.normal(size=(2, B, 3)), jnp.float32),
+        first=jnp.zeros((2, B), jnp.float32),
+        action=jnp.asarray(rng.uniform(-1, 1, size=(1, B, 1)), jnp.float32),
+        mu=(),
+        reward=jnp.asarray(rng.normal(size=(1, B)), jnp.float32),
+        discount=jnp.asarray(np.where(rng.random((1, B)) < 0.3, 0.0, GAMMA), jnp.float32),
+        mask=jnp.ones((1, B), jnp.float32),
+        core_state=(),
+        is_weight=jnp.asarray(rng.uniform(0.3, 1.0, size=B), jnp.float32),
+    )
+    state = learner.init(jax.random.PRNGKey(2), batch.obs[0])
+    tgt = state.target_params
+    a_next = learner.actor.apply(tgt["actor"], batch.obs[1])
+    q_next = np.asarray(learner.critic.apply(tgt["critic"], batch.obs[1], a_next))  # [N, B]
+    y = np.asarray(batch.reward[0]) + np.asarray(batch.discount[0]) * q_next.min(0)
+    q = np.asarray(learner.critic.apply(state.params["critic"], batch.obs[0], batch.action[0]))
+    w = np.asarray(batch.is_weight)
+    update = jax.jit(learner.update)
+    new, metrics, td = update(state, batch)
+    np.testing.assert_allclose(float(metrics["target_mean"]), y.mean(), rtol=1e-5, atol=1e-6)
+    want_loss = 0.5 * np.sum(np.mean(w[None] * (q - y[None]) ** 2, axis=-1))
+    np.testing.assert_allclose(float(metrics["value_loss"]), want_loss, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(td), np.abs(q.mean(0) - y), rtol=1e-5, atol=1e-6)
+
+    def moved(a, b):
+        pairs = zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+        return not all(np.array_equal(x, y) for x, y in pairs)
+
+    before = jax.device_get(state)
+    for step in range(4):
+        after = jax.device_get(new)
+        assert moved(after.params["critic"], before.params["critic"])
+        policy_step = step % 2 == 0
+        assert moved(after.params["actor"], before.params["actor"]) == policy_step, step
+        assert moved(after.target_params, before.target_params) == policy_step, step
+        before = after
+        new, *_ = update(new, batch)
