@@ -74,6 +74,13 @@ def test_acer_learns_on_minigrid_dict_observations(acer_run):
         assert all(np.isfinite(float(v)) for v in m.values())
     assert state.replay.frames["image"].shape == (N, 4 * T, 7, 7, 3)
     assert get_agent("acer").network_costs(agent) == {}  # the cost model is for arrays
+    # It learnt from every part of the observation: each leaf of the image and direction
+    # encoders moved from its initial value (the same key gives the same initial weights).
+    start = agent.init(jax.random.PRNGKey(0)).learner.params["params"]["torso"]
+    now = state.learner.params["params"]["torso"]
+    for part in ("image", "direction"):
+        for a, b in zip(jax.tree.leaves(now[part]), jax.tree.leaves(start[part]), strict=True):
+            assert not np.allclose(np.asarray(a), np.asarray(b)), part
 
 
 def test_rollout_replay_sample_round_trip(acer_run):
