@@ -94,11 +94,6 @@ class FlatObsVecEnv(ObsMapVecEnv):
         spec = inner.spec
         if spec.pytree_obs:
             raise ValueError(f"--flatten-obs needs array observations; {spec.env_id} gives a dict")
-        if len(spec.obs_shape) <= 1:  # nothing to flatten: the flag would do nothing
-            raise ValueError(
-                f"--flatten-obs: {spec.env_id}'s observations are already vectors "
-                f"{list(spec.obs_shape)}"
-            )
         size = int(np.prod(spec.obs_shape))
         super().__init__(inner, dataclasses.replace(spec, obs_shape=(size,), obs_spec=None))
 

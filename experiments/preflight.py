@@ -32,6 +32,7 @@ from agents.core.config import check_env_only
 from agents.core.registry import AgentSpec, agent_names, get_agent
 from envs import VecEnv, make_env, obs_leaves_with_paths
 from envs.core import EnvSpec
+from envs.partial import FlatObsVecEnv
 from experiments.args import TrainArgs
 from replay.memory import tree_bytes
 
@@ -135,14 +136,22 @@ def check_env_count(num_envs: int, members: int) -> None:
 
 
 def probe_env_spec(args: TrainArgs) -> EnvSpec:
-    """The spec of the run's env, from one env made and closed again."""
+    """The spec of the run's env, from one env made and closed again. --flatten-obs on an
+    env whose observations are already vectors would do nothing: a one-line error (here,
+    not in the env: a run folder saved with it still evaluates)."""
     run = args.run
-    env = make_env(
-        run.env, 1, run.seed, train=True, reward_clip=run.reward_clip,
-        flatten_obs=run.flatten_obs,
-    )  # fmt: skip
+    env = make_env(run.env, 1, run.seed, train=True, reward_clip=run.reward_clip)
     try:
-        return env.spec
+        spec = env.spec
+        if not run.flatten_obs:
+            return spec
+        if not spec.pytree_obs and len(spec.obs_shape) <= 1:
+            by = "" if "flatten_obs" in args.given else f" (set by --preset {run.preset})"
+            raise ValueError(
+                f"--flatten-obs{by}: {spec.env_id}'s observations are already vectors "
+                f"{list(spec.obs_shape)}"
+            )
+        return FlatObsVecEnv(env).spec  # what make_env(..., flatten_obs=True) hands out
     finally:
         env.close()
 

@@ -385,6 +385,10 @@ def parse_spec(data: dict, validate: bool = True) -> Sweep:
                 f"values {slugs.get(slug)!r} and {value!r} make the same run name",
             )
             slugs[slug] = value
+    # flag spelling, as in `set`: total-steps is total_steps (the resume logic reads it)
+    named = {key.replace("-", "_"): key for key in grid}
+    _need(len(named) == len(grid), "grid", "names one flag twice (with '-' and '_')")
+    grid = {name: grid[key] for name, key in named.items()}
     slots = data.get("slots", 1)
     _need(type(slots) is int and slots >= 1, "slots", f"must be an integer >= 1, got {slots!r}")
     retries = data.get("retries", 0)

@@ -205,8 +205,10 @@ PRESETS: dict[str, dict] = {
     # and double + dueling + 3-step returns as the issue asks. Nature: 32 transitions per
     # update (here 8 traces x 4 steps), one update per 4 agent steps (rlpyt's replay ratio
     # 8), ε 1 -> 0.01 (Nature: 0.1; rlpyt and Dopamine: 0.01) over 1M frames = 250k agent
-    # steps, held at 1 until learning starts at 50k steps (rlpyt's min_steps_learn) as in
-    # Nature's code and Dopamine's warm-up, γ = 0.99, error clipping = Huber loss with δ = 1.
+    # steps, held at 1 for the first 50k steps, when learning starts (rlpyt's
+    # min_steps_learn), as Nature's code and Dopamine's warm-up do (a run that changes
+    # --start-train-at sets --eps-decay-start with it), γ = 0.99, error clipping = Huber
+    # loss with δ = 1.
     # Target copy every 2,000 updates = 8,000 agent steps (Dopamine's 8,000 training steps;
     # Nature counts 10,000 updates). Optimizer: Adam, lr 2.5e-4 and ε 0.01/32 (rlpyt's
     # choice replacing Nature's RMSProp), gradient norm clipped at 10 (rlpyt). Scaled for

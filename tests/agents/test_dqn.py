@@ -406,6 +406,25 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
         out.target.q_values, q(learner.target_params, obs[1:], k_target), 1e-6
     )
     assert not np.allclose(q(learner.params, obs, k_online), q(learner.params, obs, k_target))
+    # ... and `update` hands `unroll` two different keys, new ones at every update.
+    seen = []
+    unroll = agent.learner.unroll
+
+    def recording(params, target_params, batch, noise=(None, None)):
+        seen.append(tuple(np.asarray(k) for k in noise))
+        return unroll(params, target_params, batch, noise)
+
+    sample = agent.replay.sample(state.replay, jax.random.PRNGKey(4), cfg.batch_size)
+    batch = TraceBatch.from_sample(sample, agent.replay.window_len)
+    agent.learner.unroll = recording
+    try:
+        after, *_ = agent.learner.update(learner, batch)  # op by op: the keys are concrete
+        agent.learner.update(after, batch)
+    finally:
+        del agent.learner.unroll
+    (a_online, a_target), (b_online, b_target) = seen
+    assert not np.array_equal(a_online, a_target) and not np.array_equal(a_online, b_online)
+    assert not np.array_equal(a_target, b_target)
 
 
 def test_noisy_flags():

@@ -198,8 +198,9 @@ def test_train_resume_evaluate(tmp_path):
 @pytest.mark.slow
 def test_sharded_update_refreshes_each_rows_own_states(pendulum_p):
     """Data parallelism splits the windows over devices: the states each device refreshes
-    (and its |TD| per window) are those of one device updating on all the windows, not
-    averages over the devices' different rows."""
+    are those of one device updating on all the windows, not averages over the devices'
+    different rows (its |TD| per window has the right shape; its values depend on each
+    device's own sampled target actions)."""
     from jax.sharding import PartitionSpec as P
 
     from agents.core.parallel import DATA, make_mesh

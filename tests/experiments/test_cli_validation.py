@@ -315,6 +315,8 @@ EXPLICIT_TRAIN = [
     (["--agent", "a2c", "--log-std-init", "-1"], "--log-std-init applies to continuous"),
     (["--agent", "ppo", "--log-std-init", "0"], "--log-std-init applies to continuous"),
     (["--flatten-obs"], "--flatten-obs: CartPole-v1's observations are already vectors [4]"),
+    (["--preset", "ppo-minatar", "--env", "CartPole-v1"],
+     "--flatten-obs (set by --preset ppo-minatar): CartPole-v1's observations are already"),
     (["--agent", "ppo", "--text"], "--text applies to observations with a mission"),
     (["--agent", "sac", "--env", "Pendulum-v1", "--target-entropy-scale", "0.5"],
      "--target-entropy-scale applies to discrete actions only; Pendulum-v1 has none"),

@@ -153,6 +153,16 @@ def test_run_state(tmp_path):
     assert sw.run_state(d) == "done"
 
 
+def test_grid_flags_are_spelt_as_set_flags(tmp_path):
+    """`total-steps` in a grid is `total_steps`: the run knows its budget (what the resume
+    logic compares and passes on --resume); the two spellings at once are refused."""
+    base = {"name": "g", "agents": ["ppo"], "envs": ["CartPole-v1"], "root": str(tmp_path)}
+    sweep = sw.parse_spec({**base, "grid": {"total-steps": [100, 200]}}, validate=False)
+    assert sorted(run.total_steps for run in sweep.runs) == [100, 200]
+    with pytest.raises(sw.SpecError, match="names one flag twice"):
+        sw.parse_spec({**base, "grid": {"total-steps": [1], "total_steps": [2]}}, validate=False)
+
+
 def test_a_repeated_grid_value_is_refused_not_run_twice_in_one_folder(tmp_path, capsys):
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text("agents: [ppo]\nenvs: [CartPole-v1]\ngrid: {num_envs: [4, 4]}\n")
