@@ -278,6 +278,7 @@ PRESETS: dict[str, dict] = {
         "eps_decay_start": 5_000,
         "checkpoint_every": 250_000,
         "return_window": 100,
+        "eval_episodes": 100,  # the grid's `final` (the other agents' MinAtar presets too)
     },
     # C51 (Bellemare et al. 2017, §5): 51 atoms on [−10, 10], Adam lr 2.5e-4 with ε 0.01/32,
     # otherwise the dqn-atari settings above (double selection and dueling as in Rainbow,
