@@ -98,6 +98,17 @@ def _softmax_np(x):
     return e / np.sum(e, -1, keepdims=True)
 
 
+def n_step_walk(reward, discount, mask, t, n):
+    """(Σ rewards, Π discounts, the step reached) of the transitions from t: at most n,
+    stopping before a fake one (mask 0)."""
+    g, scale, j = 0.0, 1.0, t
+    while j < t + n and (j == t or mask[j] > 0):
+        g += scale * reward[j]
+        scale *= discount[j]
+        j += 1
+    return g, scale, j
+
+
 def reference_c51_targets(obs, reward, discount, mask, w_online, w_target, n, start, L, atoms,
                           double):  # fmt: skip
     """C51's targets (Bellemare et al. 2017, Algorithm 1) of the same n-step walks as
@@ -107,11 +118,7 @@ def reference_c51_targets(obs, reward, discount, mask, w_online, w_target, n, st
     K = len(atoms)
     out = []
     for t in range(start, start + L):
-        g, scale, j = 0.0, 1.0, t
-        while j < t + n and (j == t or mask[j] > 0):
-            g += scale * reward[j]
-            scale *= discount[j]
-            j += 1
+        g, scale, j = n_step_walk(reward, discount, mask, t, n)
         p_tg = _softmax_np((obs[j] @ w_target).reshape(2, K).astype(np.float64))
         p_on = _softmax_np((obs[j] @ w_online).reshape(2, K).astype(np.float64))
         a_star = int(np.argmax((p_on if double else p_tg) @ atoms))
@@ -158,11 +165,7 @@ def reference_targets(
     of the discounts. With value rescaling, h(G) with the bootstrap's h⁻¹(Q)."""
     out = []
     for t in range(start, start + L):
-        g, scale, j = 0.0, 1.0, t
-        while j < t + n and (j == t or mask[j] > 0):
-            g += scale * reward[j]
-            scale *= discount[j]
-            j += 1
+        g, scale, j = n_step_walk(reward, discount, mask, t, n)
         q_on, q_tg = obs[j] @ w_online, obs[j] @ w_target
         boot = q_tg[np.argmax(q_on)] if double else np.max(q_tg)
         if rescale:
