@@ -13,6 +13,9 @@ shift
 games=${*:-Breakout Asterix Freeway SpaceInvaders Seaquest}
 workers=${WORKERS:-2}
 seeds=${SEEDS:-0 1 2 3 4} # e.g. SEEDS="2 3 4": the seeds a collected partial/ game still lacks
+# RUNS="Breakout:4 Asterix:0 ...": these (game, seed) runs in this order instead of GAMEs x SEEDS,
+# so that a worker freed by one game's last seed starts the next game's first
+runs=${RUNS:-}
 deadline=$(date -d "${DEADLINE:-+10 years}" +%s)
 export agent deadline
 one() {
@@ -38,5 +41,9 @@ one() {
     --max-minutes "$mins" --no-progress
 }
 export -f one
-for game in $games; do for seed in $seeds; do echo "$game $seed"; done; done |
+if [ -n "$runs" ]; then
+  for run in $runs; do echo "${run%%:*} ${run##*:}"; done
+else
+  for game in $games; do for seed in $seeds; do echo "$game $seed"; done; done
+fi |
   xargs -P "$workers" -L 1 bash -c 'one $0 $1'
