@@ -4,11 +4,68 @@ from __future__ import annotations
 
 import csv
 
+import jax
 import numpy as np
 import pytest
 
 from experiments import random_scores
 from experiments.report import REFERENCES
+
+
+def _floor(env_id: str) -> tuple[float, float]:
+    """The committed random-policy mean of `env_id` and the sd its note records."""
+    with open(REFERENCES / "minatar.csv") as f:
+        rows = {r["env"]: r for r in csv.DictReader(ln for ln in f if not ln.startswith("#"))}
+    row = rows[env_id]
+    return float(row["low"]), float(row["source"].split("(sd ")[1].split(")")[0])
+
+
+def _agrees(floor: float, sd: float, returns: np.ndarray) -> bool:
+    """Two means of 100 and len(returns) episodes within 3 standard errors of each other (the
+    seeds are fixed: a pass or a failure repeats)."""
+    se = np.sqrt(sd**2 / 100 + returns.var() / len(returns))
+    return abs(returns.mean() - floor) < 3 * se
+
+
+def test_breakout_floor_agrees_with_the_minatar_package_played_directly():
+    """An estimate that shares no code with experiments.random_scores: `minatar`'s own
+    Environment (sticky actions 0.1, ramping), its 6 actions drawn uniformly, other seeds."""
+    from minatar import Environment
+
+    env = Environment("breakout", sticky_action_prob=0.1)
+    env.seed(12345)
+    rng = np.random.default_rng(12345)
+    returns = []
+    for _ in range(400):
+        env.reset()
+        done, total = False, 0.0
+        while not done:
+            reward, done = env.act(int(rng.integers(env.num_actions())))
+            total += reward
+        returns.append(total)
+    assert _agrees(*_floor("MinAtar/Breakout-v1"), np.asarray(returns))
+
+
+def test_gymnax_breakout_floor_agrees_with_gymnax_played_directly():
+    """The same for the gymnax row: gymnax's env stepped one game at a time, sticky actions
+    (p = 0.1, the last executed action, no-op before the first) written here."""
+    import gymnax
+
+    env, params = gymnax.make("Breakout-MinAtar")
+    rng, key = np.random.default_rng(7), jax.random.key(7)
+    returns = []
+    for _ in range(300):
+        key, k_reset = jax.random.split(key)
+        _, state = env.reset(k_reset, params)
+        done, total, last = False, 0.0, 0
+        while not done:
+            action = int(rng.integers(env.num_actions))
+            action = last if rng.random() < 0.1 else action
+            key, k_step = jax.random.split(key)
+            _, state, reward, terminated, truncated, _ = env.step(k_step, state, action, params)
+            total, done, last = total + float(reward), bool(terminated | truncated), action
+        returns.append(total)
+    assert _agrees(*_floor("gymnax/Breakout-MinAtar"), np.asarray(returns))
 
 
 def test_random_returns_are_reproducible_and_match_the_reference_floor():
