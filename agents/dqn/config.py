@@ -97,10 +97,10 @@ class DQNConfig(ReplayWindow):
     """RMSProp's decay of its gradient and squared-gradient averages (MinAtar DQN: 0.95)."""
     rmsprop_eps: float = 0.01
     """RMSProp's ε (MinAtar DQN's "minimum squared gradient": 0.01)."""
-    rmsprop_momentum: float = 0.0
+    rmsprop_momentum: float = 0.95
     """RMSProp's heavy-ball momentum on the scaled gradient (PyTorch's `momentum`). Not the
     "gradient momentum" of DQN's and MinAtar's tables, which is the decay of the centred mean
-    (--rmsprop-decay): their code runs none, so the default is 0."""
+    (--rmsprop-decay): their code runs none (`dqn-minatar` sets 0)."""
     max_grad_norm: float = 10.0
     """Clip gradients to this global L2 norm (rlpyt: 10)."""
     eps_start: float = 1.0
@@ -270,6 +270,7 @@ PRESETS: dict[str, dict] = {
         "lr": 2.5e-4,
         "rmsprop_decay": 0.95,
         "rmsprop_eps": 0.01,
+        "rmsprop_momentum": 0.0,
         "max_grad_norm": 1e9,
         "eps_start": 1.0,
         "eps_end": 0.1,
