@@ -4,9 +4,9 @@ Both rollout modes (the XLA scan and the host loop) record through one function,
 them with each other cannot catch a bookkeeping error. Here a random policy plays
 Breakout-MinAtar through each mode for two rollouts (games span the rollout boundary); the
 same env, seeded alike, is then stepped directly with the actions the rollout recorded, and
-each game's return and length are counted from its TimeSteps: the rewards from the game's
-first step to its `game_over`, and its real steps (the fake auto-reset step after a game, its
-reward 0, is neither a step nor a game)."""
+each game's return and length are counted from the positions of the `game_over` flags alone:
+a game runs from the step after the fake auto-reset step that follows the previous game (or
+from step 0) to its `game_over`. Games end by the rules, or by a time limit."""
 
 from __future__ import annotations
 
@@ -31,25 +31,29 @@ def _random_policy(params, obs, first, core, key):
     return ActorOutput(jax.random.randint(key, (N,), 0, 3), probs, core)
 
 
-def _games(actions: np.ndarray):
-    """(env, end step, return, length) of every game that ends, stepping the env directly."""
-    env = make_env(ENV, N, SEED)
+def _games(actions: np.ndarray, max_steps: int | None):
+    """(env, end step, return, length) of every game that ends, stepping the env directly:
+    a game runs from the step after the previous game's fake auto-reset step (or from step 0)
+    to its game_over; the number of games that a truncation ended."""
+    env = make_env(ENV, N, SEED, max_episode_steps=max_steps)
     env.reset()
-    games, ret, length = [], np.zeros(N), np.zeros(N, int)
-    for t, a in enumerate(actions):
-        ts = env.step(a)
-        real = ~np.asarray(ts.first)  # a step whose obs starts a game is the fake one
-        ret += np.where(real, np.asarray(ts.raw_reward, float), 0.0)
-        length += real
-        for b in np.flatnonzero(np.asarray(ts.game_over)):
-            games.append((b, t, ret[b], length[b]))
-            ret[b], length[b] = 0.0, 0
-    return games
+    steps = [env.step(a) for a in actions]
+    reward = np.stack([np.asarray(ts.raw_reward, float) for ts in steps])
+    over = np.stack([np.asarray(ts.game_over) for ts in steps])
+    truncated = np.stack([np.asarray(ts.truncated) for ts in steps])
+    games = []
+    for b in range(N):
+        start = 0
+        for end in np.flatnonzero(over[:, b]):
+            games.append((b, end, reward[start : end + 1, b].sum(), end + 1 - start))
+            start = end + 2
+    return games, int(truncated.sum())
 
 
+@pytest.mark.parametrize("max_steps", [None, 12], ids=["games", "time-limit"])
 @pytest.mark.parametrize("xla", [True, False], ids=["xla", "host"])
-def test_finished_games_return_and_length_match_a_direct_count(xla):
-    env = make_env(ENV, N, SEED)
+def test_finished_games_return_and_length_match_a_direct_count(xla, max_steps):
+    env = make_env(ENV, N, SEED, max_episode_steps=max_steps)
     make = make_xla_rollout if xla else make_host_rollout
     rollout = make(env, _random_policy, T, 0.99)
     if xla:
@@ -63,8 +67,9 @@ def test_finished_games_return_and_length_match_a_direct_count(xla):
     over = np.concatenate([p.game_over for p in parts])
     fin_ret = np.concatenate([p.finished_return for p in parts])
     fin_len = np.concatenate([p.finished_length for p in parts])
-    games = _games(actions)
+    games, truncated = _games(actions, max_steps)
     assert len(games) > 10 and any(r > 0 for _, _, r, _ in games)  # bricks were hit
+    assert (truncated > 0) == (max_steps is not None)
     assert any(t - n + 1 < T <= t for _, t, _, n in games)  # a game spans the two rollouts
     assert over.sum() == len(games)
     for b, t, ret, length in games:

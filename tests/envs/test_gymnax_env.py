@@ -97,9 +97,10 @@ def test_minatar_spec_and_random_returns():
             returns.append(ts.raw_reward[start : end + 1, b].sum())
             lengths.append(end + 1 - start)
     assert not ts.truncated.any() and len(returns) > 100 and max(lengths) < 100
-    # About the uniform random policy's 0.34 (sd 0.57, references/minatar.csv): far from 0
-    # (bricks are hit) and from the 1-2 a reward counted twice or a reset step kept would give.
-    assert 0.2 < np.mean(returns) < 0.6
+    # About the uniform random policy's 0.34 (sd 0.57, references/minatar.csv; 0.38 here, a
+    # standard error of 0.03): far from 0 (bricks are hit) and from the 0.7 of a reward
+    # counted twice, or the longer games of a game_over missed.
+    assert 0.25 < np.mean(returns) < 0.5
 
 
 def test_sticky_actions_repeat_the_last_executed_action_with_p():
