@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 28's grid as single runs, WORKERS at a time (default 2): AGENT (preset <agent>-minatar)
-# on GAMEs (default all five), seeds 0-4, 5M env steps each. Run from the repository root:
+# on GAMEs (default all five), SEEDS (default 0-4), or the (game, seed) runs RUNS lists, 5M env
+# steps each. Run from the repository root:
 #   DEADLINE="2026-11-27 21:00" bash docs/results/minatar-5m/run_single.sh reactor Breakout
 # Each run writes runs/minatar-5m/<agent>/<Game>/seed-<k>; the seed-k run is the same
 # experiment as member k of run.sh's `--num-seeds 5 --seed 0` population (member i has seed
@@ -13,9 +14,18 @@ shift
 games=${*:-Breakout Asterix Freeway SpaceInvaders Seaquest}
 workers=${WORKERS:-2}
 seeds=${SEEDS:-0 1 2 3 4} # e.g. SEEDS="2 3 4": the seeds a collected partial/ game still lacks
-# RUNS="Breakout:4 Asterix:0 ...": these (game, seed) runs in this order instead of GAMEs x SEEDS,
-# so that a worker freed by one game's last seed starts the next game's first
+# RUNS="Breakout:4 Asterix:0 ...": these (game, seed) runs, in this order, as one queue, where
+# GAMEs x SEEDS gives every game the same seeds (no GAME argument nor SEEDS with it)
 runs=${RUNS:-}
+if [ -n "$runs" ]; then
+  if [ $# -gt 0 ] || [ -n "${SEEDS:-}" ]; then
+    echo "RUNS lists the runs: give no GAME argument nor SEEDS with it" >&2
+    exit 2
+  fi
+  for run in $runs; do
+    [[ $run =~ ^[A-Za-z]+:[0-9]+$ ]] || { echo "RUNS: '$run' is not Game:seed" >&2; exit 2; }
+  done
+fi
 deadline=$(date -d "${DEADLINE:-+10 years}" +%s)
 export agent deadline
 one() {
