@@ -914,7 +914,9 @@ class Scheduler:
                         del active[name]
                         free.append(launch.slot)
                         status = self._finished(launch, rc)
-                        if status != "done" and tries[name] < self.sweep.retries:
+                        # Only failures: a run that stopped cleanly (its own
+                        # --max-minutes, a stop request) stays stopped.
+                        if status == "failed" and tries[name] < self.sweep.retries:
                             tries[name] += 1
                             pending.append(launch.run)
                             self._record(launch.run)["status"] = "queued"

@@ -56,9 +56,12 @@ def main(argv):
         with open(metrics, "a") as f:
             f.write(f"{step},{step / 100 + run['seed']},{step / 1000}\n")
         (run_dir / "checkpoints" / str(step)).mkdir(parents=True, exist_ok=True)
+        if run["env"] == "Stop-v0":  # stops itself cleanly, as --max-minutes does
+            stop.append("max_minutes=1")
     record["end"], record["to"] = time.time(), step
+    stopped_by = ("signal" if stop[0] == 1 else stop[0]) if stop else "total_steps"
     summary = {"env_steps": step, "eval_return_mean": step / 100, "wall_s": step / 1000,
-               "sps": 1000.0, "stopped_by": "signal" if stop else "total_steps"}  # fmt: skip
+               "sps": 1000.0, "stopped_by": stopped_by}  # fmt: skip
     write_json_atomic(run_dir / "summary.json", summary)
     log(run_dir, {"event": "end", **record})
     lock.close()

@@ -203,6 +203,18 @@ def test_failures_are_reported_and_the_sweep_goes_on(tmp_path, fake, capsys):
     assert "failed" in capsys.readouterr().err
 
 
+def test_a_run_that_stops_itself_is_not_retried(tmp_path, fake):
+    """`retries` resumes failed runs only: a run that ended cleanly before its budget (its
+    own --max-minutes, a stop request) is left stopped, not launched again."""
+    data = spec(tmp_path, envs=["Stop-v0"], seeds=1, retries=2)
+    result = sw.Scheduler(sw.parse_spec(data, validate=False), poll_s=0.02, live=False).run()
+    assert result == {"ppo-Stop-v0-seed0": "stopped"}
+    state = json.loads((tmp_path / "s" / sw.STATE_NAME).read_text())
+    assert [launch["mode"] for launch in state["runs"]["ppo-Stop-v0-seed0"]["launches"]] == [
+        "fresh"
+    ]
+
+
 def test_a_run_folder_linked_out_of_the_sweep_is_refused_and_the_others_go_on(
     tmp_path, fake, capsys
 ):
