@@ -36,6 +36,9 @@ damaged is not "done": a warning names the file and field, and the run is resume
 unfinished one (train's `--resume` then refuses a damaged config.json with one line). A run
 folder that is a symbolic link leading out of the sweep folder is never started (nothing is
 written through it): the run is marked `invalid` with one line, and the others go on.
+Ctrl-C or SIGTERM stops the sweep: no run starts, and the running ones are asked to
+checkpoint and stop (evaluating first, as train does); a second one aborts them (they resume
+from their last checkpoint; the sweep marks them `stopped`).
 Runs die with the sweep: each gets SIGTERM when the sweep process dies (even by kill -9),
 and then checkpoints and stops as on Ctrl-C; a restarted sweep waits for such a run to
 release its folder before resuming it, so no run is ever executed twice at once.
@@ -946,13 +949,23 @@ class Scheduler:
                     display.update(active)
                     time.sleep(self.poll_s)
                 if active:
-                    print(f"stopping {len(active)} run(s); they checkpoint first", file=sys.stderr)
+                    print(
+                        f"stopping {len(active)} run(s); they checkpoint first "
+                        "(stop again to abort them: they resume from their last checkpoint)",
+                        file=sys.stderr,
+                    )
                 for launch in active.values():
                     self.backend.stop(launch.proc)
+                asked = 1  # stop requests passed on to the runs
                 for launch in active.values():
                     while self.backend.poll(launch.proc) is None:
+                        if stop.count > asked:  # a second Ctrl-C / SIGTERM: train aborts
+                            asked = stop.count
+                            print("aborting the runs", file=sys.stderr)
+                            for other in active.values():
+                                self.backend.stop(other.proc)
                         time.sleep(0.2)
-                    self._finished(launch, self.backend.poll(launch.proc))
+                    self._finished(launch, self.backend.poll(launch.proc), asked > 1)
                 self._save()
         finally:
             self._save()
@@ -980,10 +993,10 @@ class Scheduler:
         )
         return Launch(run, slot, mode, proc, time.time(), log)
 
-    def _finished(self, launch: Launch, rc: int) -> str:
+    def _finished(self, launch: Launch, rc: int, aborted: bool = False) -> str:
         rec = self._record(launch.run)
         state = run_state(launch.run.run_dir(self.folder), total_steps=launch.run.total_steps)
-        status = "done" if state == "done" else "stopped" if rc == 0 else "failed"
+        status = "done" if state == "done" else "stopped" if rc == 0 or aborted else "failed"
         rec["launches"][-1].update(rc=rc, ended=time.time())
         rec["status"] = status
         if status == "failed":
@@ -1001,9 +1014,11 @@ def _last_line(log: Path) -> str:
 
 
 class _StopFlag:
-    """SIGTERM / Ctrl-C: stop launching, ask the runs to checkpoint and stop, then exit."""
+    """SIGTERM / Ctrl-C: stop launching, ask the runs to checkpoint and stop, then exit; a
+    second one asks them again, which aborts them (train's convention)."""
 
     requested = False
+    count = 0
 
     def __enter__(self):
         self._old = {s: signal.signal(s, self._on) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -1015,6 +1030,7 @@ class _StopFlag:
 
     def _on(self, signum, frame):
         self.requested = True
+        self.count += 1
 
 
 class _Display:

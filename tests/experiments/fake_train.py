@@ -1,7 +1,8 @@
 """A stand-in for `python -m experiments.train` in the sweep tests (SWEEP_TRAIN_CMD): it
 writes a run folder of the same layout (config.json, metrics.csv, checkpoints/<step>/,
 summary.json) in 500-step iterations of FAKE_STEP_S seconds, holds the run folder's lock,
-resumes from its last checkpoint, stops cleanly on SIGTERM, and appends one line per
+resumes from its last checkpoint, stops cleanly on SIGTERM (in FAKE_FINISH_S; a second
+SIGTERM kills it), and appends one line per
 launch to <sweep>/invocations.jsonl: what the tests audit. With FAKE_OVERLAP=N a launch
 waits (up to 30 s) until N launches have started before it steps, so a test of concurrency
 does not depend on how fast a loaded machine starts processes."""
@@ -44,7 +45,13 @@ def main(argv):
     while started(run_dir) < overlap and time.time() < deadline:
         time.sleep(0.02)
     stop = []
-    signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+
+    def on_term(*_):  # as train: the first SIGTERM stops cleanly, a second one kills
+        stop.append(1)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        log(run_dir, {"event": "term", "run": run_dir.name, "pid": os.getpid()})
+
+    signal.signal(signal.SIGTERM, on_term)
     if run["env"] == "Fail-v0":
         raise SystemExit("error: this env always fails")
     metrics = run_dir / "metrics.csv"
@@ -58,6 +65,8 @@ def main(argv):
         (run_dir / "checkpoints" / str(step)).mkdir(parents=True, exist_ok=True)
         if run["env"] == "Stop-v0":  # stops itself cleanly, as --max-minutes does
             stop.append("max_minutes=1")
+    if stop:  # the last checkpoint and evaluation take FAKE_FINISH_S
+        time.sleep(float(os.environ.get("FAKE_FINISH_S", "0")))
     record["end"], record["to"] = time.time(), step
     stopped_by = ("signal" if stop[0] == 1 else stop[0]) if stop else "total_steps"
     summary = {"env_steps": step, "eval_return_mean": step / 100, "wall_s": step / 1000,

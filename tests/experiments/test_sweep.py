@@ -280,6 +280,45 @@ def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path, fake):
         sw.Scheduler(sweep, live=False).run()
 
 
+# ----------------------------------------------------------------------------- stop, abort
+
+
+@pytest.mark.slow
+def test_a_second_stop_aborts_the_runs_and_a_restart_resumes_them(tmp_path):
+    """SIGTERM to the sweep asks its runs to checkpoint, evaluate and stop; while one takes
+    its time over that (FAKE_FINISH_S), a second SIGTERM aborts it: the sweep exits at once,
+    marks the run stopped, and the next sweep resumes it from its last checkpoint."""
+    (tmp_path / "a.yaml").write_text(
+        f"name: a\nroot: {tmp_path}\nagents: [ppo]\nenvs: [CartPole-v1]\nseeds: 1\n"
+        "set: {total_steps: 6000}\n"
+    )
+    env = {**os.environ, "SWEEP_TRAIN_CMD": f"{sys.executable} {FAKE}", "FAKE_STEP_S": "0.2",
+           "FAKE_FINISH_S": "120", "PYTHONPATH": str(REPO)}  # fmt: skip
+    cmd = [sys.executable, "-m", "experiments.sweep", str(tmp_path / "a.yaml"), "--no-live"]
+    folder, deadline = tmp_path / "a", time.time() + 60
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL)
+    checkpoints = folder / "ppo-CartPole-v1-seed0" / "checkpoints"
+    while not (checkpoints.exists() and any(checkpoints.iterdir())):
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    while not any(r["event"] == "term" for r in invocations(folder)):  # passed on to the run
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 1  # not all done; and not after the run's 120 s
+    state = json.loads((folder / sw.STATE_NAME).read_text())
+    assert state["runs"]["ppo-CartPole-v1-seed0"]["status"] == "stopped"
+    assert not (folder / "ppo-CartPole-v1-seed0" / "summary.json").exists()  # killed first
+    env["FAKE_FINISH_S"] = "0"
+    result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    starts = [r for r in invocations(folder) if r["event"] == "start"]
+    assert [r["mode"] for r in starts] == ["fresh", "resume"] and starts[1]["from"] > 0
+    ends = [r for r in invocations(folder) if r["event"] == "end"]
+    assert [r["to"] for r in ends] == [6000]  # the aborted launch never logged an end
+
+
 # ----------------------------------------------------------------------------- kill -9
 
 
