@@ -1158,7 +1158,8 @@ def too_big(sweep: Sweep) -> str | None:
 
 
 def dry_run(sweep: Sweep) -> dict:
-    """Print the grid's size at once, then each run's state and command line as it is made
+    """Print the grid's size at once, then each run's state and the command line a launch would
+    run (`--resume` for a partial run) as it is made
     (checked first when `sweep.check_each`): a grid of any size starts printing at once.
     Returns {name: "invalid"} of the runs train's parser refuses."""
     runs = sweep.runs
@@ -1181,7 +1182,8 @@ def dry_run(sweep: Sweep) -> dict:
                 except SpecError as err:
                     state, refused[run.name] = "invalid", "invalid"
                     print(f"error: {err}", file=sys.stderr)
-            print(f"{state:8s} {' '.join(train_argv(run, run_dir, False)[3:])}")
+            argv = train_argv(run, run_dir, state == "partial")  # what a launch would run
+            print(f"{state:8s} {' '.join(argv[3:])}")
         sys.stdout.flush()
     except BrokenPipeError:  # `--dry-run | head`: the reader has seen enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -1237,7 +1239,11 @@ def main(argv: list[str] | None = None) -> dict:
                    help="submitit's LocalExecutor instead of SLURM (for testing)")  # fmt: skip
     p.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
                    help="submitit parameter, e.g. slurm_partition=gpu")  # fmt: skip
-    p.add_argument("--dry-run", action="store_true", help="print the runs and their state")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print each run's state and the command a launch would run (fresh or --resume)",
+    )
     p.add_argument("--no-live", action="store_true", help="no live table (event lines)")
     ns = p.parse_args(argv)
     try:

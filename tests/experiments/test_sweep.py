@@ -118,6 +118,19 @@ def test_cli_form(tmp_path, capsys):
         sw.main(["--agents", "ppo", "--envs", "CartPole-v1", "--set", "bogus=1", "--dry-run"])
 
 
+def test_dry_run_shows_the_resume_command_of_a_partial_run(tmp_path, capsys):
+    argv = ["--agents", "ppo", "--envs", "CartPole-v1", "--seeds", "2", "--set",
+            "total_steps=2000", "--name", "d", "--root", str(tmp_path), "--dry-run"]  # fmt: skip
+    partial = tmp_path / "d" / "ppo-CartPole-v1-seed1"
+    partial.mkdir(parents=True)
+    (partial / "config.json").write_text(json.dumps({"run": {"total_steps": 2000}}))
+    sw.main(argv)
+    _, fresh, resumed = capsys.readouterr().out.splitlines()
+    assert fresh.startswith("new") and "--agent ppo" in fresh and "--resume" not in fresh
+    assert resumed.startswith("partial") and f"--resume {partial} " in resumed
+    assert "--agent" not in resumed and "--total-steps 2000" in resumed
+
+
 def test_seeds_flag_overrides_a_spec_files_seeds(tmp_path, capsys):
     """--seeds with a SPEC file replaces the spec's seeds (as --name and --slots do), rather
     than being read only by the CLI form and silently ignored."""
