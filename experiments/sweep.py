@@ -1158,10 +1158,10 @@ def too_big(sweep: Sweep) -> str | None:
 
 
 def dry_run(sweep: Sweep) -> dict:
-    """Print the grid's size at once, then each run's state and the command line a launch would
-    run (`--resume` for a partial run) as it is made
-    (checked first when `sweep.check_each`): a grid of any size starts printing at once.
-    Returns {name: "invalid"} of the runs train's parser refuses."""
+    """Print the grid's size at once, then each run's state and the command line a launch
+    would run (`--resume` for a partial run) as it is made (checked first when
+    `sweep.check_each`): a grid of any size starts printing at once. Returns
+    {name: "invalid"} of the runs train's parser refuses."""
     runs = sweep.runs
     shape = f" ({runs.shape()})" if isinstance(runs, RunGrid) else ""
     refused = {}
