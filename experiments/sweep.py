@@ -19,7 +19,8 @@ seeds: 3                   # or a list: [0, 5, 7]
 set: {total_steps: 20000}  # flags of experiments.train (run options or agent config)
 grid: {lr: [0.001, 0.0003]}   # optional: one run per combination
 slots: 2                   # runs at a time
-cpus: auto                 # pin each slot to its share of the cores, or [[0], [1]], or none
+cpus: auto                 # pin each slot to its share of the cores (one each, in turn, when
+                           # slots outnumber them), or [[0], [1]], or none
 devices: [0, 1]            # slot i sees only device devices[i % len] (CUDA_VISIBLE_DEVICES)
 retries: 0                 # resume a failed run up to this many times within the sweep
 ```
@@ -225,8 +226,7 @@ class Sweep:
         return Path(self.root) / self.name
 
     def slot_env(self, slot: int) -> dict[str, str]:
-        """Environment variables of a process in `slot`: its device, and one BLAS/XLA thread
-        pool sized to its cores."""
+        """Environment variables of a process in `slot`: the device it sees (`device_env`)."""
         env = {}
         if self.devices:
             env[self.device_env] = self.devices[slot % len(self.devices)]
@@ -314,10 +314,12 @@ def _cpus(value, slots: int) -> tuple[tuple[int, ...], ...] | None:
     if value is None or value is False or value == "none":
         return None
     available = sorted(os.sched_getaffinity(0))
-    if value is True or value == "auto":
-        per = max(1, len(available) // slots)
-        groups = [available[i * per : (i + 1) * per] or available for i in range(slots)]
-        return tuple(tuple(g) for g in groups)
+    if value is True or value == "auto":  # every core used, no core shared unevenly
+        n = len(available)
+        if slots >= n:  # one core each, in turn
+            return tuple((available[i % n],) for i in range(slots))
+        bounds = [round(i * n / slots) for i in range(slots + 1)]
+        return tuple(tuple(available[bounds[i] : bounds[i + 1]]) for i in range(slots))
     ok = isinstance(value, list) and value and all(isinstance(g, list) and g for g in value)
     _need(bool(ok), "cpus", f"must be 'auto', 'none' or a list of core lists, got {value!r}")
     for i, group in enumerate(value):

@@ -284,6 +284,18 @@ def test_auto_cpus_split_the_cores():
     assert sorted(c for g in groups for c in g) == cores and all(len(g) == 1 for g in groups)
 
 
+@pytest.mark.parametrize(
+    "slots, expected",
+    [(1, [[3, 5, 8, 9, 12]]), (2, [[3, 5], [8, 9, 12]]), (3, [[3, 5], [8], [9, 12]]),
+     (5, [[3], [5], [8], [9], [12]]), (7, [[3], [5], [8], [9], [12], [3], [5]])],
+)  # fmt: skip
+def test_auto_cpus_use_every_core_and_share_them_evenly(monkeypatch, slots, expected):
+    """5 cores: slots get contiguous shares that differ by at most one core, none left
+    idle; more slots than cores: one core each, in turn (no slot floats over all cores)."""
+    monkeypatch.setattr(sw.os, "sched_getaffinity", lambda pid: {12, 3, 9, 5, 8})
+    assert [list(g) for g in sw._cpus("auto", slots)] == expected
+
+
 def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path, fake):
     sweep = sw.parse_spec(spec(tmp_path), validate=False)
     sweep.folder.mkdir(parents=True)
