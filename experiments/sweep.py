@@ -21,7 +21,8 @@ grid: {lr: [0.001, 0.0003]}   # optional: one run per combination
 slots: 2                   # runs at a time
 cpus: auto                 # pin each slot to its share of the cores (one each, in turn, when
                            # slots outnumber them), or [[0], [1]], or none
-devices: [0, 1]            # slot i sees only device devices[i % len] (CUDA_VISIBLE_DEVICES)
+devices: [0, 1]            # slot i sees only device devices[i % len] (CUDA_VISIBLE_DEVICES;
+                           # ids as the driver numbers them, within the sweep's own mask)
 retries: 0                 # resume a failed run up to this many times within the sweep
 ```
 
@@ -670,6 +671,23 @@ class Launch:
     log: Path
 
 
+def check_local_devices(sweep: Sweep, environ) -> None:
+    """A local sweep's `devices` are ids as the driver numbers them, given to each slot in
+    `device_env`: where this process's own `device_env` already narrows the devices, each
+    one must be among those (a SpecError naming the first that is not)."""
+    parent = environ.get(sweep.device_env, "").strip()
+    if not sweep.devices or not parent:
+        return
+    allowed = {d.strip() for d in parent.split(",")}
+    for i, entry in enumerate(sweep.devices):
+        outside = [d.strip() for d in entry.split(",") if d.strip() not in allowed]
+        if outside:
+            raise SpecError(
+                f"devices[{i}]: {','.join(outside)} is not among this process's "
+                f"{sweep.device_env}={parent} (slots get the ids as the driver numbers them)"
+            )
+
+
 class LocalBackend:
     """Runs go to `slots` child processes of this one."""
 
@@ -1270,6 +1288,7 @@ def main(argv: list[str] | None = None) -> dict:
                 raise SpecError("--submitit-local needs --backend submitit")
             if ns.slurm:
                 raise SpecError("--slurm needs --backend submitit")
+            check_local_devices(sweep, os.environ)
         if ns.backend == "submitit":
             backend = SubmititBackend(sweep, ns.submitit_local, parse_set(ns.slurm, "--slurm"))
     except SpecError as err:

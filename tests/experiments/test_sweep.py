@@ -278,6 +278,19 @@ def test_slots_bound_concurrency_and_pin_cores_and_devices(tmp_path, fake, monke
         assert got["device"] == ("3" if launch["slot"] == 0 else "7")
 
 
+def test_local_devices_must_lie_within_the_sweeps_own_device_mask(tmp_path, capsys, monkeypatch):
+    sweep = sw.parse_spec({**spec(tmp_path), "devices": ["2", "3,5"]}, validate=False)
+    sw.check_local_devices(sweep, {})  # no mask: any id
+    sw.check_local_devices(sweep, {"CUDA_VISIBLE_DEVICES": "2,3,5"})
+    with pytest.raises(sw.SpecError, match=r"devices\[1\]: 5 is not among .*=2,3 \("):
+        sw.check_local_devices(sweep, {"CUDA_VISIBLE_DEVICES": "2,3"})
+    spec_file = tmp_path / "d.yaml"
+    spec_file.write_text("agents: [ppo]\nenvs: [CartPole-v1]\ndevices: [0, 1]\n")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    message = one_line_exit(sw.main, [str(spec_file), "--root", str(tmp_path)], capsys)
+    assert "devices[0]: 0 is not among this process's CUDA_VISIBLE_DEVICES=1" in message
+
+
 def test_auto_cpus_split_the_cores():
     cores = sorted(os.sched_getaffinity(0))
     groups = sw._cpus("auto", len(cores))
