@@ -226,11 +226,25 @@ class Sweep:
     def folder(self) -> Path:
         return Path(self.root) / self.name
 
-    def slot_env(self, slot: int) -> dict[str, str]:
-        """Environment variables of a process in `slot`: the device it sees (`device_env`)."""
+    def slot_env(self, slot: int, environ=os.environ, one_machine: bool = True) -> dict[str, str]:
+        """Environment variables of a process in `slot`: the device it sees (`device_env`),
+        and, where the slots run on `one_machine` and k > 1 of them see the same devices (the
+        same `devices` entry, or all of them without `devices`), a share 0.9 / k of an
+        accelerator's memory (`XLA_PYTHON_CLIENT_MEM_FRACTION`; JAX takes 0.75 of it per
+        process otherwise, so a second process runs out), unless the sweep's own environment
+        sets JAX's memory allocation. No effect on the CPU."""
         env = {}
-        if self.devices:
-            env[self.device_env] = self.devices[slot % len(self.devices)]
+        entry = self.devices[slot % len(self.devices)] if self.devices else None
+        if entry is not None:
+            env[self.device_env] = entry
+        sharing = sum(
+            1 for s in range(self.slots)
+            if entry is None or self.devices[s % len(self.devices)] == entry
+        )  # fmt: skip
+        own = ("XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_PREALLOCATE",
+               "XLA_PYTHON_CLIENT_ALLOCATOR")  # fmt: skip
+        if one_machine and sharing > 1 and not any(name in environ for name in own):
+            env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{0.9 / sharing:.3f}"
         return env
 
     def slot_cpus(self, slot: int) -> tuple[int, ...] | None:
@@ -759,6 +773,7 @@ class SubmititBackend:
 
         self.sweep = sweep
         self._make = submitit.LocalExecutor if local else submitit.AutoExecutor
+        self._local = local  # SLURM jobs get devices of their own
         self._parameters = dict(parameters or {})
         self._executor = None
         with tempfile.TemporaryDirectory() as scratch:  # the parameters, checked up front
@@ -784,7 +799,7 @@ class SubmititBackend:
             train_argv(run, run_dir, False),
             train_argv(run, run_dir, True),
             str(run_dir),
-            self.sweep.slot_env(slot),
+            self.sweep.slot_env(slot, one_machine=self._local),
             run.total_steps,
         )
         return self.executor.submit(job)

@@ -291,6 +291,25 @@ def test_local_devices_must_lie_within_the_sweeps_own_device_mask(tmp_path, caps
     assert "devices[0]: 0 is not among this process's CUDA_VISIBLE_DEVICES=1" in message
 
 
+def test_slots_that_share_a_device_share_its_memory(tmp_path):
+    frac = "XLA_PYTHON_CLIENT_MEM_FRACTION"
+    one = sw.parse_spec({**spec(tmp_path), "slots": 1}, validate=False)
+    assert one.slot_env(0, {}) == {}  # alone: JAX's default
+    three = sw.parse_spec({**spec(tmp_path), "slots": 3}, validate=False)
+    assert [three.slot_env(s, {}) for s in range(3)] == [{frac: "0.300"}] * 3  # all see all
+    paired = sw.parse_spec(
+        {**spec(tmp_path), "slots": 3, "devices": ["0", "1", "0"]}, validate=False
+    )
+    assert [paired.slot_env(s, {}) for s in range(3)] == [
+        {"CUDA_VISIBLE_DEVICES": "0", frac: "0.450"},
+        {"CUDA_VISIBLE_DEVICES": "1"},
+        {"CUDA_VISIBLE_DEVICES": "0", frac: "0.450"},
+    ]
+    mine = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}  # the user's choice stands
+    assert paired.slot_env(0, mine) == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert three.slot_env(0, {}, one_machine=False) == {}  # SLURM: an allocation each
+
+
 def test_auto_cpus_split_the_cores():
     cores = sorted(os.sched_getaffinity(0))
     groups = sw._cpus("auto", len(cores))
