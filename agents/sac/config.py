@@ -45,7 +45,9 @@ class SACConfig(OffPolicyConfig):
     """How the actor combines the N critics: "min" (SAC) or "mean" (REDQ)."""
     target: str = "n-step"
     """Critic targets: "n-step" (n = --n-step; 1 is SAC's one-step target) or "vtrace"
-    (V-trace over the n steps after the sampled one, with the stored behaviour log-probs)."""
+    (V-trace over the n steps after the sampled one, with the stored behaviour log-probs, on
+    soft values: each of those steps' rewards carries its action's entropy bonus
+    −α log π(a|x), since 2026-11-29)."""
     overwrite_mu: bool = False
     """V-trace: after each update overwrite the stored behaviour log-probs of the sampled
     steps with the current policy's (as the Advanced-SAC seed does)."""

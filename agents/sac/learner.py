@@ -225,7 +225,12 @@ class SACLearner:
                 # its targets unchanged and keeps ρ (and the rho_mean metric) finite.
                 log_mu = self.behaviour_log_prob(batch.action[1:], _tail(batch.mu))
                 rho = jnp.exp(jnp.minimum(logp - log_mu, LOG_RHO_MAX))
-                out = losses.vtrace(v[:-1], v[-1], r[1:], d[1:], sg(rho), mask_t=mask[1:])
+                # Soft V-trace: V_soft(x) = E_π[r − α log π + γ V_soft(x')], so each step's
+                # reward carries the entropy bonus of its action, −α log π(a_s|x_s); without
+                # it the targets' on-policy fixed point is short by α·H per step. Weighted
+                # by ρ = π/μ, it vanishes with π where an action is unlikely.
+                soft_r = r[1:] - alpha * logp
+                out = losses.vtrace(v[:-1], v[-1], soft_r, d[1:], sg(rho), mask_t=mask[1:])
                 vs1 = out.vs[0]
                 rho_mean = jnp.sum(mask[1:] * rho) / jnp.maximum(jnp.sum(mask[1:]), 1.0)
             return sg(r[0] + d[0] * vs1), sg(rho_mean)

@@ -119,7 +119,10 @@ class _KnownValues:
         return obs[..., 1] / 10.0
 
 
-def _reference(stream, env, pos, n, vtrace):
+def _reference(stream, env, pos, n, vtrace, alpha=0.0):
+    """The target of the step at `pos`: n-step, or V-trace on soft values, where V_soft(x) =
+    E_π[r − α log π(a|x) + γ V_soft(x')] gives each traced step the entropy bonus of its
+    action (Haarnoja et al. 2018, arXiv:1801.01290 eq. 3, in IMPALA's eq. 1)."""
     obs, reward, discount, mask, logmu = stream
     V = lambda s: obs[env, s, 0] / 100.0  # noqa: E731
     t = pos
@@ -139,7 +142,8 @@ def _reference(stream, env, pos, n, vtrace):
             continue
         with np.errstate(over="ignore"):  # exp(10⁶) = inf, truncated to 1
             rho = min(1.0, np.exp(obs[env, s, 1] / 10.0 - logmu[env, s]))
-        delta = rho * (reward[env, s] + discount[env, s] * V(s + 1) - V(s))
+        soft_reward = reward[env, s] - alpha * obs[env, s, 1] / 10.0  # log π(a|x) = x[1]/10
+        delta = rho * (soft_reward + discount[env, s] * V(s + 1) - V(s))
         vs = V(s) + delta + discount[env, s] * rho * (vs - V(s + 1))
     return reward[env, t] + discount[env, t] * vs
 
@@ -164,9 +168,11 @@ def test_sampled_windows_match_the_stream(pendulum):
     np.testing.assert_array_equal(np.asarray(batch.obs[0, :, 0]), stream[0][env, pos, 0])
     mask = stream[3]
     learnt = mask[env, pos] > 0
+    alpha = float(np.exp(state.learner.log_alpha))
     want = np.array(
-        [_reference(stream, e, p, n, target == "vtrace") for e, p in zip(env, pos, strict=True)]
-    )
+        [_reference(stream, e, p, n, target == "vtrace", alpha)
+         for e, p in zip(env, pos, strict=True)]
+    )  # fmt: skip
     np.testing.assert_allclose(np.asarray(y)[learnt], want[learnt], rtol=1e-5, atol=1e-5)
     for k in range(n):
         np.testing.assert_array_equal(np.asarray(batch.reward[k]), stream[1][env, pos + k])
@@ -213,9 +219,11 @@ def test_window_targets_see_terminations_and_truncations(pendulum, target, n, fa
     assert np.isfinite(np.asarray(rho_mean))  # logged, and checked to be finite, per update
     pos = slot * 4 + offset
     mask, discount = stream[3], stream[2]
+    alpha = float(np.exp(state.learner.log_alpha))
     want = np.array(
-        [_reference(stream, e, p, n, target == "vtrace") for e, p in zip(env, pos, strict=True)]
-    )
+        [_reference(stream, e, p, n, target == "vtrace", alpha)
+         for e, p in zip(env, pos, strict=True)]
+    )  # fmt: skip
     learnt = mask[env, pos] > 0
     np.testing.assert_allclose(np.asarray(y)[learnt], want[learnt], rtol=1e-5, atol=1e-5)
     assert (discount[env, pos][learnt] == 0).any()  # terminations among them
