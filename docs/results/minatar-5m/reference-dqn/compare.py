@@ -1,0 +1,85 @@
+"""The MinAtar paper's own DQN script against ours on Breakout, at the same env steps.
+
+    python docs/results/minatar-5m/reference-dqn/compare.py
+
+Reads `breakout-seed<k>.csv` here (one row per finished training episode of the paper's
+script: the frame it ended at and its return; see README.md for how they were made) and our
+`dqn-minatar` runs' metrics.csv (`return_mean`: the mean of the last 100 finished training
+episodes), and prints, at each frame of `AT`, the mean return of the last 100 episodes
+finished by then for both, and draws both curves to `breakout.png`.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import pathlib
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+HERE = pathlib.Path(__file__).parent
+OURS = HERE.parent / "partial" / "dqn" / "Breakout"
+AT = (100_000, 250_000, 500_000, 750_000, 1_000_000, 1_250_000, 1_500_000)
+REFERENCE_FRAMES = 1_500_000  # each reference run's budget (README, Command): its CSV ends at
+# its last finished episode, a few frames short of it
+SPAN = (1_000_000, 1_500_000)  # also: the window's mean over these frames, every 10k frames
+
+
+def span_mean(frames: np.ndarray, values: np.ndarray, end: int) -> str:
+    """The trailing window's mean over SPAN, read every 10k frames (less noisy than a point)."""
+    if end < SPAN[1]:
+        return ""
+    grid = np.arange(SPAN[0], SPAN[1] + 1, 10_000)
+    last = np.searchsorted(frames, grid, side="right") - 1  # the last episode done by then
+    return f"{values[last].mean():.1f}"
+
+
+def reference(path: pathlib.Path) -> tuple[np.ndarray, np.ndarray, int]:
+    """Frames, the trailing 100-episode mean return after each finished episode, frames run."""
+    rows = list(csv.DictReader(open(path)))
+    frames = np.array([int(r["frame"]) for r in rows])
+    returns = np.array([float(r["return"]) for r in rows])
+    window = np.array([returns[max(0, i - 99) : i + 1].mean() for i in range(len(returns))])
+    return frames, window, REFERENCE_FRAMES
+
+
+def ours(run: pathlib.Path) -> tuple[np.ndarray, np.ndarray, int]:
+    rows = list(csv.DictReader(open(run / "metrics.csv")))
+    steps = np.array([float(r["env_steps"]) for r in rows])
+    window = np.array([float(r["return_mean"] or "nan") for r in rows])
+    return steps[np.isfinite(window)], window[np.isfinite(window)], int(steps[-1])
+
+
+def at(frames: np.ndarray, values: np.ndarray, end: int, frame: int) -> str:
+    """The window after the last episode finished by `frame`; blank past the run's end."""
+    done = np.flatnonzero(frames <= frame)
+    return "" if end < frame or not len(done) else f"{values[done[-1]]:.1f}"
+
+
+def main() -> None:
+    curves = {f"paper's script, seed {p.stem.split('seed')[-1]}": reference(p)
+              for p in sorted(HERE.glob("breakout-seed*.csv"))}  # fmt: skip
+    for run in sorted(glob.glob(str(OURS / "seed-*"))):
+        curves[f"ours, {pathlib.Path(run).name}"] = ours(pathlib.Path(run))
+    span = f"mean {SPAN[0] / 1e6:g}-{SPAN[1] / 1e6:g}M"
+    print("| run | " + " | ".join(f"{f / 1e6:g}M" for f in AT) + f" | {span} |")
+    print("|---|" + "---|" * (len(AT) + 1))
+    for name, (frames, values, end) in curves.items():
+        cells = [at(frames, values, end, f) for f in AT] + [span_mean(frames, values, end)]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, (frames, values, _) in curves.items():
+        ax.plot(frames / 1e6, values, label=name, ls="-" if "paper" in name else "--")
+    ax.set(xlabel="env steps (millions)", ylabel="training return, last 100 episodes",
+           title="Breakout, DQN: the MinAtar paper's script and dqn-minatar")  # fmt: skip
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(HERE / "breakout.png", dpi=120)
+
+
+if __name__ == "__main__":
+    main()
