@@ -46,8 +46,9 @@ class SACConfig(OffPolicyConfig):
     target: str = "n-step"
     """Critic targets: "n-step" (n = --n-step; 1 is SAC's one-step target) or "vtrace"
     (V-trace over the n steps after the sampled one, with the stored behaviour log-probs, on
-    soft values: each of those steps' rewards carries its action's entropy bonus
-    −α log π(a|x), since 2026-11-29)."""
+    soft values: each of those steps' rewards carries the entropy bonus α H(π(·|x)),
+    estimated by −α log π(a'|x) of the fresh action a' ~ π that the soft value draws; since
+    2026-11-29)."""
     overwrite_mu: bool = False
     """V-trace: after each update overwrite the stored behaviour log-probs of the sampled
     steps with the current policy's (as the Advanced-SAC seed does)."""

@@ -225,11 +225,16 @@ class SACLearner:
                 # its targets unchanged and keeps ρ (and the rho_mean metric) finite.
                 log_mu = self.behaviour_log_prob(batch.action[1:], _tail(batch.mu))
                 rho = jnp.exp(jnp.minimum(logp - log_mu, LOG_RHO_MAX))
-                # Soft V-trace: V_soft(x) = E_π[r − α log π + γ V_soft(x')], so each step's
-                # reward carries the entropy bonus of its action, −α log π(a_s|x_s); without
-                # it the targets' on-policy fixed point is short by α·H per step. Weighted
-                # by ρ = π/μ, it vanishes with π where an action is unlikely.
-                soft_r = r[1:] - alpha * logp
+                # Soft V-trace: V_soft(x) = E_π[r − α log π(a|x) + γ V_soft(x')], so each
+                # traced step's reward carries the entropy bonus α H(π(·|x_s)); without it the
+                # targets' on-policy fixed point is short by α·H per step. H is estimated as
+                # V_soft's own: −log π(a'_s|x_s) of the fresh a'_s ~ π (exact when discrete),
+                # so δ_s = ρ_s (r_s + γ V_soft(x_{s+1}) − min Q'(x_s, a'_s)). Not −log π of the
+                # stored action: that is unbiased only where μ is the true behaviour density;
+                # under --overwrite-mu (μ a recent π, ρ ≈ 1 for any replayed action) an old
+                # action deep in π's tail brings a bonus of tens per step, and Q diverged
+                # (docs/results/sac-overwrite-mu/).
+                soft_r = r[1:] - alpha * logp_next[:-1]
                 out = losses.vtrace(v[:-1], v[-1], soft_r, d[1:], sg(rho), mask_t=mask[1:])
                 vs1 = out.vs[0]
                 rho_mean = jnp.sum(mask[1:] * rho) / jnp.maximum(jnp.sum(mask[1:]), 1.0)

@@ -107,24 +107,27 @@ def _fill(agent, state, stream, iterations):
 
 
 class _KnownValues:
-    """Soft value V(x) = x[0] / 100 (no entropy term), log π(a|x) = x[1] / 10."""
+    """min Q'(x, a') = x[0] / 100 and log π(a'|x) = x[2] / 10 at the fresh action a' ~ π (so
+    V_soft(x) = x[0] / 100 − α x[2] / 10); log π(a|x) = x[1] / 10 at the stored action."""
 
     def __init__(self, learner):
         self.learner = learner
 
     def soft_value_parts(self, actor, critic, obs, key, members, alpha):
-        return obs[..., 0] / 100.0, jnp.zeros(obs.shape[:-1])
+        return obs[..., 0] / 100.0, obs[..., 2] / 10.0
 
     def log_prob(self, actor, obs, action, mu):
         return obs[..., 1] / 10.0
 
 
-def _reference(stream, env, pos, n, vtrace, alpha=0.0):
+def _reference(stream, env, pos, n, vtrace, alpha):
     """The target of the step at `pos`: n-step, or V-trace on soft values, where V_soft(x) =
-    E_π[r − α log π(a|x) + γ V_soft(x')] gives each traced step the entropy bonus of its
-    action (Haarnoja et al. 2018, arXiv:1801.01290 eq. 3, in IMPALA's eq. 1)."""
+    E_π[r − α log π(a|x) + γ V_soft(x')] (Haarnoja et al. 2018, arXiv:1801.01290 eq. 3, in
+    IMPALA's eq. 1) gives each traced step the entropy bonus α H(π(·|x)), H estimated as in
+    V_soft, by −log π(a'|x) of the fresh action (_KnownValues)."""
     obs, reward, discount, mask, logmu = stream
-    V = lambda s: obs[env, s, 0] / 100.0  # noqa: E731
+    logp_fresh = lambda s: obs[env, s, 2] / 10.0  # noqa: E731
+    V = lambda s: obs[env, s, 0] / 100.0 - alpha * logp_fresh(s)  # noqa: E731
     t = pos
     if not vtrace:
         g, disc = 0.0, 1.0
@@ -142,7 +145,7 @@ def _reference(stream, env, pos, n, vtrace, alpha=0.0):
             continue
         with np.errstate(over="ignore"):  # exp(10⁶) = inf, truncated to 1
             rho = min(1.0, np.exp(obs[env, s, 1] / 10.0 - logmu[env, s]))
-        soft_reward = reward[env, s] - alpha * obs[env, s, 1] / 10.0  # log π(a|x) = x[1]/10
+        soft_reward = reward[env, s] - alpha * logp_fresh(s)
         delta = rho * (soft_reward + discount[env, s] * V(s + 1) - V(s))
         vs = V(s) + delta + discount[env, s] * rho * (vs - V(s + 1))
     return reward[env, t] + discount[env, t] * vs
