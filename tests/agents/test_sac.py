@@ -234,6 +234,61 @@ def test_window_targets_see_terminations_and_truncations(pendulum, target, n, fa
     assert truncated[learnt].any()
 
 
+def test_discrete_vtrace_targets_match_the_soft_bellman_reference():
+    """Discrete SAC, real actor and target critics: V-trace on soft values, V_soft(x) =
+    Σ_a π(a|x) (min Q'(x, a) − α log π(a|x)), each traced step's reward carrying the exact
+    entropy bonus α H(π(·|x)), ρ = min(1, π(a|x)/μ(a|x)) from the stored μ; terminations,
+    masked (reset) steps and far-off μ among the windows. The reference is NumPy from the
+    networks' raw outputs."""
+    from agents.core.learning import TraceBatch
+
+    env = make_env("CartPole-v1", 2, 0)
+    n, B, A = 4, 64, 2
+    agent = SACAgent(SACConfig(**TINY, n_step=n, target="vtrace", discount=GAMMA), env)
+    state = agent.init(jax.random.PRNGKey(0))
+    state = state._replace(learner=state.learner._replace(log_alpha=jnp.log(jnp.float32(0.7))))
+    rng = np.random.default_rng(5)
+    obs = rng.normal(size=(n + 1, B, 4)).astype(np.float32) * 2.0
+    action = rng.integers(0, A, (n, B)).astype(np.int32)
+    mu = rng.dirichlet([0.3, 0.3], (n, B)).astype(np.float32)  # some μ(a|x) near 0 and 1
+    reward = rng.normal(size=(n, B)).astype(np.float32)
+    discount = np.where(rng.random((n, B)) < 0.2, 0.0, GAMMA).astype(np.float32)
+    mask = (rng.random((n, B)) > 0.15).astype(np.float32)
+    mask[0] = 1.0  # step 0 is the learnt one
+    batch = TraceBatch(
+        obs=jnp.asarray(obs), first=jnp.zeros((n + 1, B), bool), action=jnp.asarray(action),
+        mu=jnp.asarray(mu), reward=jnp.asarray(reward), discount=jnp.asarray(discount),
+        mask=jnp.asarray(mask), core_state=(), is_weight=jnp.ones(B),
+    )  # fmt: skip
+    members = jnp.arange(2)
+    y, _ = agent.learner.targets(state.learner, batch, jax.random.PRNGKey(1), members)
+
+    learner = agent.learner
+    logits = np.asarray(learner.actor.apply(state.learner.params["actor"], obs), np.float64)
+    q = np.asarray(learner.critic.apply(state.learner.target_critic, obs), np.float64)
+    q_min = q[:2].min(0)  # [n+1, B, A]
+    z = logits - logits.max(-1, keepdims=True)
+    log_pi = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    pi = np.exp(log_pi)
+    alpha = 0.7
+    V = (pi * (q_min - alpha * log_pi)).sum(-1)  # [n+1, B]
+    H = -(pi * log_pi).sum(-1)
+    want = np.zeros(B)
+    for b in range(B):
+        vs = V[n, b]
+        for s in range(n - 1, 0, -1):
+            if mask[s, b] == 0:  # x_s begins a new episode: the trace is cut there
+                vs = V[s, b]
+                continue
+            a = action[s, b]
+            rho = min(1.0, pi[s, b, a] / mu[s, b, a])
+            delta = rho * (reward[s, b] + alpha * H[s, b] + discount[s, b] * V[s + 1, b] - V[s, b])
+            vs = V[s, b] + delta + discount[s, b] * rho * (vs - V[s + 1, b])
+        want[b] = reward[0, b] + discount[0, b] * vs
+    np.testing.assert_allclose(np.asarray(y), want, rtol=1e-4, atol=1e-4)
+    assert (discount[1:] == 0).any() and (mask[1:] == 0).any()
+
+
 # --------------------------------------------------------------------------- PER
 
 
