@@ -24,8 +24,10 @@ import numpy as np
 HERE = pathlib.Path(__file__).parent
 OURS = HERE.parent / "partial" / "dqn" / "Breakout"
 AT = (100_000, 250_000, 500_000, 750_000, 1_000_000, 1_250_000, 1_500_000)
-REFERENCE_FRAMES = 1_500_000  # each reference run's budget (README, Command): its CSV ends at
-# its last finished episode, a few frames short of it
+REFERENCE_FRAMES = 1_500_000  # each reference run's budget (README, Command): a finished run's
+# CSV ends at its last finished episode, a few frames short of it; one stopped earlier (a
+# session's end) ends more than an episode short (MAX_EPISODE) and counts up to its last row
+MAX_EPISODE = 5_000
 SPAN = (1_000_000, 1_500_000)  # also: the window's mean over these frames, every 10k frames
 
 
@@ -44,7 +46,8 @@ def reference(path: pathlib.Path) -> tuple[np.ndarray, np.ndarray, int]:
     frames = np.array([int(r["frame"]) for r in rows])
     returns = np.array([float(r["return"]) for r in rows])
     window = np.array([returns[max(0, i - 99) : i + 1].mean() for i in range(len(returns))])
-    return frames, window, REFERENCE_FRAMES
+    finished = frames[-1] >= REFERENCE_FRAMES - MAX_EPISODE
+    return frames, window, REFERENCE_FRAMES if finished else int(frames[-1])
 
 
 def ours(run: pathlib.Path) -> tuple[np.ndarray, np.ndarray, int]:
@@ -72,8 +75,15 @@ def main() -> None:
         cells = [at(frames, values, end, f) for f in AT] + [span_mean(frames, values, end)]
         print(f"| {name} | " + " | ".join(cells) + " |")
     fig, ax = plt.subplots(figsize=(7, 4))
-    for name, (frames, values, _) in curves.items():
-        ax.plot(frames / 1e6, values, label=name, ls="-" if "paper" in name else "--")
+    # ours thin and under, the script's thick and on top, up to its budget (ours run to 5M)
+    script_colours = iter(["black", "firebrick", "darkorange", "navy"])
+    for name, (frames, values, _) in sorted(curves.items(), key=lambda kv: "paper" in kv[0]):
+        keep = frames <= REFERENCE_FRAMES * 1.05
+        if "paper" in name:
+            style = dict(lw=1.4, color=next(script_colours, None))
+        else:
+            style = dict(lw=0.6, alpha=0.6)
+        ax.plot(frames[keep] / 1e6, values[keep], label=name, **style)
     ax.set(xlabel="env steps (millions)", ylabel="training return, last 100 episodes",
            title="Breakout, DQN: the MinAtar paper's script and dqn-minatar")  # fmt: skip
     ax.legend(fontsize=7)
