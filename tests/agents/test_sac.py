@@ -120,6 +120,20 @@ class _KnownValues:
         return obs[..., 1] / 10.0
 
 
+def _vtrace_np(V, soft_r, rho, discount, mask, n):
+    """V-trace (IMPALA eq. 1, ρ̄ = c̄ = 1) of x_1 in a window of n steps: over the traced steps
+    s = n−1 .. 1, bootstrapped at V[n]; a masked step (x_s begins a new episode) cuts the
+    trace there. Every argument is indexed by the window's step s = 0 .. n (V) or 0 .. n−1."""
+    vs = V[n]
+    for s in range(n - 1, 0, -1):
+        if mask[s] == 0:
+            vs = V[s]
+            continue
+        delta = rho[s] * (soft_r[s] + discount[s] * V[s + 1] - V[s])
+        vs = V[s] + delta + discount[s] * rho[s] * (vs - V[s + 1])
+    return vs
+
+
 def _reference(stream, env, pos, n, vtrace, alpha):
     """The target of the step at `pos`: n-step, or V-trace on soft values, where V_soft(x) =
     E_π[r − α log π(a|x) + γ V_soft(x')] (Haarnoja et al. 2018, arXiv:1801.01290 eq. 3, in
@@ -137,17 +151,12 @@ def _reference(stream, env, pos, n, vtrace, alpha):
             g += disc * reward[env, t + k]
             disc *= discount[env, t + k]
         return g + disc * V(t + n)
-    # V-trace (IMPALA eq. 1) over steps t+1 .. t+n−1, ρ̄ = c̄ = 1, bootstrapped at x_{t+n}.
-    vs = V(t + n)
-    for s in range(t + n - 1, t, -1):
-        if mask[env, s] == 0:
-            vs = V(s)
-            continue
-        with np.errstate(over="ignore"):  # exp(10⁶) = inf, truncated to 1
-            rho = min(1.0, np.exp(obs[env, s, 1] / 10.0 - logmu[env, s]))
-        soft_reward = reward[env, s] - alpha * logp_fresh(s)
-        delta = rho * (soft_reward + discount[env, s] * V(s + 1) - V(s))
-        vs = V(s) + delta + discount[env, s] * rho * (vs - V(s + 1))
+    w = np.arange(t, t + n + 1)  # the window's steps
+    with np.errstate(over="ignore"):  # exp(10⁶) = inf, truncated to 1
+        rho = np.minimum(1.0, np.exp(obs[env, w[:n], 1] / 10.0 - logmu[env, w[:n]]))
+    soft_r = reward[env, w[:n]] - alpha * np.array([logp_fresh(s) for s in w[:n]])
+    values = np.array([V(s) for s in w])
+    vs = _vtrace_np(values, soft_r, rho, discount[env, w[:n]], mask[env, w[:n]], n)
     return reward[env, t] + discount[env, t] * vs
 
 
@@ -244,9 +253,11 @@ def test_discrete_vtrace_targets_match_the_soft_bellman_reference():
 
     env = make_env("CartPole-v1", 2, 0)
     n, B, A = 4, 64, 2
+    alpha = 0.7
     agent = SACAgent(SACConfig(**TINY, n_step=n, target="vtrace", discount=GAMMA), env)
     state = agent.init(jax.random.PRNGKey(0))
-    state = state._replace(learner=state.learner._replace(log_alpha=jnp.log(jnp.float32(0.7))))
+    log_alpha = jnp.log(jnp.float32(alpha))
+    state = state._replace(learner=state.learner._replace(log_alpha=log_alpha))
     rng = np.random.default_rng(5)
     obs = rng.normal(size=(n + 1, B, 4)).astype(np.float32) * 2.0
     action = rng.integers(0, A, (n, B)).astype(np.int32)
@@ -270,21 +281,13 @@ def test_discrete_vtrace_targets_match_the_soft_bellman_reference():
     z = logits - logits.max(-1, keepdims=True)
     log_pi = z - np.log(np.exp(z).sum(-1, keepdims=True))
     pi = np.exp(log_pi)
-    alpha = 0.7
     V = (pi * (q_min - alpha * log_pi)).sum(-1)  # [n+1, B]
     H = -(pi * log_pi).sum(-1)
-    want = np.zeros(B)
-    for b in range(B):
-        vs = V[n, b]
-        for s in range(n - 1, 0, -1):
-            if mask[s, b] == 0:  # x_s begins a new episode: the trace is cut there
-                vs = V[s, b]
-                continue
-            a = action[s, b]
-            rho = min(1.0, pi[s, b, a] / mu[s, b, a])
-            delta = rho * (reward[s, b] + alpha * H[s, b] + discount[s, b] * V[s + 1, b] - V[s, b])
-            vs = V[s, b] + delta + discount[s, b] * rho * (vs - V[s + 1, b])
-        want[b] = reward[0, b] + discount[0, b] * vs
+    ratio = pi[:n] / mu.astype(np.float64)
+    rho = np.minimum(1.0, np.take_along_axis(ratio, action[..., None], -1)[..., 0])  # of a_s
+    vs = [_vtrace_np(V[:, b], (reward + alpha * H[:n])[:, b], rho[:, b], discount[:, b],
+                     mask[:, b], n) for b in range(B)]  # fmt: skip
+    want = reward[0] + discount[0] * np.array(vs)
     np.testing.assert_allclose(np.asarray(y), want, rtol=1e-4, atol=1e-4)
     assert (discount[1:] == 0).any() and (mask[1:] == 0).any()
 
