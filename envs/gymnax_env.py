@@ -23,6 +23,11 @@ Protocol notes, where gymnax differs from the reference packages (README, "gymna
   gymnax's 2,500 steps, its game clock: a truncation here, a termination in `minatar`.
 - Observations: MinAtar's channels as bool `[10, 10, C]`, like the `minatar` package; classic
   control as float32 vectors. Difficulty ramping is gymnax's (`ramping=True`, as MinAtar).
+- Action sets: `gymnax/<Game>-MinAtar` has the game's minimal action set (3-6 actions, as
+  `minatar`'s `-v1` ids), `gymnax/<Game>-MinAtar-full` all 6 of MinAtar's actions (no-op,
+  left, up, right, down, fire; those a game ignores are no-ops), as `minatar`'s `-v0` ids and
+  the MinAtar paper's runs. The set changes what an agent explores over and what a uniform
+  random policy scores, so the two ids are two protocols.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ PREFIX = "gymnax/"
 MINATAR_STICKY = 0.1
 MINATAR_MAX_STEPS = 100_000
 GYMNAX_MINATAR_CAP = 1_000  # gymnax's generic MinAtar episode cap (Freeway has its own 2,500)
+FULL_ACTIONS = "-full"  # gymnax/<Game>-MinAtar-full: all 6 MinAtar actions (module docstring)
 
 
 class GymnaxState(NamedTuple):
@@ -54,10 +60,12 @@ class GymnaxState(NamedTuple):
 
 @functools.cache
 def gymnax_names() -> tuple[str, ...]:
-    """gymnax's registered env names (without the prefix)."""
+    """gymnax's registered env names (without the prefix), and each MinAtar game's
+    full-action-set name (`<Game>-MinAtar-full`)."""
     import gymnax
 
-    return tuple(gymnax.registered_envs)
+    names = tuple(gymnax.registered_envs)
+    return names + tuple(name + FULL_ACTIONS for name in names if name.endswith("-MinAtar"))
 
 
 def gymnax_ids() -> list[str]:
@@ -65,7 +73,7 @@ def gymnax_ids() -> list[str]:
 
 
 def is_minatar(env_id: str) -> bool:
-    return env_id.endswith("-MinAtar")
+    return env_id.removesuffix(FULL_ACTIONS).endswith("-MinAtar")
 
 
 class GymnaxVecEnv(VecEnv):
@@ -89,8 +97,10 @@ class GymnaxVecEnv(VecEnv):
         name = env_id.removeprefix(PREFIX)
         if name not in gymnax_names():
             raise ValueError(f"unknown gymnax environment {env_id!r}")
-        env, params = gymnax.make(name)
         minatar = is_minatar(name)
+        base = name.removesuffix(FULL_ACTIONS) if minatar else name
+        kwargs = {"use_minimal_action_set": False} if base != name else {}
+        env, params = gymnax.make(base, **kwargs)
         lift = minatar and params.max_steps_in_episode == GYMNAX_MINATAR_CAP
         steps = max_episode_steps or (MINATAR_MAX_STEPS if lift else None)
         if steps is not None:

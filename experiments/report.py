@@ -137,8 +137,16 @@ def human_normalized(game: str, score: float | np.ndarray):
 def minatar_game(env_id: str) -> str | None:
     """The MinAtar game of an id of either port (`MinAtar/Breakout-v1`, the `minatar`
     package through gymnasium; `gymnax/Breakout-MinAtar`, gymnax's JAX port), else None."""
-    m = re.fullmatch(r"MinAtar/(\w+)-v\d+|gymnax/(\w+)-MinAtar", env_id)
+    m = re.fullmatch(r"MinAtar/(\w+)-v\d+|gymnax/(\w+)-MinAtar(?:-full)?", env_id)
     return None if m is None else m.group(1) or m.group(2)
+
+
+def minatar_action_set(env_id: str) -> str | None:
+    """'full' (all 6 of MinAtar's actions: `MinAtar/<Game>-v0`, `gymnax/<Game>-MinAtar-full`),
+    'minimal' (the game's minimal set: the other MinAtar ids), None (not MinAtar)."""
+    if minatar_game(env_id) is None:
+        return None
+    return "full" if env_id.endswith(("-v0", "-full")) else "minimal"
 
 
 def env_family(env_id: str) -> str:
@@ -705,6 +713,7 @@ def our_protocol(runs: list[RunResult]) -> dict:
         # MinAtar's own defaults (Young & Tian 2019): sticky actions with p = 0.1.
         "sticky": "true" if family == "minatar" else "false",
         "eval": "eval" if all(r.final_is_eval for r in runs) else "train",
+        "actions": minatar_action_set(runs[0].env),  # None off MinAtar
     }
 
 
@@ -723,6 +732,9 @@ def protocol_differences(row: dict, ours: dict) -> list[str]:
             if ours["sticky"] == "false"
             else "no sticky actions (ours: sticky)"
         )
+    actions = minatar_action_set(row.get("env", ""))
+    if ours.get("actions") and actions and actions != ours["actions"]:
+        diffs.append(f"{actions} action set vs ours {ours['actions']}")
     kind = "eval" if row.get("eval") == "eval" else "train"
     if kind != ours["eval"]:
         diffs.append(

@@ -150,6 +150,10 @@ def test_flatten_obs():
 def test_unknown_gymnax_id_gets_close_matches():
     with pytest.raises(ValueError, match="did you mean: gymnax/Breakout-MinAtar"):
         make_env("gymnax/Breakout-MinAtr", 1, 0)
+    with pytest.raises(ValueError, match="did you mean: gymnax/Breakout-MinAtar-full"):
+        make_env("gymnax/Breakout-MinAtar-ful", 1, 0)
+    with pytest.raises(ValueError, match="unknown environment 'gymnax/CartPole-v1-full'"):
+        make_env("gymnax/CartPole-v1-full", 1, 0)  # only MinAtar games have a -full id
     with pytest.raises(ValueError, match="gymnax"):
         make_env("gymnax/CartPole-v1", 1, 0, num_threads=2)
 
@@ -264,6 +268,29 @@ def test_random_play_against_the_minatar_package(game):
         assert (g_len == 2500).all() and (m_len == 2501).all()
     else:
         assert abs(g_len.mean() - m_len.mean()) <= se(g_len, m_len), (g_len.mean(), m_len.mean())
+
+
+@pytest.mark.parametrize("game", sorted(MINATAR_GAMES))
+def test_full_action_set_is_the_minimal_set_plus_no_ops(game):
+    """`gymnax/<Game>-MinAtar-full` takes all 6 of MinAtar's actions (the MinAtar paper's
+    runs; the `minatar` package's -v0 ids): the actions of the game's minimal set (their full
+    indices from the `minatar` package, not gymnax) act as the minimal id's, every other one
+    as the no-op. Same seed, sticky p = 0.1 in both: equal trajectories step for step, game
+    ends, auto-resets and sticky repeats included."""
+    from minatar import Environment
+
+    minimal = [int(a) for a in Environment(MINATAR_GAMES[game]).minimal_action_set()]
+    full, small = (make_env(f"gymnax/{game}-MinAtar{s}", 8, 0) for s in ("-full", ""))
+    assert full.spec.num_actions == 6 and small.spec.num_actions == len(minimal)
+    assert full.spec.obs_shape == small.spec.obs_shape and full.sticky == small.sticky == 0.1
+    x = np.random.default_rng(7).integers(0, 6, (400, 8)).astype(np.int32)
+    as_minimal = np.vectorize(lambda a: minimal.index(a if a in minimal else 0))(x)
+    _, ts_full = _run(full, x)
+    _, ts_small = _run(small, as_minimal.astype(np.int32))
+    jax.tree.map(np.testing.assert_array_equal, ts_full, ts_small)
+    assert ts_full.game_over.any() or game == "Freeway"  # resets were compared too
+    _, ts_idle = _run(full, np.zeros_like(x))  # and the actions act: not two idle envs
+    assert (np.asarray(ts_idle.obs) != np.asarray(ts_full.obs)).any()
 
 
 def test_convert_obs_maps_raw_observations_as_the_env_does():

@@ -52,12 +52,15 @@ def test_breakout_floor_agrees_with_the_minatar_package_played_directly():
     assert _agrees(*_floor("MinAtar/Breakout-v1"), np.asarray(returns))
 
 
-def test_gymnax_breakout_floor_agrees_with_gymnax_played_directly():
-    """The same for the gymnax row: gymnax's env stepped one game at a time, sticky actions
-    (p = 0.1, the last executed action, no-op before the first) written here."""
+@pytest.mark.parametrize("full", [False, True], ids=["minimal", "full"])
+def test_gymnax_breakout_floor_agrees_with_gymnax_played_directly(full):
+    """The same for the gymnax rows: gymnax's env stepped one game at a time, sticky actions
+    (p = 0.1, the last executed action, no-op before the first) written here; `full`: on all
+    6 actions (gymnax's own `use_minimal_action_set=False`), the `-full` row."""
     import gymnax
 
-    env, params = gymnax.make("Breakout-MinAtar")
+    env, params = gymnax.make("Breakout-MinAtar", use_minimal_action_set=not full)
+    assert env.num_actions == (6 if full else 3)
     rng, key = np.random.default_rng(7), jax.random.key(7)
     returns = []
     for _ in range(300):
@@ -71,7 +74,8 @@ def test_gymnax_breakout_floor_agrees_with_gymnax_played_directly():
             _, state, reward, terminated, truncated, _ = env.step(k_step, state, action, params)
             total, done, last = total + float(reward), bool(terminated | truncated), action
         returns.append(total)
-    assert _agrees(*_floor("gymnax/Breakout-MinAtar"), np.asarray(returns))
+    floor = _floor("gymnax/Breakout-MinAtar" + ("-full" if full else ""))
+    assert _agrees(*floor, np.asarray(returns))
 
 
 def test_random_returns_are_reproducible_and_match_the_reference_floor():
@@ -99,6 +103,8 @@ def test_gymnax_random_returns_match_the_reference_floor():
     with open(REFERENCES / "minatar.csv") as f:
         rows = {r["env"]: r for r in csv.DictReader(ln for ln in f if not ln.startswith("#"))}
     assert round(a.mean(), 2) == float(rows["gymnax/Breakout-MinAtar"]["low"])
+    full = random_scores.random_returns("gymnax/Breakout-MinAtar-full", 100)
+    assert round(full.mean(), 2) == float(rows["gymnax/Breakout-MinAtar-full"]["low"])
 
 
 def test_gymnax_unknown_env_is_a_one_line_error():

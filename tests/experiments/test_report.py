@@ -155,15 +155,38 @@ def test_minatar_protocol_has_sticky_actions(tmp_path):
     fake_run(tmp_path, "dqn", "MinAtar/Breakout-v1", 0, 10.0)
     runs = [report.load_result(d) for d in report.find_runs([str(tmp_path)])]
     ours = report.our_protocol(runs)
-    assert ours == {"frames": 1000.0, "starts": "none", "sticky": "true", "eval": "eval"}
-    row = {"frames": "5000000", "starts": "none", "sticky": "false", "eval": "train_final"}
+    assert ours == {
+        "frames": 1000.0,
+        "starts": "none",
+        "sticky": "true",
+        "eval": "eval",
+        "actions": "minimal",
+    }
+    row = {"env": "MinAtar/Breakout-v0", "frames": "5000000", "starts": "none"}
+    row |= {"sticky": "false", "eval": "train_final"}
     assert report.protocol_differences(row, ours) == [
         "budget 5,000,000 frames vs ours 1,000",
         "no sticky actions (ours: sticky)",
+        "full action set vs ours minimal",
         "training returns vs ours evaluation",
     ]
-    row |= {"frames": "1000", "sticky": "true", "eval": "eval"}
+    row |= {"env": "MinAtar/Breakout-v1", "frames": "1000", "sticky": "true", "eval": "eval"}
     assert report.protocol_differences(row, ours) == []
+
+
+def test_minatar_action_sets_by_id(tmp_path):
+    assert report.minatar_action_set("MinAtar/Breakout-v0") == "full"
+    assert report.minatar_action_set("gymnax/Breakout-MinAtar-full") == "full"
+    assert report.minatar_action_set("MinAtar/Breakout-v1") == "minimal"
+    assert report.minatar_action_set("gymnax/Breakout-MinAtar") == "minimal"
+    assert report.minatar_action_set("gymnax/CartPole-v1") is None
+    assert report.minatar_action_set("Breakout-v5") is None
+    # a run on all 6 actions against gymnax's PPO checkpoint (minimal set, filed as -v1)
+    fake_run(tmp_path, "ppo", "gymnax/Breakout-MinAtar-full", 0, 10.0)
+    runs = [report.load_result(d) for d in report.find_runs([str(tmp_path)])]
+    (row,) = report.published(runs)
+    assert row["env"] == "gymnax/Breakout-MinAtar-full" and row["published"] == 28.0
+    assert "minimal action set vs ours full" in row["differences"]
 
 
 def test_wall_clock_curves_per_algorithm(tmp_path):
@@ -199,6 +222,8 @@ def test_env_family():
     assert report.env_family("gymnax/SpaceInvaders-MinAtar") == "minatar"
     assert report.env_family("gymnax/CartPole-v1") == "other"
     assert report.minatar_game("gymnax/Breakout-MinAtar") == "Breakout"
+    assert report.minatar_game("gymnax/Breakout-MinAtar-full") == "Breakout"
+    assert report.env_family("gymnax/Asterix-MinAtar-full") == "minatar"
     assert report.minatar_game("MinAtar/Breakout-v1") == "Breakout"
     assert report.minatar_game("Breakout-v5") is None
 
