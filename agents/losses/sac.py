@@ -197,15 +197,20 @@ def n_step_soft_q_targets(
     *,
     mask_t=None,
 ):
-    r"""n-step soft Q targets over a trace: `n_step_returns` bootstrapped from the soft value.
+    r"""n-step soft Q targets over a trace: the soft Bellman backup (Haarnoja et al. 2018,
+    arXiv:1801.01290 eq. 3) unrolled over the stored rewards, bootstrapped from the soft value.
 
         V_soft(x_s) = min_i Q'_i(x_s, a'_s) − α log π(a'_s|x_s),   a'_s ~ π(·|x_s)
-        y_t = Σ_{k<m} (Π_{j<k} γ_{t+j}) r_{t+k} + (Π_{j<m} γ_{t+j}) V_soft(x_{t+m})
+        y_t = r_t + Σ_{1≤k<m} (Π_{j<k} γ_{t+j}) (r_{t+k} − α log π(a'_{t+k}|x_{t+k}))
+              + (Π_{j<m} γ_{t+j}) V_soft(x_{t+m})
 
     with the horizon m of `n_step_returns` (n, shortened at the trace end and at masked steps).
-    For n = 1 this is `soft_q_targets`. For n > 1 the intermediate steps carry neither the
-    entropy bonus of the actions taken nor an off-policy correction: the usual uncorrected
-    n-step return (as with n-step DDPG/D4PG), biased when the replayed actions are off-policy.
+    For n = 1 this is `soft_q_targets`. Each state visited after x_t adds its entropy bonus
+    α H(π(·|x_s)), estimated as V_soft estimates it (−log π of the fresh action: bounded
+    whatever action was replayed, exact entropy where `logp_t` is the discrete expectation),
+    as the V-trace target's traced steps do; the rewards are the replayed actions' with no
+    off-policy correction: the usual uncorrected n-step return (as n-step DDPG/D4PG), biased
+    when the replayed actions are off-policy.
 
     Args:
       r_t, discount_t: `[T, B]`. q_min_t, logp_t: `[T, B]` at x_t for t = 0..T−1 (fresh
@@ -227,7 +232,13 @@ def n_step_soft_q_targets(
     _check_alpha(alpha)
     v = q_min_t - alpha * logp_t
     v_boot = bootstrap_q_min - alpha * bootstrap_logp
-    return n_step_returns(r_t, discount_t, v, v_boot, n, mask_t=mask_t)
+    if n == 1:  # no intermediate step (and the one-step targets to the bit)
+        return n_step_returns(r_t, discount_t, v, v_boot, n, mask_t=mask_t)
+    # Every reward with its state's bonus, then step t's own bonus taken back (its action a_t
+    # is given: Q(x_t, a_t) has no entropy term of x_t); a masked step keeps V_soft(x_t).
+    bonus = alpha * logp_t
+    y = n_step_returns(r_t - bonus, discount_t, v, v_boot, n, mask_t=mask_t)
+    return y + C.optional_mask(mask_t, (T, B), v.dtype) * jax.lax.stop_gradient(bonus)
 
 
 def sac_actor_loss(q_min_t, logp_t, alpha, *, mask_t=None):

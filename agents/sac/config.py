@@ -45,11 +45,12 @@ class SACConfig(OffPolicyConfig):
     """How the actor combines the N critics: "min" (SAC) or "mean" (REDQ)."""
     target: str = "n-step"
     """Critic targets: "n-step" (n = --n-step; 1 is SAC's one-step target; for n > 1 the
-    uncorrected n-step return of n-step DDPG/D4PG: its intermediate steps carry neither an
-    entropy bonus nor an off-policy correction) or "vtrace" (V-trace over the n steps after
-    the sampled one, with the stored behaviour log-probs, on soft values: each of those steps'
-    rewards carries the entropy bonus α H(π(·|x)), estimated by −α log π(a'|x) of the fresh
-    action a' ~ π that the soft value draws; since 2026-11-29)."""
+    uncorrected n-step return of n-step DDPG/D4PG on soft values: no off-policy correction)
+    or "vtrace" (V-trace over the n steps after the sampled one, with the stored behaviour
+    log-probs, on soft values). Either way each step after the sampled one adds the entropy
+    bonus α H(π(·|x)), estimated by −α log π(a'|x) of the fresh action a' ~ π that the soft
+    value draws (V-trace since 2026-11-29, n-step since 2026-11-29 too: before, its
+    intermediate steps had none)."""
     overwrite_mu: bool = False
     """V-trace: after each update overwrite the stored behaviour log-probs of the sampled
     steps with the current policy's (as the Advanced-SAC seed does)."""

@@ -148,7 +148,8 @@ def _reference(stream, env, pos, n, vtrace, alpha):
         for k in range(n):
             if k >= 1 and mask[env, t + k] == 0:
                 return g + disc * V(t + k)
-            g += disc * reward[env, t + k]
+            bonus = -alpha * logp_fresh(t + k) if k >= 1 else 0.0  # x_{t+k}'s entropy bonus
+            g += disc * (reward[env, t + k] + bonus)
             disc *= discount[env, t + k]
         return g + disc * V(t + n)
     w = np.arange(t, t + n + 1)  # the window's steps

@@ -285,14 +285,26 @@ def soft_targets_np(r, d, next_q_min, next_logp, alpha):
 
 
 def n_step_soft_targets_np(r, d, q_min, logp, alpha, n, mask=None):
-    """q_min, logp: `[T + 1, B]` at x_0..x_T; bootstrap from V_soft = min Q − α log π."""
+    """q_min, logp: `[T + 1, B]` at x_0..x_T; bootstrap from V_soft = min Q − α log π.
+
+    The soft Bellman backup Q(x_t, a_t) = r_t + γ_t V_soft(x_{t+1}) with V_soft(x_s) =
+    r_s − α log π(a'_s|x_s) + γ_s V_soft(x_{s+1}) along the stored trace (Haarnoja et al. 2018,
+    eq. 3): every state after x_t adds −α log π of its fresh action, discounted as its reward.
+    Walked step by step here (not through n_step_window's reward sums).
+    """
     r, d = np.asarray(r, np.float64), np.asarray(d, np.float64)
     T, B = r.shape
     mask = np.ones((T, B)) if mask is None else np.asarray(mask)
     out = np.zeros((T, B))
     for b in range(B):
         for t in range(T):
-            total, disc, s = n_step_window(r[:, b], d[:, b], mask[:, b], t, n)
+            total, disc, s = 0.0, 1.0, t
+            if mask[t, b]:  # a masked step t bootstraps from its own x_t, nothing summed
+                while s < T and s - t < n and (s == t or mask[s, b]):
+                    bonus = 0.0 if s == t else -alpha * logp[s, b]
+                    total += disc * (r[s, b] + bonus)
+                    disc *= d[s, b]
+                    s += 1
             out[t, b] = total + disc * (q_min[s, b] - alpha * logp[s, b])
     return out
 
