@@ -142,11 +142,13 @@ def minatar_game(env_id: str) -> str | None:
 
 
 def minatar_action_set(env_id: str) -> str | None:
-    """'full' (all 6 of MinAtar's actions: `MinAtar/<Game>-v0`, `gymnax/<Game>-MinAtar-full`),
-    'minimal' (the game's minimal set: the other MinAtar ids), None (not MinAtar)."""
-    if minatar_game(env_id) is None:
+    """'full' (all 6 of MinAtar's actions: `MinAtar/<Game>-v0`, `gymnax/<Game>-MinAtar-full`,
+    and every Seaquest id: its minimal set is all 6), 'minimal' (the game's minimal set: the
+    other MinAtar ids), None (not MinAtar)."""
+    game = minatar_game(env_id)
+    if game is None:
         return None
-    return "full" if env_id.endswith(("-v0", "-full")) else "minimal"
+    return "full" if env_id.endswith(("-v0", "-full")) or game == "Seaquest" else "minimal"
 
 
 def env_family(env_id: str) -> str:

@@ -204,13 +204,14 @@ def n_step_soft_q_targets(
         y_t = r_t + Σ_{1≤k<m} (Π_{j<k} γ_{t+j}) (r_{t+k} − α log π(a'_{t+k}|x_{t+k}))
               + (Π_{j<m} γ_{t+j}) V_soft(x_{t+m})
 
-    with the horizon m of `n_step_returns` (n, shortened at the trace end and at masked steps).
-    For n = 1 this is `soft_q_targets`. Each state visited after x_t adds its entropy bonus
-    α H(π(·|x_s)), estimated as V_soft estimates it (−log π of the fresh action: bounded
-    whatever action was replayed, exact entropy where `logp_t` is the discrete expectation),
-    as the V-trace target's traced steps do; the rewards are the replayed actions' with no
-    off-policy correction: the usual uncorrected n-step return (as n-step DDPG/D4PG), biased
-    when the replayed actions are off-policy.
+    with the horizon m of `n_step_returns` (n, shortened at the trace end and at masked steps;
+    a masked step t itself: y_t = V_soft(x_t)). For n = 1 this is `soft_q_targets`. Each
+    state visited after x_t adds its entropy bonus α H(π(·|x_s)), estimated as V_soft
+    estimates it (−log π of the fresh action: bounded whatever action was replayed, exact
+    entropy where `logp_t` is the discrete expectation), as the V-trace target's traced steps
+    do; the rewards are the replayed actions' with no off-policy correction: the usual
+    uncorrected n-step return (as n-step DDPG/D4PG), biased when the replayed actions are
+    off-policy.
 
     Args:
       r_t, discount_t: `[T, B]`. q_min_t, logp_t: `[T, B]` at x_t for t = 0..T−1 (fresh

@@ -248,7 +248,8 @@ class SACLearner:
         n = self.config.n_step
         if n == 1:
             return losses.soft_q_targets(r, d, q_next, logp_next, alpha)
-        # x_0's value is only read where step 0 is masked, which is never learnt.
+        # x_0's value is only read where step 0 is masked, which is never learnt; its log π
+        # (zero here) is taken as step 0's own bonus and given back, so it cancels.
         zeros = jnp.zeros_like(q_next[:1])
         q_t = jnp.concatenate([zeros, q_next[:-1]], 0)
         logp_t = jnp.concatenate([zeros, logp_next[:-1]], 0)

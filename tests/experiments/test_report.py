@@ -180,6 +180,9 @@ def test_minatar_action_sets_by_id(tmp_path):
     assert report.minatar_action_set("MinAtar/Breakout-v1") == "minimal"
     assert report.minatar_action_set("gymnax/Breakout-MinAtar") == "minimal"
     assert report.minatar_action_set("gymnax/CartPole-v1") is None
+    # Seaquest's minimal set is all 6 actions: its two ids are one protocol
+    assert report.minatar_action_set("gymnax/Seaquest-MinAtar") == "full"
+    assert report.minatar_action_set("MinAtar/Seaquest-v1") == "full"
     assert report.minatar_action_set("Breakout-v5") is None
     # a run on all 6 actions against gymnax's PPO checkpoint (minimal set, filed as -v1)
     fake_run(tmp_path, "ppo", "gymnax/Breakout-MinAtar-full", 0, 10.0)

@@ -5,8 +5,10 @@
 Reads `breakout-seed<k>.csv` here (one row per finished training episode of the paper's
 script: the frame it ended at and its return; see README.md for how they were made) and our
 `dqn-minatar` runs' metrics.csv (`return_mean`: the mean of the last 100 finished training
-episodes), and prints, at each frame of `AT`, the mean return of the last 100 episodes
-finished by then for both, and draws both curves to `breakout.png`.
+episodes): the grid's (minimal action set) and those in `full-actions/` here
+(`gymnax/Breakout-MinAtar-full`, the script's 6 actions), and prints, at each frame of `AT`,
+the mean return of the last 100 episodes finished by then for each, and draws the curves to
+`breakout.png`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).parent
 OURS = HERE.parent / "partial" / "dqn" / "Breakout"
+FULL = HERE / "full-actions"  # dqn-minatar on all 6 actions, to 1.5M steps
 AT = (100_000, 250_000, 500_000, 750_000, 1_000_000, 1_250_000, 1_500_000)
 REFERENCE_FRAMES = 1_500_000  # each reference run's budget (README, Command): a finished run's
 # CSV ends at its last finished episode, a few frames short of it; one stopped earlier (a
@@ -68,6 +71,8 @@ def main() -> None:
               for p in sorted(HERE.glob("breakout-seed*.csv"))}  # fmt: skip
     for run in sorted(glob.glob(str(OURS / "seed-*"))):
         curves[f"ours, {pathlib.Path(run).name}"] = ours(pathlib.Path(run))
+    for run in sorted(glob.glob(str(FULL / "seed-*"))):
+        curves[f"ours, 6 actions, {pathlib.Path(run).name}"] = ours(pathlib.Path(run))
     span = f"mean {SPAN[0] / 1e6:g}-{SPAN[1] / 1e6:g}M"
     print("| run | " + " | ".join(f"{f / 1e6:g}M" for f in AT) + f" | {span} |")
     print("|---|" + "---|" * (len(AT) + 1))
@@ -81,6 +86,8 @@ def main() -> None:
         keep = frames <= REFERENCE_FRAMES * 1.05
         if "paper" in name:
             style = dict(lw=1.4, color=next(script_colours, None))
+        elif "6 actions" in name:
+            style = dict(lw=1.0, ls="--")
         else:
             style = dict(lw=0.6, alpha=0.6)
         ax.plot(frames[keep] / 1e6, values[keep], label=name, **style)
