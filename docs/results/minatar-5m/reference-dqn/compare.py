@@ -1,14 +1,14 @@
-"""The MinAtar paper's own DQN script against ours on Breakout, at the same env steps.
+"""The MinAtar paper's own DQN script against ours on one game, at the same env steps.
 
-    python docs/results/minatar-5m/reference-dqn/compare.py
+    python docs/results/minatar-5m/reference-dqn/compare.py [Game]     # default Breakout
 
-Reads `breakout-seed<k>.csv` here (one row per finished training episode of the paper's
+Reads `<game>-seed<k>.csv` here (one row per finished training episode of the paper's
 script: the frame it ended at and its return; see README.md for how they were made) and our
 `dqn-minatar` runs' metrics.csv (`return_mean`: the mean of the last 100 finished training
-episodes): the grid's (minimal action set) and those in `full-actions/` here
-(`gymnax/Breakout-MinAtar-full`, the script's 6 actions), and prints, at each frame of `AT`,
-the mean return of the last 100 episodes finished by then for each, and draws the curves to
-`breakout.png`.
+episodes): the grid's (`../partial/dqn/<Game>` or `../games/dqn/<Game>`, minimal action set)
+and, for Breakout, those in `full-actions/` here (`gymnax/Breakout-MinAtar-full`, the
+script's 6 actions), and prints, at each frame of `AT`, the mean return of the last 100
+episodes finished by then for each, and draws the curves to `<game>.png`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import glob
 import pathlib
+import sys
 
 import matplotlib
 
@@ -24,8 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 HERE = pathlib.Path(__file__).parent
-OURS = HERE.parent / "partial" / "dqn" / "Breakout"
-FULL = HERE / "full-actions"  # dqn-minatar on all 6 actions, to 1.5M steps
+FULL = HERE / "full-actions"  # dqn-minatar on Breakout's 6 actions, to 1.5M steps
 AT = (100_000, 250_000, 500_000, 750_000, 1_000_000, 1_250_000, 1_500_000)
 REFERENCE_FRAMES = 1_500_000  # each reference run's budget (README, Command): a finished run's
 # CSV ends at its last finished episode, a few frames short of it; one stopped earlier (a
@@ -66,12 +66,18 @@ def at(frames: np.ndarray, values: np.ndarray, end: int, frame: int) -> str:
     return "" if end < frame or not len(done) else f"{values[done[-1]]:.1f}"
 
 
-def main() -> None:
-    curves = {f"paper's script, seed {p.stem.split('seed')[-1]}": reference(p)
-              for p in sorted(HERE.glob("breakout-seed*.csv"))}  # fmt: skip
-    for run in sorted(glob.glob(str(OURS / "seed-*"))):
+def main(game: str = "Breakout") -> None:
+    scripts = sorted(HERE.glob(f"{game.lower()}-seed*.csv"))
+    if not scripts:
+        raise SystemExit(f"error: no {game.lower()}-seed<k>.csv here ({HERE})")
+    curves = {f"paper's script, seed {p.stem.split('seed')[-1]}": reference(p) for p in scripts}
+    for folder in ("games", "partial"):  # the grid's runs, collected or not yet all there
+        runs = sorted(glob.glob(str(HERE.parent / folder / "dqn" / game / "seed-*")))
+        if runs:
+            break
+    for run in runs:
         curves[f"ours, {pathlib.Path(run).name}"] = ours(pathlib.Path(run))
-    for run in sorted(glob.glob(str(FULL / "seed-*"))):
+    for run in sorted(glob.glob(str(FULL / "seed-*"))) if game == "Breakout" else []:
         curves[f"ours, 6 actions, {pathlib.Path(run).name}"] = ours(pathlib.Path(run))
     span = f"mean {SPAN[0] / 1e6:g}-{SPAN[1] / 1e6:g}M"
     print("| run | " + " | ".join(f"{f / 1e6:g}M" for f in AT) + f" | {span} |")
@@ -92,11 +98,11 @@ def main() -> None:
             style = dict(lw=0.6, alpha=0.6)
         ax.plot(frames[keep] / 1e6, values[keep], label=name, **style)
     ax.set(xlabel="env steps (millions)", ylabel="training return, last 100 episodes",
-           title="Breakout, DQN: the MinAtar paper's script and dqn-minatar")  # fmt: skip
+           title=f"{game}, DQN: the MinAtar paper's script and dqn-minatar")  # fmt: skip
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(HERE / "breakout.png", dpi=120)
+    fig.savefig(HERE / f"{game.lower()}.png", dpi=120)
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])
