@@ -88,12 +88,13 @@ def main(game: str = "Breakout") -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     # ours thin and under, the script's thick and on top, up to its budget (ours run to 5M)
     script_colours = iter(["black", "firebrick", "darkorange", "navy"])
+    full_colours = iter(["royalblue", "darkcyan"])
     for name, (frames, values, _) in sorted(curves.items(), key=lambda kv: "paper" in kv[0]):
         keep = frames <= REFERENCE_FRAMES * 1.05
         if "paper" in name:
             style = dict(lw=1.4, color=next(script_colours, None))
         elif "6 actions" in name:
-            style = dict(lw=1.0, ls="--")
+            style = dict(lw=1.1, ls="--", color=next(full_colours, None))
         else:
             style = dict(lw=0.6, alpha=0.6)
         ax.plot(frames[keep] / 1e6, values[keep], label=name, **style)
