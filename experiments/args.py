@@ -41,8 +41,10 @@ class RunArgs:
     preset: str | None = None
     """Named hyper-parameter preset (default: <agent>-classic); explicit flags override it."""
     env: str = "CartPole-v1"
-    """Environment id: envpool ids (Pong-v5, CartPole-v1, Acrobot-v1, HalfCheetah-v5, ...) or
-    any gymnasium id envpool lacks."""
+    """Environment id: envpool ids (Pong-v5, CartPole-v1, Acrobot-v1, HalfCheetah-v5, ...),
+    gymnax/<id> for gymnax's JAX-native envs stepped on the device (gymnax/CartPole-v1,
+    gymnax/Breakout-MinAtar; gymnax/<Game>-MinAtar-full: all 6 MinAtar actions), or any
+    gymnasium id envpool lacks (MinAtar/Breakout-v1, MiniGrid-DoorKey-5x5-v0, ...)."""
     total_steps: int = 100_000
     """Environment steps to train for (agent steps over all envs; one Atari step = 4 frames),
     rounded up to whole iterations (num_envs × trace_len env steps each)."""
