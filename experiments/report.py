@@ -85,8 +85,8 @@ class RunResult:
     final: float
     best: float
     env_steps: int
-    wall_s: float
-    sps: float
+    wall_s: float  # training seconds over the whole run, every resumed stretch included
+    sps: float  # env_steps / wall_s: a member's share where the run is a population member
     frames_per_step: int
     curve_steps: np.ndarray = field(repr=False)
     curve_wall: np.ndarray = field(repr=False)
@@ -320,16 +320,17 @@ def read_curve(path: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
 
 def read_summary(path: Path) -> dict:
     """summary.json's numbers the report uses (`{}` without the file): eval_return_mean
-    (absent, null or NaN: not evaluated), wall_s (absent, null or NaN: metrics.csv's) and
-    sps (absent, null or NaN: not measured). Another value of one of them is a one-line
-    ValueError naming the file and the field."""
+    (absent, null or NaN: not evaluated) and wall_s (absent, null or NaN: metrics.csv's).
+    Another value of one of them is a one-line ValueError naming the file and the field.
+    Its `sps` is not read: that is the rate of the process that wrote it, which for a
+    resumed run covers only its last stretch; the report's rate is env steps ÷ wall_s."""
     file = path / "summary.json"
     if not file.is_file():
         return {}
     summary = read_json(file, "summary")
     where = f"summary {file}"
     out = {}
-    for name, low in (("eval_return_mean", -math.inf), ("wall_s", 0.0), ("sps", 0.0)):
+    for name, low in (("eval_return_mean", -math.inf), ("wall_s", 0.0)):
         value = summary.get(name)
         if value is None or (isinstance(value, float) and math.isnan(value)):
             continue
@@ -451,6 +452,7 @@ def _load(path: Path) -> RunResult:
     final = summary.get("eval_return_mean")
     identity = config_identity(_current_names(config, agent), hparams)
     base = _base_label(path, agent, env, seed)
+    wall_s = summary.get("wall_s", float(wall[-1]))
     return RunResult(
         path,
         base,
@@ -459,8 +461,8 @@ def _load(path: Path) -> RunResult:
         float(ret[ok][-1]) if final is None else final,
         float(np.max(ret[ok])),
         int(steps[-1]),
-        summary.get("wall_s", float(wall[-1])),
-        summary.get("sps", math.nan),
+        wall_s,
+        int(steps[-1]) / wall_s if wall_s > 0 else math.nan,
         4 if atari_game(env) else 1,
         steps[ok],
         wall[ok],
@@ -915,7 +917,9 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
         "Mean ± 95% CI (Student t) over seeds. An algorithm is one configuration: runs whose "
         "config.json differ in more than the seed, the env and where they ran are never "
         "pooled, and names that would coincide carry the fields that differ "
-        "(report.json `configs` has each one's whole configuration).",
+        "(report.json `configs` has each one's whole configuration). `wall s`: a run's "
+        "training seconds, every resumed stretch included; `steps/s`: its env steps ÷ those "
+        "seconds (a population member's share of its program's rate).",
         "",
     ]
     data: dict = {"runs": [], "envs": {}, "aggregates": {}}
@@ -1095,8 +1099,8 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
         "",
         "What a paper-scale budget would take per algorithm, one program at a time on this "
         "hardware (a `--num-seeds P` program trains P runs side by side: its rate is P times a "
-        "member's), priced from the mean measured throughput (summary.json) of this report's "
-        "runs of the "
+        "member's), priced from the mean throughput of this report's runs (env steps ÷ "
+        "training seconds over each whole run) of the "
         "same env family only (Atari games for Atari budgets, MuJoCo tasks for MuJoCo): a "
         "classic-control rate says nothing about Atari frames.",
         "",

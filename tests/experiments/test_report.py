@@ -66,7 +66,8 @@ def fake_run(root, algo, env, seed, final, steps=1000, eval_=True):
         f"{s},{final * s / steps},{s / 100}" for s in np.linspace(steps / 4, steps, 4).astype(int)
     ]
     (d / "metrics.csv").write_text("\n".join(rows) + "\n")
-    summary = {"wall_s": 10, "sps": 100.0} | ({"eval_return_mean": final} if eval_ else {})
+    # 100 env steps per training second, as metrics.csv's wall_s column says
+    summary = {"wall_s": steps / 100} | ({"eval_return_mean": final} if eval_ else {})
     (d / "summary.json").write_text(json.dumps(summary))
 
 
@@ -331,7 +332,6 @@ JSON_ACCEPTED = {
     ("config.json", "population.of"): {"missing", "int"},
     ("summary.json", "eval_return_mean"): {"missing", "null", "nan", "int"},
     ("summary.json", "wall_s"): {"missing", "null", "nan", "int"},
-    ("summary.json", "sps"): {"missing", "null", "nan", "int"},
 }
 
 
@@ -406,8 +406,8 @@ def test_damaged_files_of_the_issue(tmp_path, capsys):
     )
     config["run"]["env"] = "CartPole-v1"
     (d / "config.json").write_text(json.dumps(config))
-    (d / "summary.json").write_text(json.dumps({"sps": [1, 2]}))
-    assert "summary.json: sps must be" in exits([str(runs), "--out", out], capsys)
+    (d / "summary.json").write_text(json.dumps({"wall_s": [1, 2]}))
+    assert "summary.json: wall_s must be" in exits([str(runs), "--out", out], capsys)
     (d / "summary.json").write_text("[1]")
     assert "holds a JSON array" in exits([str(runs), "--out", out], capsys)
     (d / "summary.json").unlink()  # optional: the last training mean is the final return
@@ -696,12 +696,12 @@ def test_last_training_mean_is_reported_beside_the_evaluation(tmp_path):
 
 
 def test_compute_prices_a_population_by_its_programs_rate(tmp_path):
-    # 5 members side by side, 100 steps/s each: the program runs 500, so 25 runs of 5M steps
-    # take 25 * 5M / 500 s, not 5 times that.
+    # 5 members side by side, 100 steps/s each (1,000 steps in 10 s): the program runs 500,
+    # so 25 runs of 5M steps take 25 * 5M / 500 s, not 5 times that.
     for i in range(5):
         block = {"population": {"member": i, "of": 5}}
         d = real_run(tmp_path / "runs", f"member-{i}", env="gymnax/Breakout-MinAtar", seed=i,
-                     top=block, summary={"sps": 100.0})  # fmt: skip
+                     top=block, summary={"wall_s": 10.0})  # fmt: skip
     results = report.load_results([str(tmp_path / "runs")])
     assert [r.members for r in results] == [5] * 5
     minatar = "MinAtar, 5 games, 5M frames = 5M steps (Young & Tian 2019)"
@@ -713,6 +713,21 @@ def test_compute_prices_a_population_by_its_programs_rate(tmp_path):
     (d / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"population\.member.*below population\.of \(4\)"):
         report.load_results([str(d)])
+
+
+def test_a_resumed_runs_rate_covers_the_whole_run(tmp_path):
+    # summary.json's sps is the rate of the process that wrote it: a run resumed for its last
+    # stretch reports that stretch's (999 here). The report prices the whole run: 1,000 env
+    # steps in the 20 training seconds of all its stretches, 50 steps/s, in the per-env table
+    # and the compute estimate alike.
+    real_run(tmp_path / "runs", "r", env="gymnax/Breakout-MinAtar",
+             summary={"wall_s": 20.0, "sps": 999.0})  # fmt: skip
+    (result,) = report.load_results([str(tmp_path / "runs")])
+    assert result.sps == 50.0 and result.wall_s == 20.0
+    (est,) = [e for e in report.compute_estimates([result]) if e["family"] == "minatar"]
+    assert est["sps"] == 50.0
+    md = report.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--reps", "10"])
+    assert "| 1,000 | 20 | 50 |" in md.read_text()
 
 
 def test_log_axis_labels_are_plain_numbers_without_mathtext():
