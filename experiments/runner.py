@@ -118,9 +118,9 @@ def member_config(args: TrainArgs, i: int, size: int, hparams: dict, since: dict
 def restored_counters(meta: dict, step: int, size: int, where: str) -> list[Counters]:
     """The counters a checkpoint's metadata holds, one per member (a list of `size`; a single
     run's checkpoints of earlier versions hold one object), each checked: known fields,
-    counts integers in [0, 2**53), wall_s a finite number >= 0, env_steps the checkpoint's
-    step. Else a one-line ValueError naming the checkpoint (`where`) and the field: its
-    checksums only prove it is as written."""
+    counts integers in [0, 2**53), wall_s and steady_s finite numbers >= 0, env_steps the
+    checkpoint's step. Else a one-line ValueError naming the checkpoint (`where`) and the
+    field: its checksums only prove it is as written."""
     saved = meta.get("counters")
     named = isinstance(saved, list)  # entries named counters[i]
     if size == 1 and isinstance(saved, dict):
@@ -138,7 +138,7 @@ def restored_counters(meta: dict, step: int, size: int, where: str) -> list[Coun
         if unknown:
             raise ValueError(f"{where}: meta {name} has unknown field(s) {', '.join(unknown)}")
         for key, value in entry.items():
-            if key == "wall_s":
+            if key in ("wall_s", "steady_s"):
                 ok = isinstance(value, int | float) and not isinstance(value, bool)
                 ok = ok and math.isfinite(value) and value >= 0
             else:
@@ -203,6 +203,10 @@ class Counters:
     episodes: int = 0
     updates: int = 0
     wall_s: float = 0.0
+    # the env steps and seconds of every iteration but the run's first (`TrainLoop.sps`),
+    # over every stretch of a resumed run (0 in checkpoints of earlier versions)
+    steady_steps: int = 0
+    steady_s: float = 0.0
 
 
 def frames_per_step(env) -> int:
@@ -238,7 +242,6 @@ class TrainLoop:
         self.counters = counters or Counters()
         self.returns = deque(maxlen=return_window)
         self.lengths = deque(maxlen=return_window)
-        self.steady_steps, self.steady_s = 0, 0.0  # iterations after the first
         self._names = tuple(agent.metric_names)
         self.last_s = 0.0  # the last step's seconds
 
@@ -248,8 +251,10 @@ class TrainLoop:
 
     @property
     def sps(self) -> float:
-        """Steady-state env steps per second (the first iteration excluded)."""
-        return self.steady_steps / self.steady_s if self.steady_s else math.nan
+        """Steady-state env steps per second (the run's first iteration excluded), over the
+        whole run: a resumed run's earlier stretches count (their counters are restored)."""
+        c = self.counters
+        return c.steady_steps / c.steady_s if c.steady_s else math.nan
 
     def step(self, last_checkpoint: str = "none", count: int = 1) -> dict:
         """`count` iterations, one host sync; returns their row of metrics (host floats)."""
@@ -273,8 +278,8 @@ class TrainLoop:
         c.updates += updates
         c.wall_s += dt
         if not first:
-            self.steady_steps += steps
-            self.steady_s += dt
+            c.steady_steps += steps
+            c.steady_s += dt
         over = host.game_over
         c.episodes += int(over.sum())
         self.returns.extend(host.finished_return[over].tolist())

@@ -22,9 +22,11 @@ import types
 import typing
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from agents.core.config import describe_switch, flag
+from agents.core.protocol import ChunkOutput
 from agents.core.registry import BUILTIN, get_agent
 from experiments import (
     bench_losses,
@@ -751,6 +753,8 @@ def test_resume_of_a_checkpoint_with_damaged_counters_is_one_line(
         ({"counters": ["x"]}, 1, "meta counters[0] must be an object, got 'x'"),
         ({"counters": [{"env_steps": 30}]}, 1, "counters[0].env_steps 30 is not the checkpoint's"),
         ({"counters": {"env_steps": 40, "wall_s": "x"}}, 1, "counters.wall_s is out of range"),
+        ({"counters": {"env_steps": 40, "steady_s": -1.0}}, 1, "counters.steady_s is out of"),
+        ({"counters": {"env_steps": 40, "steady_steps": 0.5}}, 1, "counters.steady_steps is out"),
         ({"counters": {"env_steps": 10**30}}, 1, "counters.env_steps is out of range"),
         ({"counters": {"env_steps": "NaN"}}, 1, "counters.env_steps is out of range"),
         ({"counters": {"env_steps": True}}, 1, "counters.env_steps is out of range"),
@@ -766,6 +770,28 @@ def test_restored_counters_are_checked(meta, size, needle):
     with pytest.raises(ValueError) as info:
         runner.restored_counters(meta, 40, size, "checkpoint 40 in x")
     assert str(info.value).startswith("checkpoint 40 in x: ") and needle in str(info.value)
+
+
+def test_a_resumed_runs_rate_counts_its_earlier_stretches():
+    # summary.json's sps (TrainLoop.sps) is the steady rate over the whole run: a run resumed
+    # from counters of 9,000 steady steps in 9 s that then runs 1,000 steps in 0.1 s reports
+    # 10,000 / 9.1 s, not its last stretch's 1,000 / 0.1 s. Checkpoints of earlier versions
+    # (no steady counters) restore zeros: the rate is then the new stretch's.
+    saved = {"env_steps": 10_000, "iteration": 10, "wall_s": 9.5, "steady_steps": 9_000,
+             "steady_s": 9.0}  # fmt: skip
+    (counters,) = runner.restored_counters({"counters": saved}, 10_000, 1, "x")
+    spec = types.SimpleNamespace(is_atari=False)
+    agent = types.SimpleNamespace(metric_names=(), steps_per_iteration=1_000,
+                                  env=types.SimpleNamespace(spec=spec))  # fmt: skip
+    loop = runner.TrainLoop(agent, None, counters)
+    empty = np.zeros((1, 1, 1))
+    loop.record(ChunkOutput({}, np.zeros(1, np.int32), empty, empty, empty > 0), 1, 0.1)
+    assert loop.sps == pytest.approx(10_000 / 9.1) and counters.steady_steps == 10_000
+    old = {"env_steps": 10_000, "iteration": 10, "wall_s": 9.5}
+    (counters,) = runner.restored_counters({"counters": old}, 10_000, 1, "x")
+    loop = runner.TrainLoop(agent, None, counters)
+    loop.record(ChunkOutput({}, np.zeros(1, np.int32), empty, empty, empty > 0), 1, 0.5)
+    assert loop.sps == 2_000.0
 
 
 def test_restored_counters_and_since_of_a_population():
