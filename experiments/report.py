@@ -86,7 +86,7 @@ class RunResult:
     best: float
     env_steps: int
     wall_s: float  # training seconds over the whole run, every resumed stretch included
-    sps: float  # env_steps / wall_s: a member's share where the run is a population member
+    sps: float  # env steps ÷ training seconds at metrics.csv's last row (a member's share)
     frames_per_step: int
     curve_steps: np.ndarray = field(repr=False)
     curve_wall: np.ndarray = field(repr=False)
@@ -322,8 +322,9 @@ def read_summary(path: Path) -> dict:
     """summary.json's numbers the report uses (`{}` without the file): eval_return_mean
     (absent, null or NaN: not evaluated) and wall_s (absent, null or NaN: metrics.csv's).
     Another value of one of them is a one-line ValueError naming the file and the field.
-    Its `sps` is not read: that is the rate of the process that wrote it, which for a
-    resumed run covers only its last stretch; the report's rate is env steps ÷ wall_s."""
+    Its `sps` is not read: it leaves out the run's first iteration, and summaries written
+    before session 53's runner (or after a resume from an older checkpoint) give a resumed
+    run's last stretch only; the report's rate is metrics.csv's env steps ÷ wall_s."""
     file = path / "summary.json"
     if not file.is_file():
         return {}
@@ -452,7 +453,9 @@ def _load(path: Path) -> RunResult:
     final = summary.get("eval_return_mean")
     identity = config_identity(_current_names(config, agent), hparams)
     base = _base_label(path, agent, env, seed)
-    wall_s = summary.get("wall_s", float(wall[-1]))
+    # the rate from one row: a finished run resumed with a larger --total-steps keeps its old
+    # summary.json until it ends again, while metrics.csv already holds the new steps
+    rate = float(steps[-1] / wall[-1]) if wall[-1] > 0 else math.nan
     return RunResult(
         path,
         base,
@@ -461,8 +464,8 @@ def _load(path: Path) -> RunResult:
         float(ret[ok][-1]) if final is None else final,
         float(np.max(ret[ok])),
         int(steps[-1]),
-        wall_s,
-        int(steps[-1]) / wall_s if wall_s > 0 else math.nan,
+        summary.get("wall_s", float(wall[-1])),
+        rate,
         4 if atari_game(env) else 1,
         steps[ok],
         wall[ok],
@@ -919,7 +922,8 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
         "pooled, and names that would coincide carry the fields that differ "
         "(report.json `configs` has each one's whole configuration). `wall s`: a run's "
         "training seconds, every resumed stretch included; `steps/s`: its env steps ÷ those "
-        "seconds (a population member's share of its program's rate).",
+        "seconds at metrics.csv's last row (a population member's share of its program's "
+        "rate).",
         "",
     ]
     data: dict = {"runs": [], "envs": {}, "aggregates": {}}

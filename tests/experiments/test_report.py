@@ -716,18 +716,25 @@ def test_compute_prices_a_population_by_its_programs_rate(tmp_path):
 
 
 def test_a_resumed_runs_rate_covers_the_whole_run(tmp_path):
-    # summary.json's sps is the rate of the process that wrote it: a run resumed for its last
-    # stretch reports that stretch's (999 here). The report prices the whole run: 1,000 env
-    # steps in the 20 training seconds of all its stretches, 50 steps/s, in the per-env table
-    # and the compute estimate alike.
-    real_run(tmp_path / "runs", "r", env="gymnax/Breakout-MinAtar",
-             summary={"wall_s": 20.0, "sps": 999.0})  # fmt: skip
+    # summary.json's sps of earlier versions is the rate of the process that wrote it: a run
+    # resumed for its last stretch reports that stretch's (999 here). The report prices the
+    # whole run: 1,000 env steps in the 20 training seconds of all its stretches (metrics.csv's
+    # last row), 50 steps/s, in the per-env table and the compute estimate alike.
+    d = real_run(tmp_path / "runs", "r", env="gymnax/Breakout-MinAtar",
+                 summary={"wall_s": 20.0, "sps": 999.0})  # fmt: skip
+    rows = (d / "metrics.csv").read_text().replace("1000,400.0,10.0", "1000,400.0,20.0")
+    (d / "metrics.csv").write_text(rows)
     (result,) = report.load_results([str(tmp_path / "runs")])
     assert result.sps == 50.0 and result.wall_s == 20.0
     (est,) = [e for e in report.compute_estimates([result]) if e["family"] == "minatar"]
     assert est["sps"] == 50.0
     md = report.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--reps", "10"])
     assert "| 1,000 | 20 | 50 |" in md.read_text()
+    # Raised --total-steps, resumed, not yet finished: the old summary's seconds (20) must not
+    # price the new steps; the rate comes from metrics.csv's last row alone (2,000 in 40 s).
+    (d / "metrics.csv").write_text(rows + "2000,400.0,40.0\n")
+    (result,) = report.load_results([str(tmp_path / "runs")])
+    assert result.sps == 50.0
 
 
 def test_log_axis_labels_are_plain_numbers_without_mathtext():
