@@ -111,6 +111,9 @@ def test_damaged_windows_in_the_metadata_are_one_line(tmp_path, capsys):
     ckpt = run_dir / "checkpoints" / "48"
     meta = json.loads((ckpt / "meta" / "metadata").read_text())
     assert len(meta["windows"]) == 1 and set(meta["windows"][0]) == {"returns", "lengths"}
+    # the steady counters travel too (summary.json's sps covers every stretch of a run)
+    (counters,) = meta["counters"]
+    assert 0 < counters["steady_steps"] < 48 and 0 < counters["steady_s"] <= counters["wall_s"]
     meta["windows"][0]["returns"] = ["x"]
     (ckpt / "meta" / "metadata").write_text(json.dumps(meta))
     (ckpt / "checksums.json").unlink()
