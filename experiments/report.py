@@ -323,8 +323,9 @@ def read_summary(path: Path) -> dict:
     (absent, null or NaN: not evaluated) and wall_s (absent, null or NaN: metrics.csv's).
     Another value of one of them is a one-line ValueError naming the file and the field.
     Its `sps` is not read: it leaves out the run's first iteration, and summaries written
-    before session 53's runner (or after a resume from an older checkpoint) give a resumed
-    run's last stretch only; the report's rate is metrics.csv's env steps ÷ wall_s."""
+    by earlier versions of the runner (or after a resume from one of their checkpoints)
+    give a resumed run's last stretch only; the report's rate is metrics.csv's env steps ÷
+    wall_s."""
     file = path / "summary.json"
     if not file.is_file():
         return {}
