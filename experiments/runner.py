@@ -119,8 +119,9 @@ def restored_counters(meta: dict, step: int, size: int, where: str) -> list[Coun
     """The counters a checkpoint's metadata holds, one per member (a list of `size`; a single
     run's checkpoints of earlier versions hold one object), each checked: known fields,
     counts integers in [0, 2**53), wall_s and steady_s finite numbers >= 0, env_steps the
-    checkpoint's step. Else a one-line ValueError naming the checkpoint (`where`) and the
-    field: its checksums only prove it is as written."""
+    checkpoint's step, steady_steps <= env_steps and steady_s <= wall_s. Else a one-line
+    ValueError naming the checkpoint (`where`) and the field: its checksums only prove it is
+    as written."""
     saved = meta.get("counters")
     named = isinstance(saved, list)  # entries named counters[i]
     if size == 1 and isinstance(saved, dict):
@@ -151,6 +152,13 @@ def restored_counters(meta: dict, step: int, size: int, where: str) -> list[Coun
                 f"{where}: meta {name}.env_steps {counters.env_steps} is not the checkpoint's "
                 f"step {step}"
             )
+        # the steady counters are a part of the whole run's (its first iteration left out)
+        for part, whole in (("steady_steps", "env_steps"), ("steady_s", "wall_s")):
+            if getattr(counters, part) > getattr(counters, whole):
+                raise ValueError(
+                    f"{where}: meta {name}.{part} {getattr(counters, part)} exceeds its "
+                    f"{whole} {getattr(counters, whole)}"
+                )
         out.append(counters)
     return out
 

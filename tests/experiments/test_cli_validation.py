@@ -755,6 +755,8 @@ def test_resume_of_a_checkpoint_with_damaged_counters_is_one_line(
         ({"counters": {"env_steps": 40, "wall_s": "x"}}, 1, "counters.wall_s is out of range"),
         ({"counters": {"env_steps": 40, "steady_s": -1.0}}, 1, "counters.steady_s is out of"),
         ({"counters": {"env_steps": 40, "steady_steps": 0.5}}, 1, "counters.steady_steps is out"),
+        ({"counters": {"env_steps": 40, "steady_steps": 41}}, 1, "steady_steps 41 exceeds its"),
+        ({"counters": {"env_steps": 40, "wall_s": 2, "steady_s": 2.5}}, 1, "steady_s 2.5 exceeds"),
         ({"counters": {"env_steps": 10**30}}, 1, "counters.env_steps is out of range"),
         ({"counters": {"env_steps": "NaN"}}, 1, "counters.env_steps is out of range"),
         ({"counters": {"env_steps": True}}, 1, "counters.env_steps is out of range"),
