@@ -320,18 +320,23 @@ def read_curve(path: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
 
 def read_summary(path: Path) -> dict:
     """summary.json's numbers the report uses (`{}` without the file): eval_return_mean
-    (absent, null or NaN: not evaluated) and wall_s (absent, null or NaN: metrics.csv's).
-    Another value of one of them is a one-line ValueError naming the file and the field.
-    Its `sps` is not read: it leaves out the run's first iteration, and summaries written
-    by earlier versions of the runner (or after a resume from one of their checkpoints)
-    give a resumed run's last stretch only; the report's rate is metrics.csv's env steps ÷
-    wall_s."""
+    (absent, null or NaN: not evaluated), wall_s (absent, null or NaN: metrics.csv's) and
+    env_steps (absent: not checked against metrics.csv). Another value of one of them is a
+    one-line ValueError naming the file and the field. Its `sps` is not read: it leaves out
+    the run's first iteration, and summaries written by earlier versions of the runner (or
+    after a resume from one of their checkpoints) give a resumed run's last stretch only;
+    the report's rate is metrics.csv's env steps ÷ wall_s."""
     file = path / "summary.json"
     if not file.is_file():
         return {}
     summary = read_json(file, "summary")
     where = f"summary {file}"
     out = {}
+    if "env_steps" in summary:
+        value = summary["env_steps"]
+        if not (type(value) is int and value >= 0):
+            raise _field(where, "env_steps", value, "an integer >= 0")
+        out["env_steps"] = value
     for name, low in (("eval_return_mean", -math.inf), ("wall_s", 0.0)):
         value = summary.get(name)
         if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -451,11 +456,15 @@ def _load(path: Path) -> RunResult:
     if not ok.any():
         raise RunSkipped("no episode finished yet")
     summary = read_summary(path)
+    if summary.get("env_steps", int(steps[-1])) != int(steps[-1]):
+        # written before metrics.csv's last row: a finished (or stopped) run resumed with a
+        # larger --total-steps keeps its old summary.json until it ends again; its evaluation
+        # and seconds describe an earlier moment, so the run is reported as unfinished
+        summary = {}
     final = summary.get("eval_return_mean")
     identity = config_identity(_current_names(config, agent), hparams)
     base = _base_label(path, agent, env, seed)
-    # the rate from one row: a finished run resumed with a larger --total-steps keeps its old
-    # summary.json until it ends again, while metrics.csv already holds the new steps
+    # the rate from one row (summary.json's wall_s is the same number when it is current)
     rate = float(steps[-1] / wall[-1]) if wall[-1] > 0 else math.nan
     return RunResult(
         path,

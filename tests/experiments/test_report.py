@@ -332,6 +332,7 @@ JSON_ACCEPTED = {
     ("config.json", "population.of"): {"missing", "int"},
     ("summary.json", "eval_return_mean"): {"missing", "null", "nan", "int"},
     ("summary.json", "wall_s"): {"missing", "null", "nan", "int"},
+    ("summary.json", "env_steps"): {"missing", "int"},  # 7: stale, the run is unfinished
 }
 
 
@@ -730,11 +731,18 @@ def test_a_resumed_runs_rate_covers_the_whole_run(tmp_path):
     assert est["sps"] == 50.0
     md = report.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--reps", "10"])
     assert "| 1,000 | 20 | 50 |" in md.read_text()
-    # Raised --total-steps, resumed, not yet finished: the old summary's seconds (20) must not
-    # price the new steps; the rate comes from metrics.csv's last row alone (2,000 in 40 s).
+    # Raised --total-steps, resumed, not yet finished: the old summary (its 20 s, its
+    # evaluation at 1,000 steps) describes an earlier moment than metrics.csv's last row, so
+    # the run is reported as unfinished: 2,000 steps in 40 s, its last training mean as final.
+    summary = json.loads((d / "summary.json").read_text())
+    summary.update(env_steps=1000, eval_return_mean=123.0)
+    (d / "summary.json").write_text(json.dumps(summary))
+    (result,) = report.load_results([str(tmp_path / "runs")])
+    assert result.final == 123.0 and result.final_is_eval and result.wall_s == 20.0
     (d / "metrics.csv").write_text(rows + "2000,400.0,40.0\n")
     (result,) = report.load_results([str(tmp_path / "runs")])
-    assert result.sps == 50.0
+    assert result.sps == 50.0 and result.wall_s == 40.0
+    assert result.final == 400.0 and not result.final_is_eval
 
 
 def test_log_axis_labels_are_plain_numbers_without_mathtext():
