@@ -457,9 +457,9 @@ def _load(path: Path) -> RunResult:
         raise RunSkipped("no episode finished yet")
     summary = read_summary(path)
     if summary.get("env_steps", int(steps[-1])) != int(steps[-1]):
-        # written before metrics.csv's last row: a finished (or stopped) run resumed with a
-        # larger --total-steps keeps its old summary.json until it ends again; its evaluation
-        # and seconds describe an earlier moment, so the run is reported as unfinished
+        # not at metrics.csv's last row: a finished (or stopped) run resumed with a larger
+        # --total-steps keeps its old summary.json until it ends again; its evaluation and
+        # seconds describe another moment, so the run is reported as unfinished
         summary = {}
     final = summary.get("eval_return_mean")
     identity = config_identity(_current_names(config, agent), hparams)
