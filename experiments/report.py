@@ -50,6 +50,7 @@ from experiments.runfolder import (
     check_run_dir_writable,
     read_json,
     strict_json_value,
+    summary_env_steps,
 )
 
 REFERENCES = Path(__file__).parent / "references"
@@ -332,11 +333,8 @@ def read_summary(path: Path) -> dict:
     summary = read_json(file, "summary")
     where = f"summary {file}"
     out = {}
-    if "env_steps" in summary:
-        value = summary["env_steps"]
-        if not (type(value) is int and value >= 0):
-            raise _field(where, "env_steps", value, "an integer >= 0")
-        out["env_steps"] = value
+    if (steps := summary_env_steps(summary, file)) is not None:
+        out["env_steps"] = steps
     for name, low in (("eval_return_mean", -math.inf), ("wall_s", 0.0)):
         value = summary.get(name)
         if value is None or (isinstance(value, float) and math.isnan(value)):

@@ -306,6 +306,18 @@ def read_json(path: str | Path, what: str = "JSON file") -> dict:
     return data
 
 
+def summary_env_steps(summary: dict, path: str | Path) -> int | None:
+    """summary.json's env_steps (None where absent): the runner writes an integer >= 0, and
+    any other value (a float, a string, a bool) is a one-line ValueError naming the file. The
+    report and the sweep read it through here, so they judge a summary alike."""
+    if "env_steps" not in summary:
+        return None
+    value = summary["env_steps"]
+    if type(value) is not int or value < 0:
+        raise ValueError(f"summary {path}: env_steps must be an integer >= 0, got {value!r}")
+    return value
+
+
 _JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
 _JSON_KINDS[type(None)] = "null"
 

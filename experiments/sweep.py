@@ -86,6 +86,7 @@ from experiments.runfolder import (
     check_folder,
     open_append,
     read_json,
+    summary_env_steps,
     write_json_atomic,
 )
 
@@ -600,9 +601,9 @@ def reached_total(run_dir: Path, total_steps: int | None = None) -> bool:
     stopped = summary.get("stopped_by")
     if not isinstance(stopped, str):
         raise ValueError(f"summary {path}: stopped_by must be a string, got {stopped!r}")
-    steps = summary.get("env_steps")
-    if not _is_number(steps) or not math.isfinite(steps) or steps < 0:
-        raise ValueError(f"summary {path}: env_steps must be a number >= 0, got {steps!r}")
+    steps = summary_env_steps(summary, path)
+    if steps is None:
+        raise ValueError(f"summary {path}: env_steps is missing")
     path = run_dir / "config.json"
     config = read_json(path, "run config")
     block = "run" if "run" in config else "args"  # `args`: run folders of early versions
@@ -615,10 +616,6 @@ def reached_total(run_dir: Path, total_steps: int | None = None) -> bool:
             f"run config {path}: {block}.total_steps must be an integer >= 1, got {total!r}"
         )
     return steps >= max(total, total_steps or 0)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def folder_busy(run_dir: Path) -> bool:

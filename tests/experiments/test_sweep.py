@@ -609,6 +609,10 @@ def _finished_run(folder: Path, name: str, summary: dict, total=2000):
      ({"stopped_by": "total_steps", "env_steps": [2000]}, 2000, "env_steps"),
      ({"stopped_by": "total_steps", "env_steps": "NaN"}, 2000, "env_steps"),
      ({"stopped_by": "total_steps", "env_steps": {"a": 1}}, 2000, "env_steps"),
+     # the runner writes an integer: as the report (read_summary), a float is damage too
+     ({"stopped_by": "total_steps", "env_steps": 2000.0}, 2000, "env_steps"),
+     ({"stopped_by": "total_steps", "env_steps": True}, 1, "env_steps"),
+     ({"stopped_by": "total_steps", "env_steps": -1}, 2000, "env_steps"),
      ({"stopped_by": "total_steps", "env_steps": 2000}, "2000", "run.total_steps"),
      ({"stopped_by": "total_steps", "env_steps": 2000}, None, "run.total_steps"),
      ({"stopped_by": "total_steps", "env_steps": 2000}, [2000], "run.total_steps")],
