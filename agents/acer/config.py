@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from agents.core.config import (
+    Config,
     check,
     check_floats_finite,
     check_only_with,
@@ -21,7 +21,7 @@ CONTINUOUS_ONLY = ("sdn_samples", "log_std_init")  # flags that are None with di
 
 
 @dataclass(frozen=True)
-class ACERConfig:
+class ACERConfig(Config):
     """ACER (Wang et al. 2017, "Sample Efficient Actor-Critic with Experience Replay",
     arXiv:1611.01224): discrete (§3) or, when the env's actions are continuous, continuous
     ACER (§5: a diagonal Gaussian policy and a stochastic dueling network critic). The
@@ -133,9 +133,6 @@ class ACERConfig:
     def initial_log_std(self) -> float:
         """The Gaussian policy's initial log σ (continuous actions)."""
         return DEFAULT_LOG_STD_INIT if self.log_std_init is None else self.log_std_init
-
-    def replace(self, **changes) -> ACERConfig:
-        return dataclasses.replace(self, **changes)
 
 
 PRESETS: dict[str, dict] = {

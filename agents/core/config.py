@@ -15,7 +15,7 @@ import math
 import types
 import typing
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Self
 
 
 def flag(name: str) -> str:
@@ -285,7 +285,15 @@ def check_importance_annealing(config) -> None:
     check(steps >= 0, "importance_exponent_steps", steps, ">= 0")
 
 
-class ReplayWindow:
+class Config:
+    """The base of every agent config (a frozen dataclass)."""
+
+    def replace(self, **changes) -> Self:
+        """A copy with `changes` (field=value), checked again by `__post_init__`."""
+        return dataclasses.replace(self, **changes)
+
+
+class ReplayWindow(Config):
     """The replay window of a trace learner (replay.TraceReplay, "Windows"), as config
     properties: a sampled trace starts `learn_len` learnt transitions, which reach
     `lookahead` steps past the trace with the n − 1 steps of their last n-step target, after

@@ -290,13 +290,12 @@ def episode_fields(state) -> tuple[str, ...]:
     return tuple(getattr(type(state), "EPISODE_FIELDS", ()))
 
 
-class ActorCriticLearner:
-    """What the trace learners share: the optimizer step on `self.loss` and the metrics.
+class Learner:
+    """What every learner with one optimizer shares: building it, and restarting a state
+    from new weights.
 
-    A subclass sets `config` (with `microbatch_traces`, `value_weight`, `entropy_weight`),
-    `make_optimizer(cfg)` (cfg: the config or a `Hyper` view of it), and
-    `loss(params, batch, normaliser, hparams=None, **extra)` as `gradient_step` wants it,
-    and `params_copy`: the state field that `init` sets equal to the params (the Polyak
+    A subclass sets `config`, `make_optimizer(cfg)` (cfg: the config or a `Hyper` view of
+    it) and `params_copy`: the state field that `init` sets equal to the params (the Polyak
     average, the target network), or None. `hparams` everywhere: a population member's
     hyper-parameters (`Hyper`), None for the config's."""
 
@@ -322,6 +321,13 @@ class ActorCriticLearner:
         if self.params_copy is not None:  # distinct buffers: both are donated
             fields[self.params_copy] = jax.tree.map(jnp.copy, params)
         return state._replace(**fields)
+
+
+class ActorCriticLearner(Learner):
+    """What the trace learners share beyond `Learner`: the optimizer step on `self.loss` and
+    the metrics. A subclass's config also has `microbatch_traces`, `value_weight` and
+    `entropy_weight`, and it sets `loss(params, batch, normaliser, hparams=None, **extra)` as
+    `gradient_step` wants it."""
 
     def gradient_step(
         self, state, batch: TraceBatch, axis_name=None, hparams=None, **extra

@@ -168,9 +168,6 @@ class OffPolicyConfig(ReplayWindow):
         ones dispatched singly)."""
         return max(1, math.floor(self.update_to_data * self.num_envs * self.trace_len + 1e-9))
 
-    def replace(self, **changes):
-        return dataclasses.replace(self, **changes)
-
 
 def window_at(batch: TraceBatch, offset, length: int) -> TraceBatch:
     """Steps offset_b .. offset_b + length − 1 of every trace b (observations and `first`

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal, get_args, get_type_hints
 
@@ -187,9 +186,6 @@ class DQNConfig(ReplayWindow):
         # replay needs that many more whole traces per env
         check_trace_replay(self, self.min_traces_per_env)
         check_only_with(self)  # last: a value out of range is named as such first
-
-    def replace(self, **changes):
-        return dataclasses.replace(self, **changes)
 
 
 PRESETS: dict[str, dict] = {

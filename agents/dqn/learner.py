@@ -32,7 +32,7 @@ import optax
 from agents import losses
 from agents.core.learning import (
     GradientStep,
-    Hyper,
+    Learner,
     TraceBatch,
     adam_with_clipping,
     gradient_step,
@@ -95,17 +95,17 @@ def dqn_optimizer(config) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), rmsprop)
 
 
-class DQNLearner:
+class DQNLearner(Learner):
     """See the module docstring. `config` is a `DQNConfig` (or R2D1's, with its fields);
     `make_optimizer(cfg)` builds its optax optimizer from the config or a `Hyper` view of it
     (`dqn_optimizer`, or Adam with clipping for R2D1). `hparams` everywhere: a population
     member's hyper-parameters (agents/core/population.py), None for the config's."""
 
+    params_copy = "target_params"
+
     def __init__(self, config, network, make_optimizer):
-        self.config = config
-        self.network = network
         self.make_optimizer = make_optimizer
-        self.optimizer = make_optimizer(config)
+        super().__init__(config, network)
         cfg = config
         self.atoms = (
             jnp.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms, dtype=jnp.float32)
@@ -126,20 +126,6 @@ class DQNLearner:
             step=jnp.zeros((), jnp.int32),
             env_steps=jnp.zeros((), jnp.int32),
             key=key,
-        )
-
-    def optimizer_for(self, hparams: dict | None) -> optax.GradientTransformation:
-        """The config's optimizer, or one built with a member's (traced) hyper-parameters."""
-        return self.make_optimizer(Hyper(self.config, hparams)) if hparams else self.optimizer
-
-    def reset_params(self, state: DQNLearnerState, params, hparams=None) -> DQNLearnerState:
-        """`state` restarted from new weights `params` as `init` starts its own: a fresh
-        optimiser state and the target network equal to them; the counts and key kept (a
-        population's CEM resampling, agents/core/population.py)."""
-        return state._replace(
-            params=params,
-            target_params=jax.tree.map(jnp.copy, params),
-            opt_state=self.optimizer_for(hparams).init(params),
         )
 
     # ------------------------------------------------------------------ the loss

@@ -7,16 +7,21 @@ clipping. agents/a2c/config.py derives A2C's config from the same base.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from agents.core.config import check, check_floats_finite, check_only_with, check_positive_int
+from agents.core.config import (
+    Config,
+    check,
+    check_floats_finite,
+    check_only_with,
+    check_positive_int,
+)
 from agents.core.hooks import check_hooks
 
 
 @dataclass(frozen=True)
-class OnPolicyConfig:
+class OnPolicyConfig(Config):
     """The fields every on-policy agent has (see PPOConfig and A2CConfig)."""
 
     num_envs: int = 8
@@ -168,9 +173,6 @@ class OnPolicyConfig:
         if self.lstm_size:
             return self.num_envs * (self.trace_len // self.bptt) // self.num_minibatches
         return self.num_envs * self.trace_len // self.num_minibatches
-
-    def replace(self, **changes):
-        return dataclasses.replace(self, **changes)
 
 
 @dataclass(frozen=True)

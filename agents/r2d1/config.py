@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -150,9 +149,6 @@ class R2D1Config(ReplayWindow):
     @property
     def lookback(self) -> int:
         return self.burn_in
-
-    def replace(self, **changes):
-        return dataclasses.replace(self, **changes)
 
 
 PRESETS: dict[str, dict] = {

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
 from agents.core.config import (
+    Config,
     check,
     check_floats_finite,
     check_only_with,
@@ -16,7 +16,7 @@ from agents.core.config import (
 
 
 @dataclass(frozen=True)
-class ReactorConfig:
+class ReactorConfig(Config):
     """The Reactor (Gruslys et al. 2018, "The Reactor", arXiv:1704.04651). Paper values are
     marked; the rest are our choices where the paper is silent. The defaults are the
     reactor-classic preset (CartPole-v1, sized for a 2-core CPU)."""
@@ -129,9 +129,6 @@ class ReactorConfig:
         check(self.anneal_steps >= 0, "anneal_steps", self.anneal_steps, ">= 0 (0: constant)")
         check_trace_replay(self, 3, "sequences")
         check_only_with(self)  # last: a value out of range is named as such first
-
-    def replace(self, **changes) -> ReactorConfig:
-        return dataclasses.replace(self, **changes)
 
 
 PRESETS: dict[str, dict] = {
