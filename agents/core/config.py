@@ -285,6 +285,28 @@ def check_importance_annealing(config) -> None:
     check(steps >= 0, "importance_exponent_steps", steps, ">= 0")
 
 
+def check_q_learning(config) -> None:
+    """The checks DQN and R2D1 share (their replay, targets, priorities, optimiser and ε
+    schedule fields), each a one-line `ConfigError` naming the flag."""
+    c = config
+    check(c.start_train_at >= 0, "start_train_at", c.start_train_at, ">= 0")
+    check(c.replay_ratio > 0, "replay_ratio", c.replay_ratio, "> 0")
+    check(0.0 < c.discount <= 1.0, "discount", c.discount, "in (0, 1]")
+    check(c.huber_delta >= 0, "huber_delta", c.huber_delta, ">= 0")
+    check_importance_annealing(c)
+    for name in ("priority_exponent", "importance_exponent", "priority_eta"):
+        check(0.0 <= getattr(c, name) <= 1.0, name, getattr(c, name), "in [0, 1]")
+    check(c.lr > 0, "lr", c.lr, "> 0")
+    check(c.anneal_steps >= 0, "anneal_steps", c.anneal_steps, ">= 0 (0: constant)")
+    check(c.adam_eps > 0, "adam_eps", c.adam_eps, "> 0")
+    check(c.max_grad_norm > 0, "max_grad_norm", c.max_grad_norm, "> 0")
+    for name in ("eps_start", "eps_end", "eval_epsilon"):
+        check(0.0 <= getattr(c, name) <= 1.0, name, getattr(c, name), "in [0, 1]")
+    check(c.eps_decay_steps >= 0, "eps_decay_steps", c.eps_decay_steps, ">= 0")
+    check(c.eps_decay_start >= 0, "eps_decay_start", c.eps_decay_start, ">= 0")
+    check(all(h >= 1 for h in c.hidden), "hidden", c.hidden, "widths >= 1")
+
+
 class Config:
     """The base of every agent config (a frozen dataclass)."""
 

@@ -9,9 +9,9 @@ from agents.core.config import (
     ReplayWindow,
     check,
     check_floats_finite,
-    check_importance_annealing,
     check_only_with,
     check_positive_int,
+    check_q_learning,
     check_trace_replay,
 )
 
@@ -152,22 +152,13 @@ class DQNConfig(ReplayWindow):
             "target_update_period", "num_atoms",
         )  # fmt: skip
         check_floats_finite(self)
-        check(self.anneal_steps >= 0, "anneal_steps", self.anneal_steps, ">= 0 (0: constant)")
-        check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
-        check(self.replay_ratio > 0, "replay_ratio", self.replay_ratio, "> 0")
-        check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
+        check_q_learning(self)
         check(self.num_atoms >= 2, "num_atoms", self.num_atoms, ">= 2")
         check(self.v_min < self.v_max, "v_min", self.v_min, f"< --v-max {self.v_max}")
         check(
             not (self.value_rescale and self.distributional),
             "value_rescale", self.value_rescale, "off with --distributional (scalar Q only)",
         )  # fmt: skip
-        check(self.huber_delta >= 0, "huber_delta", self.huber_delta, ">= 0")
-        check_importance_annealing(self)
-        for name in ("priority_exponent", "importance_exponent", "priority_eta"):
-            check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
-        check(self.lr > 0, "lr", self.lr, "> 0")
-        check(self.adam_eps > 0, "adam_eps", self.adam_eps, "> 0")
         optimizers = get_args(get_type_hints(type(self))["optimizer"])
         check(self.optimizer in optimizers, "optimizer", self.optimizer, "|".join(optimizers))
         check(0.0 <= self.rmsprop_decay < 1.0, "rmsprop_decay", self.rmsprop_decay, "in [0, 1)")
@@ -176,12 +167,6 @@ class DQNConfig(ReplayWindow):
             0.0 <= self.rmsprop_momentum < 1.0, "rmsprop_momentum", self.rmsprop_momentum,
             "in [0, 1)",
         )  # fmt: skip
-        check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "> 0")
-        for name in ("eps_start", "eps_end", "eval_epsilon"):
-            check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
-        check(self.eps_decay_steps >= 0, "eps_decay_steps", self.eps_decay_steps, ">= 0")
-        check(self.eps_decay_start >= 0, "eps_decay_start", self.eps_decay_start, ">= 0")
-        check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
         # the sampled window reaches `lookahead` steps past a trace (ReplayWindow): the
         # replay needs that many more whole traces per env
         check_trace_replay(self, self.min_traces_per_env)

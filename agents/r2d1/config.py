@@ -7,11 +7,10 @@ from typing import ClassVar
 
 from agents.core.config import (
     ReplayWindow,
-    check,
     check_floats_finite,
-    check_importance_annealing,
     check_only_with,
     check_positive_int,
+    check_q_learning,
     check_sequence_window,
     check_trace_replay,
 )
@@ -120,22 +119,7 @@ class R2D1Config(ReplayWindow):
         )  # fmt: skip
         check_floats_finite(self)
         check_sequence_window(self)
-        check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
-        check(self.replay_ratio > 0, "replay_ratio", self.replay_ratio, "> 0")
-        check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
-        check(self.huber_delta >= 0, "huber_delta", self.huber_delta, ">= 0")
-        check_importance_annealing(self)
-        for name in ("priority_exponent", "importance_exponent", "priority_eta"):
-            check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
-        check(self.lr > 0, "lr", self.lr, "> 0")
-        check(self.anneal_steps >= 0, "anneal_steps", self.anneal_steps, ">= 0 (0: constant)")
-        check(self.adam_eps > 0, "adam_eps", self.adam_eps, "> 0")
-        check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "> 0")
-        for name in ("eps_start", "eps_end", "eval_epsilon"):
-            check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
-        check(self.eps_decay_steps >= 0, "eps_decay_steps", self.eps_decay_steps, ">= 0")
-        check(self.eps_decay_start >= 0, "eps_decay_start", self.eps_decay_start, ">= 0")
-        check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
+        check_q_learning(self)
         sizes = f", seq_len={self.seq_len}, burn_in={self.burn_in}"
         check_trace_replay(self, self.min_traces_per_env, sizes=sizes)
         check_only_with(self)  # last: a value out of range is named as such first
