@@ -73,6 +73,7 @@ from experiments.runfolder import (
     check_folder,
     fsync_dir,
     held_thread_output,
+    one_line,
     storage_errno,
     write_json_atomic,
 )
@@ -295,9 +296,9 @@ class Checkpointer:
         except ValueError as err:
             if "structures do not match" in str(err):  # orbax's own, finer structure check
                 raise
-            raise _Damaged(f"orbax cannot read it: {_one_line(err)}") from err
+            raise _Damaged(f"orbax cannot read it: {one_line(err, 200)}") from err
         except (OSError, KeyError, EOFError) as err:
-            raise _Damaged(f"orbax cannot read it: {_one_line(err)}") from err
+            raise _Damaged(f"orbax cannot read it: {one_line(err, 200)}") from err
         meta = out["meta"]
         if not isinstance(meta, dict):
             raise _Damaged(f"meta holds a {type(meta).__name__}, expected a JSON object")
@@ -360,7 +361,7 @@ def _verify(folder: Path, step: int):
             if not isinstance(entry["size"], int) or not isinstance(entry["sha256"], str):
                 raise ValueError("an entry lacks an integer size or a sha256 string")
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
-        raise _Damaged(f"{CHECKSUMS} is unreadable: {_one_line(err)}") from None
+        raise _Damaged(f"{CHECKSUMS} is unreadable: {one_line(err, 200)}") from None
     for rel, entry in sorted(files.items()):
         path = folder / rel
         if Path(rel).is_absolute() or ".." in Path(rel).parts:
@@ -432,7 +433,7 @@ def _structure_mismatch(folder: Path, abstract: Any, item: str = "state") -> str
     try:
         saved = ocp.StandardCheckpointHandler().metadata(folder / item)
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise _Damaged(f"orbax cannot read its metadata: {_one_line(err)}") from err
+        raise _Damaged(f"orbax cannot read its metadata: {one_line(err, 200)}") from err
     saved = ocp.tree.to_flat_dict(getattr(saved, "tree", saved))
     wanted = ocp.tree.to_flat_dict(abstract)
     name = "/".join
@@ -468,8 +469,3 @@ def _sha256(path: Path, sync: bool = False) -> tuple[str, int]:
         if sync:
             os.fsync(f.fileno())
     return h.hexdigest(), size
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= 200 else text[:197] + "..."

@@ -298,7 +298,7 @@ def read_json(path: str | Path, what: str = "JSON file") -> dict:
             f"{what} {path} is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
         ) from None
     except (ValueError, RecursionError) as err:  # a number too long, arrays nested too deep
-        reason = "nested too deeply" if isinstance(err, RecursionError) else _one_line(err)
+        reason = "nested too deeply" if isinstance(err, RecursionError) else one_line(err)
         raise ValueError(f"{what} {path} cannot be read as JSON: {reason}") from None
     if not isinstance(data, dict):
         kind = _JSON_KINDS.get(type(data), type(data).__name__)
@@ -352,7 +352,7 @@ class WriteError(OSError):
     @classmethod
     def of(cls, err: OSError, path: str | Path) -> WriteError:
         code = err.errno if err.errno is not None else errno.EIO
-        reason = err.strerror or _one_line(err)
+        reason = err.strerror or one_line(err)
         return cls(code, reason, str(path))
 
     def __str__(self) -> str:
@@ -593,6 +593,7 @@ def held_thread_output():
             _Echoes.install()
 
 
-def _one_line(err: BaseException) -> str:
+def one_line(err: BaseException, limit: int = 300) -> str:
+    """An exception's message on one line, at most `limit` characters (for one-line errors)."""
     text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
