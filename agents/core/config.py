@@ -1,7 +1,8 @@
 """What every agent config shares: field checks with one-line messages that name the flag,
 and loading a config back from a run folder's JSON.
 
-An agent's config is a frozen dataclass (see agents/acer/config.py). It is the command line
+An agent's config is a frozen dataclass subclassing `Config` (its `replace`; see
+agents/acer/config.py). It is the command line
 of `python -m experiments.train --agent NAME`: each field is a flag (`lr` is `--lr`), its
 docstring the `--help` text, its default the only default. `__post_init__` checks the fields
 with `check`, so a bad value fails before anything is built or compiled, with a message that

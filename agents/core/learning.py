@@ -294,8 +294,10 @@ class Learner:
     """What every learner with one optimizer shares: building it, and restarting a state
     from new weights.
 
-    A subclass sets `config`, `make_optimizer(cfg)` (cfg: the config or a `Hyper` view of
-    it) and `params_copy`: the state field that `init` sets equal to the params (the Polyak
+    A subclass passes `config` and `network` to `__init__` and sets `make_optimizer(cfg)`
+    (cfg: the config or a `Hyper` view of it; a method, or an attribute set before
+    `Learner.__init__` builds `self.optimizer` with it, as `DQNLearner` does) and
+    `params_copy`: the state field that `init` sets equal to the params (the Polyak
     average, the target network), or None. `hparams` everywhere: a population member's
     hyper-parameters (`Hyper`), None for the config's."""
 
