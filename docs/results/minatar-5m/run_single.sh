@@ -8,6 +8,9 @@
 # i). On 2 vCPUs two single processes at once train faster in aggregate than one population
 # program (README, "How the grid runs"). A run already finished is skipped; one cut off (by
 # DEADLINE, which no run should pass) resumes from its --exact-resume checkpoint, bit for bit.
+# FRESH_MINUTES=N: a run not yet begun starts only with N minutes or more to DEADLINE (say 95
+# for a DQN run beside another one), where the checkpoints of a run cut off would not outlast
+# the session (the workspace outside the repository is not always kept between sessions).
 set -eu
 agent=$1
 shift
@@ -39,6 +42,10 @@ one() {
   mins=$(( ($deadline - $(date +%s)) / 60 - 10 ))
   if [ "$mins" -lt 5 ]; then
     echo "$agent $game seed $seed: not started, under 15 minutes to DEADLINE" >&2
+    return 0
+  fi
+  if [ ! -f "$dir/config.json" ] && [ "$(( mins + 10 ))" -lt "${FRESH_MINUTES:-0}" ]; then
+    echo "$agent $game seed $seed: not started, under FRESH_MINUTES=$FRESH_MINUTES to DEADLINE" >&2
     return 0
   fi
   if [ -f "$dir/config.json" ]; then
