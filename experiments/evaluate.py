@@ -40,6 +40,7 @@ from experiments.runfolder import (
     atomic_path,
     check_file_target,
     check_folder,
+    one_line,
     write_json_atomic,
 )
 
@@ -254,9 +255,8 @@ def main(argv: list[str] | None = None) -> dict:
         except (UnsafePathError, WriteError) as err:
             raise SystemExit(f"error: {err}") from None
         except (ValueError, OSError) as err:  # imageio's: ffmpeg's errors span lines
-            reason = " ".join(str(err).split())
             path = _video_path(run_dir, args)
-            raise SystemExit(f"error: cannot write {path}: {reason}") from None
+            raise SystemExit(f"error: cannot write {path}: {one_line(err)}") from None
     print(
         f"{train_args.run.env} @ step {step}: return {result['return_mean']:.2f} ± "
         f"{result['return_std']:.2f} over {len(returns)} episodes "

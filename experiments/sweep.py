@@ -84,6 +84,7 @@ from experiments.runfolder import (
     UnsafePathError,
     WriteError,
     check_folder,
+    one_line,
     open_append,
     read_json,
     summary_env_steps,
@@ -264,8 +265,8 @@ def load_spec(path: str | Path) -> dict:
         try:
             data = runpy.run_path(str(path)).get("SPEC")
         except Exception as err:  # its failure, whatever it is: one line
-            reason = " ".join(str(err).split())
-            raise SpecError(f"{path}: running it failed: {type(err).__name__}: {reason}") from None
+            reason = f"{type(err).__name__}: {one_line(err)}"
+            raise SpecError(f"{path}: running it failed: {reason}") from None
         if data is None:
             raise SpecError(f"{path}: defines no SPEC dict")
     else:

@@ -112,6 +112,15 @@ class Chain:
                 raise AssertionError(f"timed out waiting for {what}")
             time.sleep(0.001)
 
+    def finish(self, proc: subprocess.Popen, what: str) -> str:
+        """Its stderr once it exits by itself; killed (no orphan left) if it runs past PATIENCE."""
+        try:
+            return proc.communicate(timeout=PATIENCE)[1]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise AssertionError(f"timed out waiting for {what} to exit") from None
+
     def at_least(self, n: int) -> list[int]:
         """The checkpoint steps, after a resume killed once there are `n` if need be."""
         if len(self.steps()) < n:
@@ -122,7 +131,7 @@ class Chain:
 
     def kill(self, proc: subprocess.Popen, note: str) -> str:
         proc.send_signal(signal.SIGKILL)
-        _, err = proc.communicate(timeout=PATIENCE)
+        err = self.finish(proc, "a killed process")
         assert proc.returncode == -signal.SIGKILL, (proc.returncode, err)
         self.log.append(f"{note}; checkpoints {self.steps()}")
         self.check_checkpoints()
@@ -216,7 +225,7 @@ def test_kill_9_at_random_moments_damage_and_a_second_writer(tmp_path):
         if i == 1:
             chain.wait(proc, lambda pid=proc.pid: _holds_lock(run_dir, pid), "the lock")
             second = chain.resume()
-            _, err = second.communicate(timeout=PATIENCE)
+            err = chain.finish(second, "a second writer")
             lines = err.strip().splitlines()
             assert second.returncode == 1 and len(lines) == 1, err
             assert lines[0].startswith("error: ") and f"in use by process {proc.pid}" in lines[0]
@@ -242,7 +251,7 @@ def test_kill_9_at_random_moments_damage_and_a_second_writer(tmp_path):
     for step in chain.at_least(1):
         _corrupt(chain.ckpts / str(step))
     proc = chain.resume()
-    _, err = proc.communicate(timeout=PATIENCE)
+    err = chain.finish(proc, "a resume with every checkpoint damaged")
     *reports, last = err.strip().splitlines()
     assert proc.returncode == 1 and all(" skipped: " in r for r in reports), err
     assert last.startswith("error: no checkpoint in ") and "could be restored" in last, err
@@ -251,7 +260,7 @@ def test_kill_9_at_random_moments_damage_and_a_second_writer(tmp_path):
     # 6. The last resume runs to the end.
     final = (chain.steps()[-1] if chain.steps() else 0) + 3 * EVERY
     proc = chain.resume(str(final))
-    _, err = proc.communicate(timeout=PATIENCE)
+    err = chain.finish(proc, "the last resume")
     assert proc.returncode == 0, err
     assert "Traceback" not in err
 

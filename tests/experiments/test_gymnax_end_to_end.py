@@ -112,6 +112,26 @@ def test_video_of_a_gymnax_run(tmp_path):
         evaluate.main([str(run_dir), "--episodes", "1", "--video"])
 
 
+def test_a_video_writer_error_is_one_line(tmp_path, monkeypatch):
+    """imageio's errors (ffmpeg's) span lines; evaluate reports one, naming the file."""
+    import imageio.v2 as imageio
+
+    from experiments import evaluate
+
+    run_dir = tmp_path / "run"
+    _video(run_dir, "gymnax/CartPole-v1")
+
+    def fail(*args, **kwargs):
+        raise ValueError("ffmpeg exited:\n  Unknown encoder\n\t'libx264'")
+
+    monkeypatch.setattr(imageio, "mimsave", fail)
+    with pytest.raises(SystemExit) as err:
+        evaluate.main([str(run_dir), "--episodes", "1", "--video", "--video-format", "gif"])
+    where = run_dir / "videos" / "eval.gif"
+    reason = "ffmpeg exited: Unknown encoder 'libx264'"
+    assert str(err.value) == f"error: cannot write {where}: {reason}"
+
+
 def test_video_through_gymnasium_of_an_envpool_run(tmp_path):
     """The other path: a gymnasium render env whose raw observations reach the agent through
     its env's `convert_obs` (envs.VecEnv)."""
