@@ -265,7 +265,7 @@ def load_spec(path: str | Path) -> dict:
         try:
             data = runpy.run_path(str(path)).get("SPEC")
         except Exception as err:  # its failure, whatever it is: one line
-            reason = f"{type(err).__name__}: {one_line(err)}"
+            reason = type(err).__name__ + (f": {one_line(err)}" if str(err).strip() else "")
             raise SpecError(f"{path}: running it failed: {reason}") from None
         if data is None:
             raise SpecError(f"{path}: defines no SPEC dict")

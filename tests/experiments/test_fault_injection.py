@@ -74,13 +74,23 @@ class Chain:
         self.run_dir, self.env, self.rng = run_dir, _env(cache), rng
         self.ckpts = run_dir / "checkpoints"
         self.log: list[str] = []
+        self.procs: list[subprocess.Popen] = []
 
     def start(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "experiments.train", *args],
             cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True,
         )  # fmt: skip
+        self.procs.append(proc)
+        return proc
+
+    def close(self):
+        """Kill whatever it started that still runs (a test that failed half-way)."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
     def resume(self, total: str = ENDLESS) -> subprocess.Popen:
         return self.start("--resume", str(self.run_dir), "--total-steps", total)
@@ -197,10 +207,17 @@ def _kill_at_random_moment(chain: Chain, proc, kind: str, start_step: int) -> st
     return chain.kill(proc, f"after {delay:.1f}s")
 
 
-def test_kill_9_at_random_moments_damage_and_a_second_writer(tmp_path):
-    rng = random.Random(SEED)
-    run_dir = tmp_path / "run"
-    chain = Chain(run_dir, tmp_path / "jax-cache", rng)
+@pytest.fixture
+def chain(tmp_path):
+    """The test's Chain; on teardown what it started and left running is killed, so that a
+    failed assertion leaves no training process behind."""
+    chain = Chain(tmp_path / "run", tmp_path / "jax-cache", random.Random(SEED))
+    yield chain
+    chain.close()
+
+
+def test_kill_9_at_random_moments_damage_and_a_second_writer(chain):
+    rng, run_dir = chain.rng, chain.run_dir
     t0 = time.monotonic()
 
     # 1. Killed while compiling: config.json is written, no checkpoint yet.

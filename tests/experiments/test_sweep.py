@@ -512,6 +512,13 @@ def test_spec_files_that_cannot_be_read_or_run_are_one_line(tmp_path, capsys):
     (tmp_path / "broken.py").write_text("SPEC = {'agents': [undefined]}\n")
     message = one_line_exit(sw.main, [str(tmp_path / "broken.py"), "--dry-run"], capsys)
     assert "broken.py: running it failed: NameError: name 'undefined' is not defined" in message
+    (tmp_path / "bare.py").write_text("assert False\n")
+    message = one_line_exit(sw.main, [str(tmp_path / "bare.py"), "--dry-run"], capsys)
+    assert message.endswith("bare.py: running it failed: AssertionError"), message
+    (tmp_path / "long.py").write_text("raise ValueError('first\\n' + 'x ' * 400)\n")
+    message = one_line_exit(sw.main, [str(tmp_path / "long.py"), "--dry-run"], capsys)
+    assert "long.py: running it failed: ValueError: first x x " in message
+    assert message.endswith("...") and len(message) < 450, message
 
 
 @pytest.mark.parametrize("root", ["FILE", "FILE/sub"])
