@@ -65,7 +65,11 @@ Data parallelism
 :meth:`~PrioritizedTraceReplay.partition_specs` splits the priorities, flags and the tree over
 devices like the base storage: each device keeps a sum tree over its own envs' slots and
 samples from it (the priorities and ``num_valid`` in :class:`SampleInfo` are then those of the
-device's share).
+device's share). With equal shards ``1 / (num_valid * P(i))`` is then the weight of the whole
+batch's draw against a uniform one over all devices' pairs, and :meth:`sample` given the mesh
+axis divides it by the maximum over the whole batch, every device's draws, as on one device:
+a maximum per device would scale each device's share of the averaged gradient by its own
+factor, and so weight the shards unequally.
 
 Complexity: ``sample`` and ``set_priorities`` are ``O(B log(N C))`` besides building the
 traces; ``add`` does ``O(N log(N C))`` tree work plus one ``O(N C)`` masked mean (the fallback
@@ -380,6 +384,7 @@ class PrioritizedTraceReplay(SizedBuffer):
         key: jax.Array,
         batch_size: int,
         epsilon: float | jax.Array | None = None,
+        axis_name: str | None = None,
     ) -> ReplaySample:
         """Draws ``batch_size`` traces with replacement from the ε-mixture (module docstring).
 
@@ -389,6 +394,9 @@ class PrioritizedTraceReplay(SizedBuffer):
           batch_size: static number of draws.
           epsilon: probability of a uniform draw; the constructor's ``epsilon`` when None. May
             be a traced scalar.
+          axis_name: under ``shard_map``, the data-parallel mesh axis: the weights are then
+            divided by their maximum over every device's draws (module docstring, "Data
+            parallelism"); None on one device.
 
         Returns:
           The traces, built by :meth:`TraceReplay.gather`, and their :class:`SampleInfo`:
@@ -429,7 +437,10 @@ class PrioritizedTraceReplay(SizedBuffer):
         num_valid_f = jnp.maximum(num_valid, 1).astype(jnp.float32)
         probability = eps / num_valid_f + (1.0 - eps) * share
         weight = 1.0 / (num_valid_f * jnp.maximum(probability, jnp.finfo(jnp.float32).tiny))
-        is_weight = weight / jnp.max(weight)
+        top = jnp.max(weight)
+        if axis_name is not None:
+            top = jax.lax.pmax(top, axis_name)
+        is_weight = weight / top
         traces = self.base.gather(state.base, env_index, slot)
         return ReplaySample(traces, SampleInfo(env_index, slot, probability, is_weight))
 

@@ -149,7 +149,8 @@ class SampleInfo(NamedTuple):
         ``1 / num_valid`` for uniform sampling, ``epsilon / num_valid + (1 - epsilon) * p_i /
         sum_j p_j`` for prioritized sampling.
       is_weight: ``[B]`` float32 importance weight ``1 / (num_valid * probability)`` divided by
-        its maximum over the batch (so in ``(0, 1]``); all ones for uniform sampling.
+        its maximum over the batch (so in ``(0, 1]``; under ``shard_map`` with the mesh axis
+        given, over every device's draws); all ones for uniform sampling.
     """
 
     env_index: jax.Array
@@ -606,8 +607,11 @@ class TraceReplay(SizedBuffer):
         full = (state.write_slot + skip_oldest + back) % c
         return jnp.where(state.count < c, back, full).astype(jnp.int32)
 
-    def sample(self, state: TraceReplayState, key: jax.Array, batch_size: int) -> ReplaySample:
+    def sample(
+        self, state: TraceReplayState, key: jax.Array, batch_size: int, axis_name: str | None = None
+    ) -> ReplaySample:
         """Draws ``batch_size`` traces uniformly, with replacement, from the valid pairs.
+        ``axis_name`` (the prioritized replay's normalisation axis) changes nothing here.
 
         Returns:
           The traces and their :class:`SampleInfo`: ``probability = 1 / num_valid`` and

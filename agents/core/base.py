@@ -471,7 +471,8 @@ class AgentBase(RolloutAgent):
         """Sample a batch of traces, take one learner step (with a member's `hparams`, or
         the config's), store the new priorities."""
         key, sub = sample_key(learner.key, axis_name)
-        sample = self.replay.sample(replay, sub, self.config.batch_size // self.num_devices)
+        b = self.config.batch_size // self.num_devices
+        sample = self.replay.sample(replay, sub, b, axis_name=axis_name)
         batch = TraceBatch.from_sample(sample, self.replay.window_len)
         learner, metrics, priorities = self.learner.update(
             learner._replace(key=key), batch, axis_name, hparams

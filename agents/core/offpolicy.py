@@ -307,13 +307,14 @@ class OffPolicyAgent(AgentBase):
         steps = max(0, env_steps - cfg.start_train_at)
         return math.floor(steps * cfg.update_to_data + 1e-9)
 
-    def sample_batch(self, learner, replay, key):
+    def sample_batch(self, learner, replay, key, axis_name=None):
         """B transitions with their n-step windows (module docstring): (TraceBatch, info,
-        offsets)."""
+        offsets); `axis_name`: the mesh axis under `shard_map` (the importance weights'
+        maximum is over every device's draws)."""
         cfg = self.config
         k_slot, k_offset = jax.random.split(key)
         b = cfg.batch_size // self.num_devices
-        sample = self.replay.sample(replay, k_slot, b)
+        sample = self.replay.sample(replay, k_slot, b, axis_name=axis_name)
         full = TraceBatch.from_sample(sample, self.replay.window_len)
         offset = jax.random.randint(k_offset, (b,), 0, cfg.trace_len)
         batch = window_at(full, offset, cfg.n_step)
@@ -323,7 +324,7 @@ class OffPolicyAgent(AgentBase):
 
     def replay_update(self, learner, replay, axis_name=None, hparams=None):
         key, sub = sample_key(learner.key, axis_name)
-        batch, info, offset = self.sample_batch(learner, replay, sub)
+        batch, info, offset = self.sample_batch(learner, replay, sub, axis_name)
         extra = {}
         if self.rnd is not None:
             learner, batch, extra = self.add_intrinsic_reward(learner, batch, axis_name)

@@ -184,14 +184,14 @@ class SACAgent(OffPolicyAgent):
         return select_action, act
 
     # ------------------------------------------------------------------ replay
-    def sample_batch(self, learner, replay, key):
+    def sample_batch(self, learner, replay, key, axis_name=None):
         """Recurrent: B windows of burn-in + seq_len + n − 1 steps, each starting `burn_in`
         steps before a uniformly drawn trace, with the state stored there: (TraceBatch,
         info, zero offsets). Feed-forward: the base's transitions."""
         if not self.config.recurrent:
-            return super().sample_batch(learner, replay, key)
+            return super().sample_batch(learner, replay, key, axis_name)
         b = self.config.batch_size // self.num_devices
-        sample = self.replay.sample(replay, key, b)
+        sample = self.replay.sample(replay, key, b, axis_name=axis_name)
         batch = TraceBatch.from_sample(sample, self.replay.window_len)
         return batch, sample.info, jnp.zeros((b,), jnp.int32)
 

@@ -233,3 +233,44 @@ def test_device_keys_give_each_device_its_own_draws():
     own, shared = (np.asarray(x) for x in jax.jit(fn)(jax.random.PRNGKey(0)))
     assert not np.allclose(own[0], own[1])
     np.testing.assert_array_equal(shared[0], shared[1])
+
+
+@pytest.mark.parametrize(
+    "name, env_id, overrides",
+    [
+        ("dqn", "CartPole-v1", dict(prioritized=True, start_train_at=0)),
+        (
+            "r2d1",
+            "CartPole-v1",
+            dict(prioritized=True, start_train_at=0, seq_len=4, burn_in=4, lstm_size=8),
+        ),
+        ("reactor", "CartPole-v1", dict(start_train_at=0)),
+        ("sac", "Pendulum-v1", dict(prioritized=True, start_train_at=0)),
+        ("td3", "Pendulum-v1", dict(prioritized=True, start_train_at=0)),
+    ],
+)
+def test_prioritized_agents_normalise_weights_over_every_device(
+    monkeypatch, name, env_id, overrides
+):
+    """Under `shard_map` every prioritized agent samples with the mesh axis, so that the
+    importance weights are divided by the whole batch's maximum (replay/prioritized.py, "Data
+    parallelism"), not each device's own: the program's trace records the axis it was given."""
+    from agents.core.parallel import DATA
+    from agents.core.registry import get_agent
+    from replay import PrioritizedTraceReplay
+
+    seen = []
+    sample = PrioritizedTraceReplay.sample
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("axis_name"))
+        return sample(self, *args, **kwargs)
+
+    monkeypatch.setattr(PrioritizedTraceReplay, "sample", spy)
+    spec = get_agent(name)
+    tiny = dict(num_envs=2, trace_len=4, batch_size=8, buffer_size=2 * 4 * 16, hidden=(8,))
+    cfg = spec.make_config(None, **tiny, **overrides)
+    agent = spec.agent_cls(cfg, make_env(env_id, 2, 0), seed=0, mesh=make_mesh(2))
+    assert isinstance(agent.replay, PrioritizedTraceReplay)
+    agent.compile(agent.init(jax.random.PRNGKey(0)))
+    assert seen and set(seen) == {DATA}

@@ -174,11 +174,13 @@ def sharded_fill(replay, specs, mesh, record):
     return state
 
 
-def sharded_sample(replay, specs, mesh):
-    """Every device draws BATCH traces of its own envs; outputs concatenated over devices."""
+def sharded_sample(replay, specs, mesh, axis_name=None):
+    """Every device draws BATCH traces of its own envs; outputs concatenated over devices.
+    `axis_name`: passed on to `sample` (None: as a caller that does not give the mesh axis)."""
 
     def sample(state, key):
-        return replay.sample(state, jax.random.fold_in(key, jax.lax.axis_index(AXIS)), BATCH)
+        key = jax.random.fold_in(key, jax.lax.axis_index(AXIS))
+        return replay.sample(state, key, BATCH, axis_name=axis_name)
 
     split, per_step = P(AXIS), P(None, AXIS)
     out_specs = ReplaySample(TraceBatch(per_step, per_step, split), SampleInfo(*[split] * 4))
@@ -225,7 +227,8 @@ def test_uniform_replay_shards_by_env(mesh, extras):
     np.testing.assert_allclose(np.asarray(drawn.info.probability), 1.0 / (N_LOCAL * 3))
 
 
-def test_prioritized_replay_keeps_a_sum_tree_per_device(mesh):
+@pytest.mark.parametrize("axis_name", [AXIS, None])
+def test_prioritized_replay_keeps_a_sum_tree_per_device(mesh, axis_name):
     replay = make("lstm", "prioritized")
     specs = replay.partition_specs(AXIS)
     record = Record(EXTRAS_SPECS["lstm"])
@@ -264,7 +267,7 @@ def test_prioritized_replay_keeps_a_sum_tree_per_device(mesh):
         np.testing.assert_array_equal(trees[d, 8:], leaves)
         np.testing.assert_allclose(trees[d, 1], leaves.sum(), rtol=1e-6)
 
-    drawn = sharded_sample(replay, specs, mesh)(state, jax.random.key(2))
+    drawn = sharded_sample(replay, specs, mesh, axis_name)(state, jax.random.key(2))
     env, slot = global_env(drawn.info), np.asarray(drawn.info.slot)
     assert_tree_equal(drawn.traces, record.traces(env, slot))
     # epsilon = 0: P(i) = p_i / (sum of the drawing device's priorities).
@@ -273,7 +276,11 @@ def test_prioritized_replay_keeps_a_sum_tree_per_device(mesh):
     probability = stored[env, slot] / device_total[device]
     np.testing.assert_allclose(np.asarray(drawn.info.probability), probability, rtol=1e-5)
     weight = (1.0 / (N_LOCAL * len(valid) * probability)).reshape(DEVICES, BATCH)
-    expected_weight = weight / weight.max(axis=1, keepdims=True)  # normalised per device
+    if axis_name is None:  # each device knows only its own draws
+        expected_weight = weight / weight.max(axis=1, keepdims=True)
+    else:  # the whole batch's maximum, as on one device (replay/prioritized.py)
+        expected_weight = weight / weight.max()
+        assert weight.max(axis=1).min() < weight.max() * 0.99  # the two rules differ here
     np.testing.assert_allclose(
         np.asarray(drawn.info.is_weight), expected_weight.reshape(-1), rtol=1e-5
     )
