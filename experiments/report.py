@@ -1006,12 +1006,19 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
                 for i, n in enumerate(AGGREGATE_NAMES)
             }
         md.append("")
+        # rliable's defaults (0.37 in a row, 4 ticks, wspace 0.11) overlap the tick labels of
+        # neighbouring panels and put the x label on them when there are few algorithms
+        row_height = 0.5
         fig, _ = plot_utils.plot_interval_estimates(
             point,
             interval,
             metric_names=list(AGGREGATE_NAMES),
             algorithms=sorted(scores),
             xlabel="Normalised score",
+            max_ticks=3,
+            row_height=row_height,
+            xlabel_y_coordinate=-0.55 / (row_height * len(scores)),
+            wspace=0.25,
         )
         save_figure(fig, out / "aggregates.png")
         md += ["![aggregates](aggregates.png)", ""]
