@@ -5,10 +5,13 @@
 Reads `<game>-seed<k>.csv` here (one row per finished training episode of the paper's
 script: the frame it ended at and its return; see README.md for how they were made) and our
 `dqn-minatar` runs' metrics.csv (`return_mean`: the mean of the last 100 finished training
-episodes): the grid's (`../partial/dqn/<Game>` or `../games/dqn/<Game>`, minimal action set)
-and, for Breakout, those in `full-actions/` here (`gymnax/Breakout-MinAtar-full`, the
-script's 6 actions), and prints, at each frame of `AT`, the mean return of the last 100
-episodes finished by then for each, and draws the curves to `<game>.png`.
+episodes): the grid's (`../games/dqn/<Game>`, minimal action set; `../partial/dqn/<Game>`
+while a game's seeds were still running) and those of the diagnostics here: for Breakout
+`full-actions/` (`gymnax/Breakout-MinAtar-full`, the script's 6 actions), for Freeway
+`freeway-package/` (`MinAtar/Freeway-v1`: the `minatar` package the script runs, minimal
+action set) and `freeway-full/` (`gymnax/Freeway-MinAtar-full`); and prints, at each frame of
+`AT`, the mean return of the last 100 episodes finished by then for each, and draws the curves
+to `<game>.png`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 HERE = pathlib.Path(__file__).parent
-FULL = HERE / "full-actions"  # dqn-minatar on Breakout's 6 actions, to 1.5M steps
+# the diagnostic runs of dqn-minatar beside the grid's, per game: folder, label
+EXTRA = {
+    "Breakout": [(HERE / "full-actions", "6 actions")],  # gymnax/Breakout-MinAtar-full
+    "Freeway": [
+        (HERE / "freeway-package", "minatar package"),  # MinAtar/Freeway-v1
+        (HERE / "freeway-full", "6 actions"),  # gymnax/Freeway-MinAtar-full
+    ],
+}
 AT = (100_000, 250_000, 500_000, 750_000, 1_000_000, 1_250_000, 1_500_000)
 REFERENCE_FRAMES = 1_500_000  # each reference run's budget (README, Command): a finished run's
 # CSV ends at its last finished episode, a few frames short of it; one stopped earlier (a
@@ -77,8 +87,11 @@ def main(game: str = "Breakout") -> None:
             break
     for run in runs:
         curves[f"ours, {pathlib.Path(run).name}"] = ours(pathlib.Path(run))
-    for run in sorted(glob.glob(str(FULL / "seed-*"))) if game == "Breakout" else []:
-        curves[f"ours, 6 actions, {pathlib.Path(run).name}"] = ours(pathlib.Path(run))
+    tags = []
+    for extra, tag in EXTRA.get(game, []):
+        tags.append(tag)
+        for run in sorted(glob.glob(str(extra / "seed-*"))):
+            curves[f"ours, {tag}, {pathlib.Path(run).name}"] = ours(pathlib.Path(run))
     span = f"mean {SPAN[0] / 1e6:g}-{SPAN[1] / 1e6:g}M"
     print("| run | " + " | ".join(f"{f / 1e6:g}M" for f in AT) + f" | {span} |")
     print("|---|" + "---|" * (len(AT) + 1))
@@ -88,13 +101,13 @@ def main(game: str = "Breakout") -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     # ours thin and under, the script's thick and on top, up to its budget (ours run to 5M)
     script_colours = iter(["black", "firebrick", "darkorange", "navy"])
-    full_colours = iter(["royalblue", "darkcyan"])
+    extra_colours = iter(["royalblue", "darkcyan", "darkviolet", "olive"])
     for name, (frames, values, _) in sorted(curves.items(), key=lambda kv: "paper" in kv[0]):
         keep = frames <= REFERENCE_FRAMES * 1.05
         if "paper" in name:
             style = dict(lw=1.4, color=next(script_colours, None))
-        elif "6 actions" in name:
-            style = dict(lw=1.1, ls="--", color=next(full_colours, None))
+        elif any(f", {tag}," in name for tag in tags):
+            style = dict(lw=1.1, ls="--", color=next(extra_colours, None))
         else:
             style = dict(lw=0.6, alpha=0.6)
         ax.plot(frames[keep] / 1e6, values[keep], label=name, **style)
