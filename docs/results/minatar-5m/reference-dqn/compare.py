@@ -5,13 +5,12 @@
 Reads `<game>-seed<k>.csv` here (one row per finished training episode of the paper's
 script: the frame it ended at and its return; see README.md for how they were made) and our
 `dqn-minatar` runs' metrics.csv (`return_mean`: the mean of the last 100 finished training
-episodes): the grid's (`../games/dqn/<Game>`, minimal action set; `../partial/dqn/<Game>`
-while a game's seeds were still running) and those of the diagnostics here: for Breakout
-`full-actions/` (`gymnax/Breakout-MinAtar-full`, the script's 6 actions), for Freeway
-`freeway-package/` (`MinAtar/Freeway-v1`: the `minatar` package the script runs, minimal
-action set) and `freeway-full/` (`gymnax/Freeway-MinAtar-full`); and prints, at each frame of
-`AT`, the mean return of the last 100 episodes finished by then for each, and draws the curves
-to `<game>.png`.
+episodes): the grid's (`../games/dqn/<Game>`, minimal action set) and those of the
+diagnostics here: for Breakout `full-actions/` (`gymnax/Breakout-MinAtar-full`, the script's 6
+actions), for Freeway `freeway-package/` (`MinAtar/Freeway-v1`: the `minatar` package the
+script runs, minimal action set) and `freeway-full/` (`gymnax/Freeway-MinAtar-full`); and
+prints, at each frame of `AT`, the mean return of the last 100 episodes finished by then for
+each, and draws the curves to `<game>.png`.
 """
 
 from __future__ import annotations
@@ -81,15 +80,10 @@ def main(game: str = "Breakout") -> None:
     if not scripts:
         raise SystemExit(f"error: no {game.lower()}-seed<k>.csv here ({HERE})")
     curves = {f"paper's script, seed {p.stem.split('seed')[-1]}": reference(p) for p in scripts}
-    for folder in ("games", "partial"):  # the grid's runs, collected or not yet all there
-        runs = sorted(glob.glob(str(HERE.parent / folder / "dqn" / game / "seed-*")))
-        if runs:
-            break
-    for run in runs:
+    for run in sorted(glob.glob(str(HERE.parent / "games" / "dqn" / game / "seed-*"))):
         curves[f"ours, {pathlib.Path(run).name}"] = ours(pathlib.Path(run))
-    tags = []
-    for extra, tag in EXTRA.get(game, []):
-        tags.append(tag)
+    extras = EXTRA.get(game, [])
+    for extra, tag in extras:
         for run in sorted(glob.glob(str(extra / "seed-*"))):
             curves[f"ours, {tag}, {pathlib.Path(run).name}"] = ours(pathlib.Path(run))
     span = f"mean {SPAN[0] / 1e6:g}-{SPAN[1] / 1e6:g}M"
@@ -106,7 +100,7 @@ def main(game: str = "Breakout") -> None:
         keep = frames <= REFERENCE_FRAMES * 1.05
         if "paper" in name:
             style = dict(lw=1.4, color=next(script_colours, None))
-        elif any(f", {tag}," in name for tag in tags):
+        elif any(f", {tag}," in name for _, tag in extras):
             style = dict(lw=1.1, ls="--", color=next(extra_colours, None))
         else:
             style = dict(lw=0.6, alpha=0.6)
