@@ -139,8 +139,9 @@ class RunArgs:
     same way (a second signal aborts)."""
     iterations_per_sync: int = 0
     """Training iterations per host sync (one metrics.csv row each); 0: chosen as it runs,
-    about one sync per second. Above 1 only where iterations run on the device (envpool's
-    XLA step on one device, no convolution on CPU): the most is the agent's chunk size."""
+    about one sync per second; at most the agent's chunk size. Where the host drives each
+    iteration (host-stepped envs, data-parallel runs, convolutions on CPU) they still sync
+    one by one, and share one row."""
     progress: bool = True
     """Show a live progress bar."""
     debug: bool = False

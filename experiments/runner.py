@@ -234,6 +234,10 @@ class SyncPace:
 
     def count(self, limit: int) -> int:
         planned = self.fixed or self.planned
+        if not self.fixed and jax.process_count() > 1:  # process 0's pace, or they'd diverge
+            from jax.experimental import multihost_utils
+
+            planned = int(multihost_utils.broadcast_one_to_all(np.int32(planned)))
         return max(1, min(planned, self.max_chunk, limit))
 
     def observe(self, count: int, seconds: float) -> None:

@@ -30,7 +30,8 @@ host-side work of the agent's own), the whole iteration is one pure function
 (`device_iteration`: the XLA rollout, `absorb`, then `updates_due` replay updates in a
 `lax.fori_loop`) and a `ChunkProgram` runs up to `max_chunk` of them in one compiled
 program; the host computes each iteration's `updates_due` ahead, so the schedule is exactly
-the one-iteration path's. Elsewhere `train_chunk` runs one `train_iteration`.
+the one-iteration path's. Elsewhere `train_chunk` runs its `count` `train_iteration`s one
+after another from the host (`host_chunk`), stacked into one output as a chunk's.
 
 The config must have `num_envs`, `trace_len` and `discount`; with a replay also
 `batch_size`, `buffer_size` and `microbatch_traces`. The learner must have
@@ -54,8 +55,8 @@ from agents.core.programs import (
     Program,
     RolloutProgram,
     data_checks_enabled,
+    host_chunk,
     metric_sums,
-    one_iteration_chunk,
     replay_program_specs,
     rollout_program_specs,
 )
@@ -300,7 +301,7 @@ class RolloutAgent(OneMember):
     @property
     def max_chunk(self) -> int:
         """The most iterations one `train_chunk` call runs."""
-        return 1 if self.host_driven else chunk_length(self.steps_per_iteration)
+        return chunk_length(self.steps_per_iteration)
 
     def compile(self, state: TrainState) -> float:
         """Compile the programs `train_chunk` runs (the chunk program, or the one-iteration
@@ -345,12 +346,14 @@ class RolloutAgent(OneMember):
     def train_chunk(self, state: TrainState, iteration: int, env_steps: int, count: int):
         if not 1 <= count <= self.max_chunk:
             raise ValueError(f"train_chunk runs 1 to {self.max_chunk} iterations, not {count}")
+        steps = self.steps_per_iteration
         if self.host_driven is not None:
-            state, out = self.train_iteration(state, iteration, env_steps)
-            return state, one_iteration_chunk(out, self.metric_names)
+            return host_chunk(
+                self.train_iteration, state, iteration, env_steps, steps, count,
+                self.metric_names,
+            )  # fmt: skip
         if self._chunk is None:
             self._chunk = ChunkProgram(self.device_iteration, self.max_chunk)
-        steps = self.steps_per_iteration
         todos = [self.updates_due(iteration + k, env_steps + k * steps) for k in range(count)]
         return self._chunk(state, todos)
 

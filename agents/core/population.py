@@ -78,8 +78,8 @@ from agents.core.parallel import POP, P, check_divisible
 from agents.core.programs import (
     ChunkProgram,
     Program,
+    host_chunk,
     metric_sums,
-    one_iteration_chunk,
     over_members,
 )
 from agents.core.protocol import ChunkOutput, IterationOutput, TrainState
@@ -341,7 +341,7 @@ class Population:
 
     @property
     def max_chunk(self) -> int:
-        return 1 if self.host_driven else chunk_length(self.steps_per_iteration)
+        return chunk_length(self.steps_per_iteration)
 
     def device_iteration(self, state: TrainState, todo, lock_step: bool | None = None):
         """One iteration of every member as a pure function (`todo`: `[P]` updates owed):
@@ -383,10 +383,12 @@ class Population:
     def train_chunk(self, state: TrainState, iteration: int, env_steps: int, count: int):
         if not 1 <= count <= self.max_chunk:
             raise ValueError(f"train_chunk runs 1 to {self.max_chunk} iterations, not {count}")
-        if self.host_driven is not None:
-            state, out = self.train_iteration(state, iteration, env_steps)
-            return state, one_iteration_chunk(out, self.metric_names, self.size)
         steps = self.member_steps_per_iteration
+        if self.host_driven is not None:
+            return host_chunk(
+                self.train_iteration, state, iteration, env_steps, steps, count,
+                self.metric_names, self.size,
+            )  # fmt: skip
         todos = [self._todo(iteration + k, env_steps + k * steps) for k in range(count)]
         if self.lock_step and any(np.ptp(t) > 0 for t in todos):  # the sample missed it
             self.lock_step, self._chunk = False, None

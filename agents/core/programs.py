@@ -246,17 +246,25 @@ def metric_sums(metrics: list, names, members: int | None = None, xp=jnp):
     return sums, count
 
 
-def one_iteration_chunk(out, names, members: int | None = None):
-    """An `IterationOutput` as a `ChunkOutput` of one iteration (leading axis of 1), on the
-    host: the one-iteration path syncs here (its runner syncs every iteration anyway), and
-    no device work is queued beside its programs (on XLA:CPU a data-parallel program's
-    collectives wait for every device's thread)."""
+def host_chunk(
+    train_iteration, state, iteration, env_steps, steps, count, names, members: int | None = None
+):
+    """`count` iterations driven from the host, one `train_iteration(state, iteration,
+    env_steps)` after another (`steps` env steps each), as one `ChunkOutput` stacked over
+    them, on the host: each iteration syncs here (its env steps on the host, or its programs
+    run one iteration each), and no device work is queued beside its programs (on XLA:CPU a
+    data-parallel program's collectives wait for every device's thread). The runner then
+    logs one metrics row per `count` iterations, as for a chunk program."""
     from agents.core.protocol import ChunkOutput
 
-    out = jax.device_get(out)
-    sums, count = metric_sums(out.metrics, names, members, xp=np)
-    stats = (out.finished_return, out.finished_length, out.game_over)
-    return jax.tree.map(lambda x: np.asarray(x)[None], ChunkOutput(sums, count, *stats))
+    chunks = []
+    for k in range(count):
+        state, out = train_iteration(state, iteration + k, env_steps + k * steps)
+        out = jax.device_get(out)
+        sums, done = metric_sums(out.metrics, names, members, xp=np)
+        stats = (out.finished_return, out.finished_length, out.game_over)
+        chunks.append(ChunkOutput(sums, done, *stats))
+    return state, jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *chunks)
 
 
 class ChunkProgram:

@@ -118,7 +118,8 @@ class Agent(Protocol):
         "Metrics", for their meanings: shared names mean the same in every agent).
       bytes_per_transition: replay storage per transition (0 for agents without replay).
       max_chunk: the most iterations one `train_chunk` call may run.
-      host_driven: None, or why the host drives each iteration (then `max_chunk` is 1).
+      host_driven: None, or why the host drives each iteration (then `train_chunk` runs its
+        `count` iterations one by one from the host, as one output).
       tunable: {config field: (low, high)} that `--vary` and evolution may set per member
         (class attribute; {} for none).
     """

@@ -141,15 +141,43 @@ def test_population_chunk_is_its_iterations(name, config, lock_step):
     )
 
 
-def test_host_driven_agents_run_one_iteration_per_call():
-    agent = make_agent("ppo", "CartPole-v1", update_loop="dispatch", **SMALL["ppo"])
-    assert agent.max_chunk == 1 and "dispatch" in agent.host_driven
-    state = agent.init(jax.random.PRNGKey(0))
-    agent.compile(state)
-    with pytest.raises(ValueError, match="1 to 1 iterations, not 2"):
-        agent.train_chunk(state, 0, 0, 2)
-    state, out = agent.train_chunk(state, 0, 0, 1)
-    assert np.asarray(out.updates).tolist() == [4]  # 2 epochs x 2 minibatches
+def _host_driven(case):
+    """A host-driven agent (PPO's --update-loop dispatch) or population (2 DQN members split
+    over 2 devices, on envpool's XLA step), its initial state and steps per iteration."""
+    from agents.core.parallel import POP, make_mesh
+
+    if case == "agent":
+        agent = make_agent("ppo", "CartPole-v1", seed=5, update_loop="dispatch", **SMALL["ppo"])
+        return agent, agent.init(jax.random.PRNGKey(5)), agent.steps_per_iteration
+    mesh = make_mesh(2, axis=POP)
+    pop = make_population("dqn", "CartPole-v1", 2, mesh=mesh, seed=5, **SMALL["dqn"])
+    keys = jnp.stack([jax.random.PRNGKey(5 + i) for i in range(2)])
+    return pop, pop.init(keys), pop.member_steps_per_iteration
+
+
+@pytest.mark.parametrize("case", ["agent", "population"])
+def test_host_driven_chunk_is_its_iterations_from_the_host(case):
+    """Where the host drives each iteration, a chunk of N is N one-iteration calls run from
+    the host and stacked as a chunk program's output (so the runner logs one metrics row per
+    N iterations, not per iteration): the same update counts, episodes, metric sums and
+    learner, bit for bit, already on the host."""
+    iters = 4
+    (a, sa, steps), (b, sb, _) = _host_driven(case), _host_driven(case)
+    assert b.host_driven is not None and b.max_chunk >= iters
+    outs = []
+    for it in range(iters):
+        sa, out = a.train_chunk(sa, it, it * steps, 1)
+        outs.append(out)
+    with pytest.raises(ValueError, match=f"1 to {b.max_chunk} iterations, not 0"):
+        b.train_chunk(sb, 0, 0, 0)
+    sb, chunk = b.train_chunk(sb, 0, 0, iters)
+    assert all(isinstance(x, np.ndarray) for x in jax.tree.leaves(chunk))  # synced
+    stacked = jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
+    jax.tree.map(np.testing.assert_array_equal, chunk, stacked)
+    assert chunk.updates.shape[0] == iters and chunk.updates.sum() > 0
+    if case == "agent":
+        np.testing.assert_array_equal(chunk.updates, 4)  # 2 epochs x 2 minibatches
+    jax.tree.map(np.testing.assert_array_equal, *jax.device_get((sa.learner, sb.learner)))
 
 
 SPLIT = {
@@ -171,7 +199,7 @@ def test_population_split_over_devices_runs_chunked_as_on_one(name):
     mesh = make_mesh(2, axis=POP)
     keys = jnp.stack([jax.random.PRNGKey(4 + i) for i in range(size)])
     host = make_population(name, "CartPole-v1", 2, mesh=mesh, seed=4, **SPLIT[name])
-    assert host.max_chunk == 1 and "plain JAX" in host.host_driven
+    assert "plain JAX" in host.host_driven
     outs = []
     for mesh_or_none in (None, mesh):
         pop = make_population(
