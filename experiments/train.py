@@ -15,7 +15,12 @@ from agents.core.evaluation import EvaluationError
 from experiments.args import flag_value, parse_train_args, resume_args
 from experiments.checkpoint import CheckpointError
 from experiments.common import load_run, trained_hooks, use_compile_cache
-from experiments.runfolder import RunFolderLocked, check_run_dir_writable, read_json
+from experiments.runfolder import (
+    RunFolderLocked,
+    check_run_dir_writable,
+    read_json,
+    summary_env_steps,
+)
 from experiments.runner import Runner, init_distributed, resolve_run_dir
 
 
@@ -37,9 +42,28 @@ def parse(argv: list[str]):
                 f"--resume: {resume} is a member of a population (its config.json has a "
                 f"'population' block): resume the population's folder, {Path(resume).parent}"
             )
-        return resume_args(argv, saved, hooks), True
+        args = resume_args(argv, saved, hooks)
+        check_unfinished(Path(resume), args.run.total_steps)
+        return args, True
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
+
+
+def check_unfinished(run_dir: Path, total_steps: int) -> None:
+    """A run that ended at its --total-steps (its summary.json says so) is not trained, nor
+    evaluated, nor its summary rewritten again by a resume to the same or fewer steps: one
+    line instead. Without a summary (a run killed before it wrote one) the resume goes on."""
+    path = run_dir / "summary.json"
+    if not path.is_file():
+        return
+    summary = read_json(path, "summary")
+    done = summary.get("env_steps_per_member", summary_env_steps(summary, path))
+    if summary.get("stopped_by") == "total_steps" and type(done) is int and done >= total_steps:
+        raise ValueError(
+            f"--resume: {run_dir} already trained to env step {done:,} (--total-steps "
+            f"{total_steps:,}); give a larger --total-steps to train on, or evaluate it with "
+            f"python -m experiments.evaluate {run_dir}"
+        )
 
 
 def check_run_folder(args, resuming: bool) -> None:

@@ -816,6 +816,39 @@ def test_resume_accepts_equal_explicit_flags_and_uses_its_own_folder(
     assert no_training == [moved]
 
 
+@pytest.mark.parametrize("steps", [[], ["--total-steps", "40"], ["--total-steps", "20"]])
+def test_resume_of_a_finished_run_is_one_line_and_changes_nothing(
+    steps, trained, no_training, capsys
+):
+    """A run that ended at its --total-steps is not compiled, trained, evaluated nor its
+    summary rewritten by a resume that asks for no more steps."""
+    before = tree(trained)
+    message = rejected(train.main, ["--resume", str(trained), *steps], capsys)
+    total = steps[1] if steps else "40"
+    assert message == (
+        f"error: --resume: {trained} already trained to env step 40 (--total-steps {total}); "
+        f"give a larger --total-steps to train on, or evaluate it with python -m "
+        f"experiments.evaluate {trained}"
+    ), message
+    assert tree(trained) == before and not no_training
+
+
+@pytest.mark.parametrize("summary", ["missing", "stopped early"])
+def test_resume_of_a_run_without_a_finished_summary_goes_on(
+    summary, trained, tmp_path, no_training
+):
+    """Killed before its summary.json, or stopped by --max-minutes / a signal: resumed."""
+    folder = _copy(trained, tmp_path, "unfinished")
+    path = folder / "summary.json"
+    if summary == "missing":
+        path.unlink()
+    else:
+        path.write_text(json.dumps({**json.loads(path.read_text()), "stopped_by": "SIGTERM"}))
+    with pytest.raises(Reached):
+        train.main(["--resume", str(folder)])
+    assert no_training == [folder]
+
+
 # --------------------------------------------------------------------------- evaluate
 
 
