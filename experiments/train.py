@@ -52,17 +52,20 @@ def parse(argv: list[str]):
 def check_unfinished(run_dir: Path, total_steps: int) -> None:
     """A run that ended at its --total-steps (its summary.json says so) is not trained, nor
     evaluated, nor its summary rewritten again by a resume to the same or fewer steps: one
-    line instead. Without a summary (a run killed before it wrote one) the resume goes on."""
+    line instead. Without a readable summary (a run killed before it wrote one, a damaged
+    file: the resume writes it anew) the resume goes on."""
     path = run_dir / "summary.json"
-    if not path.is_file():
+    try:
+        summary = read_json(path, "summary") if path.is_file() else {}
+        done = summary.get("env_steps_per_member", summary_env_steps(summary, path))
+    except ValueError:
         return
-    summary = read_json(path, "summary")
-    done = summary.get("env_steps_per_member", summary_env_steps(summary, path))
     if summary.get("stopped_by") == "total_steps" and type(done) is int and done >= total_steps:
+        target = run_dir / "member-<i>" if "members" in summary else run_dir
         raise ValueError(
             f"--resume: {run_dir} already trained to env step {done:,} (--total-steps "
             f"{total_steps:,}); give a larger --total-steps to train on, or evaluate it with "
-            f"python -m experiments.evaluate {run_dir}"
+            f"python -m experiments.evaluate {target}"
         )
 
 

@@ -833,17 +833,37 @@ def test_resume_of_a_finished_run_is_one_line_and_changes_nothing(
     assert tree(trained) == before and not no_training
 
 
-@pytest.mark.parametrize("summary", ["missing", "stopped early"])
+def test_a_finished_populations_resume_counts_steps_per_member(tmp_path):
+    """A population's summary counts env steps over its members: the check reads its steps
+    per member, and points evaluation at the members' folders."""
+    summary = {"env_steps": 80, "env_steps_per_member": 40, "members": ["member-0", "member-1"]}
+    (tmp_path / "summary.json").write_text(json.dumps({**summary, "stopped_by": "total_steps"}))
+    with pytest.raises(ValueError) as err:
+        train.check_unfinished(tmp_path, 40)
+    assert str(err.value) == (
+        f"--resume: {tmp_path} already trained to env step 40 (--total-steps 40); give a "
+        f"larger --total-steps to train on, or evaluate it with python -m experiments.evaluate "
+        f"{tmp_path / 'member-<i>'}"
+    )
+    train.check_unfinished(tmp_path, 41)  # more steps per member: it trains on
+
+
+@pytest.mark.parametrize("summary", ["missing", "stopped early", "damaged", "float steps"])
 def test_resume_of_a_run_without_a_finished_summary_goes_on(
     summary, trained, tmp_path, no_training
 ):
-    """Killed before its summary.json, or stopped by --max-minutes / a signal: resumed."""
+    """Killed before its summary.json, stopped by --max-minutes / a signal, or a summary
+    that cannot be read (the resume writes it anew): resumed."""
     folder = _copy(trained, tmp_path, "unfinished")
     path = folder / "summary.json"
+    saved = json.loads(path.read_text())
     if summary == "missing":
         path.unlink()
+    elif summary == "damaged":
+        path.write_text('{"env_steps": 4')
     else:
-        path.write_text(json.dumps({**json.loads(path.read_text()), "stopped_by": "SIGTERM"}))
+        edit = {"stopped_by": "SIGTERM"} if summary == "stopped early" else {"env_steps": 40.0}
+        path.write_text(json.dumps({**saved, **edit}))
     with pytest.raises(Reached):
         train.main(["--resume", str(folder)])
     assert no_training == [folder]
