@@ -140,8 +140,9 @@ class RunArgs:
     iterations_per_sync: int = 0
     """Training iterations per host sync (one metrics.csv row each); 0: chosen as it runs,
     about one sync per second; at most the agent's chunk size. Where the host drives each
-    iteration (host-stepped envs, data-parallel runs, convolutions on CPU) they still sync
-    one by one, and share one row."""
+    iteration (e.g. host-stepped envs, data-parallel runs, convolutions on CPU: README, "Many
+    iterations per host sync") they still sync one by one, and share one row. A stop request
+    (--max-minutes, SIGTERM) waits for the sync's iterations."""
     progress: bool = True
     """Show a live progress bar."""
     debug: bool = False

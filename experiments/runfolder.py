@@ -306,16 +306,24 @@ def read_json(path: str | Path, what: str = "JSON file") -> dict:
     return data
 
 
-def summary_env_steps(summary: dict, path: str | Path) -> int | None:
-    """summary.json's env_steps (None where absent): the runner writes an integer >= 0, and
-    any other value (a float, a string, a bool) is a one-line ValueError naming the file. The
-    report and the sweep read it through here, so they judge a summary alike."""
-    if "env_steps" not in summary:
+def summary_env_steps(summary: dict, path: str | Path, field: str = "env_steps") -> int | None:
+    """summary.json's env_steps (or another `field` of steps; None where absent): the runner
+    writes an integer >= 0, and any other value (a float, a string, a bool) is a one-line
+    ValueError naming the file. The report, the sweep and train's --resume read it through
+    here, so they judge a summary alike."""
+    if field not in summary:
         return None
-    value = summary["env_steps"]
+    value = summary[field]
     if type(value) is not int or value < 0:
-        raise ValueError(f"summary {path}: env_steps must be an integer >= 0, got {value!r}")
+        raise ValueError(f"summary {path}: {field} must be an integer >= 0, got {value!r}")
     return value
+
+
+def summary_member_steps(summary: dict, path: str | Path) -> int | None:
+    """The env steps each member trained: a population's summary.json counts `env_steps`
+    over its members and gives `env_steps_per_member`; a single run's is `env_steps`."""
+    per_member = "env_steps_per_member" in summary
+    return summary_env_steps(summary, path, "env_steps_per_member" if per_member else "env_steps")
 
 
 _JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}

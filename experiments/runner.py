@@ -1,8 +1,9 @@
 """The training runner: one loop for every agent, written against the agent protocol.
 
-`TrainLoop` drives `agent.train_chunk` with one host sync per chunk of iterations (as many
-as `SyncPace` picks: about one sync per second, or --iterations-per-sync) and keeps the
-counters, the return window and the NaN guard, and writes one metrics row per sync; the
+`TrainLoop` drives `agent.train_chunk` with one call per chunk of iterations (as many as
+`SyncPace` picks: about one a second, or --iterations-per-sync; one host sync where the
+iterations run on the device, one per iteration where the host drives them) and keeps the
+counters, the return window and the NaN guard, and writes one metrics row per chunk; the
 benchmarks use it as it is. `PopulationLoop` runs one `TrainLoop` per member of the agent
 (a single run is a population of one). `Runner` adds what a training run needs around it,
 on one path for single runs and populations: the run folder (exclusive lock, config.json,
@@ -234,7 +235,7 @@ class SyncPace:
 
     def count(self, limit: int) -> int:
         planned = self.fixed or self.planned
-        if not self.fixed and jax.process_count() > 1:  # process 0's pace, or they'd diverge
+        if jax.process_count() > 1:  # process 0's pace (and flag), or they would diverge
             from jax.experimental import multihost_utils
 
             planned = int(multihost_utils.broadcast_one_to_all(np.int32(planned)))
@@ -269,11 +270,12 @@ class TrainLoop:
         return c.steady_steps / c.steady_s if c.steady_s else math.nan
 
     def step(self, last_checkpoint: str = "none", count: int = 1) -> dict:
-        """`count` iterations, one host sync; returns their row of metrics (host floats)."""
+        """`count` iterations (one `train_chunk` call); returns their row of metrics (host
+        floats)."""
         c, agent = self.counters, self.agent
         t0 = time.perf_counter()
         self.state, out = agent.train_chunk(self.state, c.iteration, c.env_steps, count)
-        host = jax.device_get(out)  # the one host sync
+        host = jax.device_get(out)  # the chunk's host sync (a host-driven one is synced)
         self.last_s = time.perf_counter() - t0
         return self.record(host, count, self.last_s, last_checkpoint)
 
@@ -374,7 +376,7 @@ class PopulationLoop:
         c = self.counters
         t0 = time.perf_counter()
         self.state, out = self.agent.train_chunk(self.state, c.iteration, c.env_steps, count)
-        host = jax.device_get(out)  # the one host sync
+        host = jax.device_get(out)  # the chunk's host sync (a host-driven one is synced)
         dt = self.last_s = time.perf_counter() - t0
         members = self.agent.split_chunk(host)
         pairs = zip(self.loops, members, strict=True)
@@ -401,7 +403,8 @@ class PopulationLoop:
 
 class StopRequest:
     """Ends training early but cleanly: after `max_minutes`, or on SIGTERM / SIGINT, the
-    loop finishes its iteration, checkpoints, evaluates and writes summary.json. A second
+    loop finishes the iterations of its current sync (about a second's worth, or
+    --iterations-per-sync of them), checkpoints, evaluates and writes summary.json. A second
     signal aborts at once (the default handler)."""
 
     def __init__(self, max_minutes: float | None):
@@ -427,7 +430,7 @@ class StopRequest:
         name = signal.Signals(signum).name
         signal.signal(signum, self._previous.pop(signum))  # the next one aborts
         self.reason = self.reason or name
-        print(f"{name}: stopping after this iteration (send it again to abort)", file=sys.stderr)
+        print(f"{name}: stopping after this sync (send it again to abort)", file=sys.stderr)
 
     def requested(self) -> bool:
         """Whether to stop now; every process of a multi-process run gets process 0's answer."""
@@ -565,10 +568,8 @@ class Runner:
             )
         n = self.args.run.iterations_per_sync
         if n > agent.max_chunk:
-            why = agent.host_driven
             raise ConfigError(
-                f"--iterations-per-sync {n}: this run can take at most {agent.max_chunk} per "
-                f"sync" + (f" ({why})" if why else "")
+                f"--iterations-per-sync {n}: this run can take at most {agent.max_chunk} per sync"
             )
 
     @property

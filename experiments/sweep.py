@@ -87,7 +87,7 @@ from experiments.runfolder import (
     one_line,
     open_append,
     read_json,
-    summary_env_steps,
+    summary_member_steps,
     write_json_atomic,
 )
 
@@ -602,7 +602,7 @@ def reached_total(run_dir: Path, total_steps: int | None = None) -> bool:
     stopped = summary.get("stopped_by")
     if not isinstance(stopped, str):
         raise ValueError(f"summary {path}: stopped_by must be a string, got {stopped!r}")
-    steps = summary_env_steps(summary, path)
+    steps = summary_member_steps(summary, path)  # per member, as total_steps
     if steps is None:
         raise ValueError(f"summary {path}: env_steps is missing")
     path = run_dir / "config.json"

@@ -19,7 +19,7 @@ from experiments.runfolder import (
     RunFolderLocked,
     check_run_dir_writable,
     read_json,
-    summary_env_steps,
+    summary_member_steps,
 )
 from experiments.runner import Runner, init_distributed, resolve_run_dir
 
@@ -42,31 +42,31 @@ def parse(argv: list[str]):
                 f"--resume: {resume} is a member of a population (its config.json has a "
                 f"'population' block): resume the population's folder, {Path(resume).parent}"
             )
-        args = resume_args(argv, saved, hooks)
-        check_unfinished(Path(resume), args.run.total_steps)
-        return args, True
+        return resume_args(argv, saved, hooks), True
     except ValueError as err:
         raise SystemExit(f"error: {err}") from None
 
 
-def check_unfinished(run_dir: Path, total_steps: int) -> None:
-    """A run that ended at its --total-steps (its summary.json says so) is not trained, nor
-    evaluated, nor its summary rewritten again by a resume to the same or fewer steps: one
-    line instead. Without a readable summary (a run killed before it wrote one, a damaged
-    file: the resume writes it anew) the resume goes on."""
+def finished_run(run_dir: Path, total_steps: int) -> tuple[dict, str] | None:
+    """(its summary, a line saying so) when the run in `run_dir` has trained `total_steps`
+    env steps per member already (its summary.json says so, however it stopped, as the
+    sweep judges it): a resume then compiles, trains, evaluates and rewrites nothing. None
+    without a readable summary (a run killed before it wrote one, a damaged file: the
+    resume goes on and writes it anew)."""
     path = run_dir / "summary.json"
     try:
         summary = read_json(path, "summary") if path.is_file() else {}
-        done = summary.get("env_steps_per_member", summary_env_steps(summary, path))
+        done = summary_member_steps(summary, path)
     except ValueError:
-        return
-    if summary.get("stopped_by") == "total_steps" and type(done) is int and done >= total_steps:
-        target = run_dir / "member-<i>" if "members" in summary else run_dir
-        raise ValueError(
-            f"--resume: {run_dir} already trained to env step {done:,} (--total-steps "
-            f"{total_steps:,}); give a larger --total-steps to train on, or evaluate it with "
-            f"python -m experiments.evaluate {target}"
-        )
+        return None
+    if done is None or done < total_steps:
+        return None
+    target = run_dir / "member-<i>" if "members" in summary else run_dir
+    return summary, (
+        f"{run_dir} already trained to env step {done:,} (--total-steps {total_steps:,}): "
+        f"nothing to do; give a larger --total-steps to train on, or evaluate it with "
+        f"python -m experiments.evaluate {target}"
+    )
 
 
 def check_run_folder(args, resuming: bool) -> None:
@@ -84,6 +84,10 @@ def main(argv: list[str] | None = None) -> dict | None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args, resuming = parse(argv)
     try:
+        if resuming and (done := finished_run(resolve_run_dir(args), args.run.total_steps)):
+            summary, line = done
+            print(line, file=sys.stderr)
+            return summary
         if args.run.process_id == 0:  # the process that writes the run folder
             check_run_folder(args, resuming)
         init_distributed(args)

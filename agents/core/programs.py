@@ -254,16 +254,20 @@ def host_chunk(
     them, on the host: each iteration syncs here (its env steps on the host, or its programs
     run one iteration each), and no device work is queued beside its programs (on XLA:CPU a
     data-parallel program's collectives wait for every device's thread). The runner then
-    logs one metrics row per `count` iterations, as for a chunk program."""
+    logs one metrics row per `count` iterations, as for a chunk program. An iteration with a
+    non-finite metric ends the chunk there (fewer than `count` entries: the runner stops the
+    run on it)."""
     from agents.core.protocol import ChunkOutput
 
     chunks = []
     for k in range(count):
         state, out = train_iteration(state, iteration + k, env_steps + k * steps)
         out = jax.device_get(out)
-        sums, done = metric_sums(out.metrics, names, members, xp=np)
+        sums, updates = metric_sums(out.metrics, names, members, xp=np)
         stats = (out.finished_return, out.finished_length, out.game_over)
-        chunks.append(ChunkOutput(sums, done, *stats))
+        chunks.append(ChunkOutput(sums, updates, *stats))
+        if not all(np.isfinite(v).all() for v in sums.values()):
+            break  # the runner stops the run on it (NonFiniteError): no need to go on
     return state, jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *chunks)
 
 

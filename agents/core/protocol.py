@@ -157,8 +157,9 @@ class Agent(Protocol):
         self, state: TrainState, iteration: int, env_steps: int, count: int
     ) -> tuple[TrainState, ChunkOutput]:
         """Act and learn for `count` (1 <= count <= max_chunk) iterations, one after another
-        in one device program where the agent can (agents/core/base.py); no host sync: outputs
-        stay on the device.
+        in one device program where the agent can (agents/core/base.py): no host sync, the
+        outputs stay on the device. Where the host drives each iteration (`host_driven`) they
+        run one by one from the host, each synced, and the outputs are on the host.
 
         `iteration` and `env_steps` are the counts before the first of them; any schedule
         that depends on them must be a pure function of them, so that a resumed run repeats

@@ -180,6 +180,29 @@ def test_host_driven_chunk_is_its_iterations_from_the_host(case):
     jax.tree.map(np.testing.assert_array_equal, *jax.device_get((sa.learner, sb.learner)))
 
 
+def test_a_host_chunk_ends_at_a_non_finite_metric():
+    """`host_chunk` stops at the iteration whose metrics are not finite (the runner stops the
+    run on it) instead of running the rest of its count; the iterations and env steps it
+    hands each iteration are the chunk's."""
+    from agents.core.programs import host_chunk
+    from agents.core.protocol import IterationOutput
+
+    seen = []
+
+    def train_iteration(state, iteration, env_steps):
+        seen.append((iteration, env_steps))
+        loss = np.float32(np.nan if iteration == 12 else 1.0)
+        stats = np.zeros((2, 3)), np.zeros((2, 3), np.int32), np.zeros((2, 3), bool)
+        return state + 1, IterationOutput([{"loss": loss}], *stats)
+
+    state, out = host_chunk(train_iteration, 0, 10, 500, 6, 5, ("loss",))
+    assert seen == [(10, 500), (11, 506), (12, 512)] and state == 3
+    assert out.metric_sums["loss"].tolist()[:2] == [1.0, 1.0] and np.isnan(
+        out.metric_sums["loss"][2]
+    )
+    assert out.updates.tolist() == [1, 1, 1] and out.game_over.shape == (3, 2, 3)
+
+
 SPLIT = {
     **SMALL,  # ACER: Poisson update counts, so the devices' update loops differ in length
     "acer": dict(num_envs=2, trace_len=4, batch_size=2, buffer_size=64, hidden=(16,)),

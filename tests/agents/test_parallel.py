@@ -207,7 +207,7 @@ def test_two_processes_with_jax_distributed(tmp_path):
     assert summary["processes"] == 2 and summary["devices"] == 2
     lines = (run_dir / "metrics.csv").read_text().splitlines()
     steps = [int(line.split(",")[0]) for line in lines[1:]]  # one writer, one row per sync
-    assert steps == sorted(set(steps)) and steps[-1] == 200 and len(steps) <= 200 // 20
+    assert steps == sorted(set(steps)) and steps[-1] == 200 and 100 in steps  # a checkpoint
     assert len(list((run_dir / "tb").iterdir())) == 1
     # Every process resumes from process 0's checkpoint.
     outs = _two_processes(run_dir, ["--resume", str(run_dir), "--total-steps", "240"])

@@ -817,43 +817,42 @@ def test_resume_accepts_equal_explicit_flags_and_uses_its_own_folder(
 
 
 @pytest.mark.parametrize("steps", [[], ["--total-steps", "40"], ["--total-steps", "20"]])
-def test_resume_of_a_finished_run_is_one_line_and_changes_nothing(
-    steps, trained, no_training, capsys
-):
-    """A run that ended at its --total-steps is not compiled, trained, evaluated nor its
-    summary rewritten by a resume that asks for no more steps."""
+def test_resume_of_a_finished_run_does_nothing_and_says_so(steps, trained, no_training, capsys):
+    """A run that trained its --total-steps is not compiled, trained, evaluated nor its
+    summary rewritten by a resume that asks for no more steps: one line, exit status 0 (a
+    requeued job or a loop over run folders goes on), its summary returned."""
     before = tree(trained)
-    message = rejected(train.main, ["--resume", str(trained), *steps], capsys)
+    summary = train.main(["--resume", str(trained), *steps])
     total = steps[1] if steps else "40"
-    assert message == (
-        f"error: --resume: {trained} already trained to env step 40 (--total-steps {total}); "
+    assert capsys.readouterr().err == (
+        f"{trained} already trained to env step 40 (--total-steps {total}): nothing to do; "
         f"give a larger --total-steps to train on, or evaluate it with python -m "
-        f"experiments.evaluate {trained}"
-    ), message
+        f"experiments.evaluate {trained}\n"
+    )
+    assert summary == json.loads((trained / "summary.json").read_text())
     assert tree(trained) == before and not no_training
 
 
-def test_a_finished_populations_resume_counts_steps_per_member(tmp_path):
-    """A population's summary counts env steps over its members: the check reads its steps
-    per member, and points evaluation at the members' folders."""
+def test_a_finished_population_counts_steps_per_member(tmp_path):
+    """A population's summary counts env_steps over its members: its steps per member are
+    compared, and evaluation pointed at the members' folders."""
     summary = {"env_steps": 80, "env_steps_per_member": 40, "members": ["member-0", "member-1"]}
-    (tmp_path / "summary.json").write_text(json.dumps({**summary, "stopped_by": "total_steps"}))
-    with pytest.raises(ValueError) as err:
-        train.check_unfinished(tmp_path, 40)
-    assert str(err.value) == (
-        f"--resume: {tmp_path} already trained to env step 40 (--total-steps 40); give a "
+    (tmp_path / "summary.json").write_text(json.dumps({**summary, "stopped_by": "SIGTERM"}))
+    saved, line = train.finished_run(tmp_path, 40)
+    assert saved["env_steps"] == 80 and line == (
+        f"{tmp_path} already trained to env step 40 (--total-steps 40): nothing to do; give a "
         f"larger --total-steps to train on, or evaluate it with python -m experiments.evaluate "
         f"{tmp_path / 'member-<i>'}"
     )
-    train.check_unfinished(tmp_path, 41)  # more steps per member: it trains on
+    assert train.finished_run(tmp_path, 41) is None  # more steps per member: it trains on
 
 
 @pytest.mark.parametrize("summary", ["missing", "stopped early", "damaged", "float steps"])
 def test_resume_of_a_run_without_a_finished_summary_goes_on(
     summary, trained, tmp_path, no_training
 ):
-    """Killed before its summary.json, stopped by --max-minutes / a signal, or a summary
-    that cannot be read (the resume writes it anew): resumed."""
+    """Killed before its summary.json, stopped by --max-minutes / a signal short of its
+    steps, or a summary that cannot be read (the resume writes it anew): resumed."""
     folder = _copy(trained, tmp_path, "unfinished")
     path = folder / "summary.json"
     saved = json.loads(path.read_text())
@@ -862,8 +861,10 @@ def test_resume_of_a_run_without_a_finished_summary_goes_on(
     elif summary == "damaged":
         path.write_text('{"env_steps": 4')
     else:
-        edit = {"stopped_by": "SIGTERM"} if summary == "stopped early" else {"env_steps": 40.0}
-        path.write_text(json.dumps({**saved, **edit}))
+        early = {"stopped_by": "SIGTERM", "env_steps": 20}
+        path.write_text(
+            json.dumps({**saved, **(early if summary == "stopped early" else {"env_steps": 40.0})})
+        )
     with pytest.raises(Reached):
         train.main(["--resume", str(folder)])
     assert no_training == [folder]

@@ -636,6 +636,19 @@ def test_run_state_of_damaged_files_is_partial_with_the_field_named(
     assert sw.run_state(d, problems) == "partial" and "not valid JSON" in problems[0]
 
 
+def test_a_population_is_done_when_each_member_trained_its_total_steps(tmp_path):
+    """A population's summary.json sums env_steps over its members; total_steps is per
+    member: 2 members stopped at 1,000 steps each (2,000 summed) of 2,000 are not done."""
+    pop = {"env_steps": 2000, "env_steps_per_member": 1000, "stopped_by": "SIGTERM"}
+    assert sw.run_state(_finished_run(tmp_path, "short", pop), []) == "partial"
+    pop = {"env_steps": 4000, "env_steps_per_member": 2000, "stopped_by": "total_steps"}
+    assert sw.run_state(_finished_run(tmp_path, "done", pop), []) == "done"
+    problems = []
+    bad = {**pop, "env_steps_per_member": 2000.0}
+    assert sw.run_state(_finished_run(tmp_path, "bad", bad), problems) == "partial"
+    assert "env_steps_per_member must be an integer" in problems[0], problems
+
+
 def test_a_done_run_with_a_damaged_summary_is_resumed_with_a_warning(tmp_path, fake, capsys):
     sweep = sw.parse_spec(spec(tmp_path, seeds=1), validate=False)
     assert sw.Scheduler(sweep, poll_s=0.02, live=False).run() == {"ppo-CartPole-v1-seed0": "done"}

@@ -177,7 +177,7 @@ def test_sigterm_stops_after_the_iteration_and_keeps_everything(tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err.decode()
-    assert b"SIGTERM: stopping after this iteration" in err
+    assert b"SIGTERM: stopping after this sync" in err
     _stopped_cleanly(run_dir, "SIGTERM")
 
 
