@@ -33,6 +33,7 @@ EXTRA = {
     "Freeway": [
         (HERE / "freeway-package", "minatar package"),  # MinAtar/Freeway-v1
         (HERE / "freeway-full", "6 actions"),  # gymnax/Freeway-MinAtar-full
+        (HERE / "freeway-torch-init", "6 actions, PyTorch init"),  # torch_init.py, the same
     ],
 }
 AT = (100_000, 250_000, 500_000, 750_000, 1_000_000, 1_250_000, 1_500_000)
@@ -95,7 +96,7 @@ def main(game: str = "Breakout") -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     # ours thin and under, the script's thick and on top, up to its budget (ours run to 5M)
     script_colours = iter(["black", "firebrick", "darkorange", "navy"])
-    extra_colours = iter(["royalblue", "darkcyan", "darkviolet", "olive"])
+    extra_colours = iter(["royalblue", "darkcyan", "darkviolet", "olive", "deeppink", "dimgray"])
     for name, (frames, values, _) in sorted(curves.items(), key=lambda kv: "paper" in kv[0]):
         keep = frames <= REFERENCE_FRAMES * 1.05
         if "paper" in name:
