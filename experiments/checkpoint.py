@@ -327,6 +327,24 @@ class Checkpointer:
         self._writer.close()
 
 
+def holds_intact_step(ckpt_dir: Path, at_least: int) -> bool:
+    """Whether `ckpt_dir` holds a checkpoint of step >= `at_least` that matches its checksums
+    (a legacy one without checksums counts), read only: nothing is set aside or written, and
+    no link is followed (a linked checkpoints folder holds none here)."""
+    if ckpt_dir.is_symlink() or not ckpt_dir.is_dir():
+        return False
+    steps = sorted((int(p.name) for p in ckpt_dir.iterdir() if p.name.isdigit()), reverse=True)
+    for step in (s for s in steps if s >= at_least):
+        folder = ckpt_dir / str(step)
+        try:
+            if _kind(folder):
+                _verify(folder, step)
+                return True
+        except (_Damaged, OSError):
+            continue
+    return False
+
+
 def write_checksums(folder: Path, step: int):
     """Hash (and fsync) every file under `folder`, then write `folder/checksums.json`
     atomically."""

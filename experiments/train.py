@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agents.core.evaluation import EvaluationError
 from experiments.args import flag_value, parse_train_args, resume_args
-from experiments.checkpoint import CheckpointError
+from experiments.checkpoint import CheckpointError, holds_intact_step
 from experiments.common import load_run, trained_hooks, use_compile_cache
 from experiments.runfolder import (
     RunFolderLocked,
@@ -50,9 +50,10 @@ def parse(argv: list[str]):
 def finished_run(run_dir: Path, total_steps: int) -> tuple[dict, str] | None:
     """(its summary, a line saying so) when the run in `run_dir` has trained `total_steps`
     env steps per member already (its summary.json says so, however it stopped, as the
-    sweep judges it): a resume then compiles, trains, evaluates and rewrites nothing. None
-    without a readable summary (a run killed before it wrote one, a damaged file: the
-    resume goes on and writes it anew)."""
+    sweep judges it, and a checkpoint that far matches its checksums): a resume then
+    compiles, trains, evaluates and rewrites nothing. None without a readable summary (a run
+    killed before it wrote one, a damaged file: the resume goes on and writes it anew) or
+    without that checkpoint (the resume sets damaged ones aside and starts over)."""
     path = run_dir / "summary.json"
     try:
         summary = read_json(path, "summary") if path.is_file() else {}
@@ -61,6 +62,8 @@ def finished_run(run_dir: Path, total_steps: int) -> tuple[dict, str] | None:
         return None
     if done is None or done < total_steps:
         return None
+    if not holds_intact_step(run_dir / "checkpoints", total_steps):
+        return None  # its checkpoint is damaged or gone: the resume sets it aside, starts over
     target = run_dir / "member-<i>" if "members" in summary else run_dir
     return summary, (
         f"{run_dir} already trained to env step {done:,} (--total-steps {total_steps:,}): "

@@ -833,26 +833,30 @@ def test_resume_of_a_finished_run_does_nothing_and_says_so(steps, trained, no_tr
     assert tree(trained) == before and not no_training
 
 
-def test_a_finished_population_counts_steps_per_member(tmp_path):
+def test_a_finished_population_counts_steps_per_member(trained, tmp_path):
     """A population's summary counts env_steps over its members: its steps per member are
     compared, and evaluation pointed at the members' folders."""
+    folder = _copy(trained, tmp_path, "pop")  # its intact checkpoint at 40
     summary = {"env_steps": 80, "env_steps_per_member": 40, "members": ["member-0", "member-1"]}
-    (tmp_path / "summary.json").write_text(json.dumps({**summary, "stopped_by": "SIGTERM"}))
-    saved, line = train.finished_run(tmp_path, 40)
+    (folder / "summary.json").write_text(json.dumps({**summary, "stopped_by": "SIGTERM"}))
+    saved, line = train.finished_run(folder, 40)
     assert saved["env_steps"] == 80 and line == (
-        f"{tmp_path} already trained to env step 40 (--total-steps 40): nothing to do; give a "
+        f"{folder} already trained to env step 40 (--total-steps 40): nothing to do; give a "
         f"larger --total-steps to train on, or evaluate it with python -m experiments.evaluate "
-        f"{tmp_path / 'member-<i>'}"
+        f"{folder / 'member-<i>'}"
     )
-    assert train.finished_run(tmp_path, 41) is None  # more steps per member: it trains on
+    assert train.finished_run(folder, 41) is None  # more steps per member: it trains on
 
 
-@pytest.mark.parametrize("summary", ["missing", "stopped early", "damaged", "float steps"])
+@pytest.mark.parametrize(
+    "summary", ["missing", "stopped early", "damaged", "float steps", "damaged checkpoint"]
+)
 def test_resume_of_a_run_without_a_finished_summary_goes_on(
     summary, trained, tmp_path, no_training
 ):
     """Killed before its summary.json, stopped by --max-minutes / a signal short of its
-    steps, or a summary that cannot be read (the resume writes it anew): resumed."""
+    steps, a summary that cannot be read (the resume writes it anew), or a finished run whose
+    last checkpoint is damaged (the resume sets it aside): resumed."""
     folder = _copy(trained, tmp_path, "unfinished")
     path = folder / "summary.json"
     saved = json.loads(path.read_text())
@@ -860,6 +864,8 @@ def test_resume_of_a_run_without_a_finished_summary_goes_on(
         path.unlink()
     elif summary == "damaged":
         path.write_text('{"env_steps": 4')
+    elif summary == "damaged checkpoint":  # the summary says done, but the 40 cannot restore
+        assert _damage_newest(folder) == 40
     else:
         early = {"stopped_by": "SIGTERM", "env_steps": 20}
         path.write_text(
