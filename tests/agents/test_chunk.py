@@ -157,24 +157,34 @@ def _host_driven(case):
 
 @pytest.mark.parametrize("case", ["agent", "population"])
 def test_host_driven_chunk_is_its_iterations_from_the_host(case):
-    """Where the host drives each iteration, a chunk of N is N one-iteration calls run from
-    the host and stacked as a chunk program's output (so the runner logs one metrics row per
-    N iterations, not per iteration): the same update counts, episodes, metric sums and
-    learner, bit for bit, already on the host."""
+    """Where the host drives each iteration, a chunk of N is the N iterations of the
+    one-iteration path (`train_iteration`) run from the host and stacked as a chunk program's
+    output (so the runner logs one metrics row per N iterations, not per iteration): the
+    same update counts, episodes, metric sums and learner, already on the host."""
     iters = 4
     (a, sa, steps), (b, sb, _) = _host_driven(case), _host_driven(case)
     assert b.host_driven is not None and b.max_chunk >= iters
-    outs = []
+    split = a.split_output if case == "population" else lambda out: [out]
+    outs = []  # [iteration][member]: the one-iteration path's outputs
     for it in range(iters):
-        sa, out = a.train_chunk(sa, it, it * steps, 1)
-        outs.append(out)
+        sa, out = a.train_iteration(sa, it, it * steps)
+        outs.append(split(jax.device_get(out)))
     with pytest.raises(ValueError, match=f"1 to {b.max_chunk} iterations, not 0"):
         b.train_chunk(sb, 0, 0, 0)
     sb, chunk = b.train_chunk(sb, 0, 0, iters)
     assert all(isinstance(x, np.ndarray) for x in jax.tree.leaves(chunk))  # synced
-    stacked = jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
-    jax.tree.map(np.testing.assert_array_equal, chunk, stacked)
-    assert chunk.updates.shape[0] == iters and chunk.updates.sum() > 0
+    members = b.split_chunk(chunk) if case == "population" else [chunk]
+    for i, m in enumerate(members):
+        assert m.updates.shape[0] == iters
+        for it in range(iters):
+            out = outs[it][i]
+            np.testing.assert_array_equal(m.game_over[it], out.game_over)
+            np.testing.assert_array_equal(m.finished_return[it], out.finished_return)
+            assert m.updates[it] == sum(np.size(x[b.metric_names[0]]) for x in out.metrics)
+            for k in b.metric_names:
+                total = sum(np.sum(x[k], dtype=np.float64) for x in out.metrics)
+                np.testing.assert_allclose(m.metric_sums[k][it], total, RTOL, ATOL, err_msg=k)
+        assert m.updates.sum() > 0
     if case == "agent":
         np.testing.assert_array_equal(chunk.updates, 4)  # 2 epochs x 2 minibatches
     jax.tree.map(np.testing.assert_array_equal, *jax.device_get((sa.learner, sb.learner)))
