@@ -152,6 +152,9 @@ class GymnaxVecEnv(VecEnv):
         obs, env_state = jax.vmap(self._env.reset_env, in_axes=(0, None))(split[:, 1], self._params)
         false = jnp.zeros((n,), bool)
         action = jnp.zeros((n, *self.spec.action_shape), self._action_dtype)
+        # Strongly typed leaves: some gymnax states start weakly typed (Freeway's `pos`), and
+        # a step's output state is not, so a jitted step would compile twice.
+        env_state = jax.tree.map(lambda x: jax.lax.convert_element_type(x, x.dtype), env_state)
         state = GymnaxState(env_state, split[:, 0], action, false, false)
         return state, reset_timestep(jnp, self._obs(obs))
 

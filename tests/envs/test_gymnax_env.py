@@ -14,14 +14,11 @@ from envs.gymnax_env import GymnaxVecEnv
 
 
 def _run(env, actions):
-    """XLA mode over a `[T, B]` action sequence; the TimeSteps stacked `[T, B]`."""
+    """XLA mode over a `[T, B]` action sequence, as a rollout runs it (one `lax.scan` of the
+    step); the TimeSteps stacked `[T, B]`, on the host."""
     state, _ = env.xla_reset()
-    step = jax.jit(env.xla_step)
-    out = []
-    for a in actions:
-        state, ts = step(state, jnp.asarray(a))
-        out.append(jax.device_get(ts))
-    return state, jax.tree.map(lambda *x: np.stack(x), *out)
+    state, ts = jax.jit(lambda s, a: jax.lax.scan(env.xla_step, s, a))(state, jnp.asarray(actions))
+    return state, jax.device_get(ts)
 
 
 def test_termination_then_fake_step():
