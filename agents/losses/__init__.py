@@ -72,13 +72,13 @@ helpers are plain differentiable functions. `tanh_gaussian_log_prob`, `scale_act
 
 Families: off-policy actor-critics (`retrace`, `policy`, `distributional`), state-value
 targets (`returns`), PPO (`onpolicy`: `ppo_clip_loss`, `clipped_value_loss`,
-`normalize_advantages`), DQN/Rainbow/R2D2 (`value`: n-step double Q-learning targets, value
-rescaling, C51 targets, Huber), continuous control (`sac`: tanh-Gaussian log-densities, SAC
-and discrete SAC, TD3's targets, the deterministic policy gradient), continuous ACER
-(`acer_continuous`: Gaussian log-densities, entropy and KL, the stochastic dueling network,
-Q_ret/Q_opc with the 1/d-th-root truncation, the SDN critic loss, the policy gradient with a
-sampled bias correction and the trust region on the Gaussian's statistics) and curiosity
-(`curiosity`: RND's prediction error and intrinsic reward).
+`normalize_advantages`), DQN/Rainbow/R2D2/PQN (`value`: n-step double Q-learning targets,
+Q(λ), value rescaling, C51 targets, Huber), continuous control (`sac`: tanh-Gaussian log-
+densities, SAC and discrete SAC, TD3's targets, the deterministic policy gradient), continuous
+ACER (`acer_continuous`: Gaussian log-densities, entropy and KL, the stochastic dueling
+network, Q_ret/Q_opc with the 1/d-th-root truncation, the SDN critic loss, the policy gradient
+with a sampled bias correction and the trust region on the Gaussian's statistics) and
+curiosity (`curiosity`: RND's prediction error and intrinsic reward).
 
 Example::
 
@@ -158,6 +158,7 @@ from agents.losses.value import (
     double_q_learning_targets,
     huber_loss,
     inverse_value_rescale,
+    q_lambda_targets,
     q_learning_loss,
     q_learning_targets,
     value_rescale,
@@ -200,6 +201,7 @@ __all__ = [
     "n_step_soft_q_targets",
     "normalize_advantages",
     "ppo_clip_loss",
+    "q_lambda_targets",
     "q_learning_loss",
     "q_learning_targets",
     "retrace_targets",

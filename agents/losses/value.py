@@ -18,6 +18,9 @@ References:
   Pohlen et al. (2018), "Observe and Look Further", arXiv:1805.11593, §3.2 and Prop. A.2.
   Kapturowski et al. (2019), R2D2, ICLR (n-step double Q targets with value rescaling).
   Huber (1964), "Robust Estimation of a Location Parameter", Ann. Math. Statist. 35(1).
+  Peng & Williams (1996), "Incremental Multi-Step Q-Learning", Machine Learning 22 (Q(λ)).
+  Gallici et al. (2024), PQN, "Simplifying Deep Temporal Difference Learning",
+    arXiv:2407.04811, §4 and Algorithm 1 (the λ-returns of Q(λ) over a rollout).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import jax.numpy as jnp
 from agents.losses import _checks as C
 from agents.losses.distributional import categorical_cross_entropy, categorical_projection
 from agents.losses.retrace import _take
-from agents.losses.returns import n_step_returns
+from agents.losses.returns import lambda_returns, n_step_returns
 
 sg = jax.lax.stop_gradient
 
@@ -209,6 +212,40 @@ def double_q_learning_targets(
         bootstrap_target_q, jnp.argmax(bootstrap_online_q, axis=-1)[:, None], axis=-1
     )[:, 0]
     return sg(_bootstrapped_returns(r_t, discount_t, v, v_boot, n, mask_t, rescale_eps))
+
+
+def q_lambda_targets(r_t, discount_t, q_t, bootstrap_q, lambda_, *, mask_t=None):
+    r"""Q(λ) targets over a rollout (Peng & Williams 1996; PQN, Gallici et al. 2024,
+    arXiv:2407.04811, Algorithm 1), `[T, B]`: the λ-return of the greedy values,
+
+        G_t = r_t + γ_t [ (1 − λ) max_a Q(x_{t+1}, a) + λ G_{t+1} ],
+        G_{T−1} = r_{T−1} + γ_{T−1} max_a Q(x_T, a)
+
+    λ = 0 gives the one-step Q-learning target, λ = 1 the Monte-Carlo return bootstrapped at
+    x_T. No off-policy cut: every step's return continues through the next whatever action
+    was taken there (Peng's Q(λ), as PQN uses it). At a masked step t (the fake auto-reset
+    transition) G_t = max_a Q(x_t, a), so the step before it, the episode's last, gets
+    r + γ max_a Q(x_{t}, a) from its final observation (γ = 0 at a termination, γ at a
+    truncation) and nothing crosses the boundary.
+
+    Args:
+      r_t, discount_t: `[T, B]`, discount_t = γ(1 − terminated_{t+1}).
+      q_t: `[T, B, A]` Q(x_t, ·) for t = 0..T−1 (PQN: the values the actor computed).
+      bootstrap_q: `[B, A]` Q(x_T, ·).
+      lambda_: λ ∈ [0, 1], a scalar or `[T, B]` (λ_t in G_t's recursion: it weighs the
+        bootstrap at x_{t+1}).
+      mask_t: optional `[T, B]`; see the module docstring of `agents.losses`.
+
+    Returns:
+      `[T, B]` targets, stop_gradient'ed.
+
+    Checks: shapes and dtypes always; discount_t and λ ∈ [0, 1] when they are Python or
+    NumPy values.
+    """
+    _check_q_trace(r_t, discount_t, "q_t", q_t, "bootstrap_q", bootstrap_q)
+    v = jnp.max(q_t, axis=-1)
+    v_boot = jnp.max(bootstrap_q, axis=-1)
+    return sg(lambda_returns(r_t, discount_t, v, v_boot, lambda_, mask_t=mask_t))
 
 
 def q_learning_loss(q_t, a_t, target_t, *, mask_t=None, huber_delta=None):

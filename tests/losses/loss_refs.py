@@ -335,3 +335,44 @@ def mask_pieces(mask_col):
     if start is not None:
         pieces.append((start, len(mask_col)))
     return pieces
+
+
+# ---------------------------------------------------------------------------------------------
+# Q(λ) (Peng & Williams 1996; PQN, Gallici et al. 2024, Algorithm 1)
+# ---------------------------------------------------------------------------------------------
+
+
+def q_lambda_np(r, d, mask, q, bootstrap_q, lam):
+    """Forward view: G_t = (1 − λ) Σ_{n=1}^{m−1} λ^{n−1} G_t^(n) + λ^{m−1} G_t^(m), where
+    G_t^(n) = Σ_{k<n} (Π_{j<k} γ_{t+j}) r_{t+k} + (Π_{j<n} γ_{t+j}) max_a Q(x_{t+n}, a) and m
+    is the steps from t to the trace end or to the episode's final observation (the next
+    masked step). A masked step's target is max_a Q(x_t, a)."""
+    r, d, q, bootstrap_q = (np.asarray(x, np.float64) for x in (r, d, q, bootstrap_q))
+    T, B = r.shape
+    lam = np.broadcast_to(np.asarray(lam, np.float64), (T, B))
+    v = np.concatenate([q.max(-1), bootstrap_q.max(-1)[None]])  # V(x_0..x_T)
+    out = np.zeros((T, B))
+    for b in range(B):
+        for t in range(T):
+            if mask[t, b] == 0:
+                out[t, b] = v[t, b]
+                continue
+            m = 1
+            while t + m < T and mask[t + m, b] != 0:
+                m += 1
+
+            def n_step(n, t=t, b=b):
+                g, disc = 0.0, 1.0
+                for k in range(n):
+                    g += disc * r[t + k, b]
+                    disc *= d[t + k, b]
+                return g + disc * v[t + n, b]
+
+            # λ_s belongs to step s (it weighs the bootstrap at x_{s+1}): the weight of G^(n)
+            # is λ_t ··· λ_{t+n−2} · (1 − λ_{t+n−1})
+            total, carry = 0.0, 1.0
+            for n in range(1, m):
+                total += carry * (1.0 - lam[t + n - 1, b]) * n_step(n)
+                carry *= lam[t + n - 1, b]
+            out[t, b] = total + carry * n_step(m)
+    return out
