@@ -124,7 +124,8 @@ class QNetwork(nn.Module):
     """The feed-forward value network of DQN and its variants: torso (Nature CNN for frames,
     MLP for vectors, one encoder per key for dict observations: `make_torso`) → `QHead`.
     `apply(params, obs, noise_key=None)` with obs leaves `[..., *leaf_shape]`; `noise_key`
-    draws the noise of a `noisy` head (one draw for the whole batch)."""
+    draws the noise of a `noisy` head (one draw for the whole batch). `layer_norm`: the
+    torso's LayerNorms (`make_torso`; PQN's network)."""
 
     obs_spec: Any  # the env's EnvSpec.obs_spec (or an observation shape tuple)
     num_actions: int
@@ -133,10 +134,11 @@ class QNetwork(nn.Module):
     num_atoms: int = 0
     atoms: tuple[float, ...] = ()
     noisy: bool = False
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, obs, noise_key=None) -> QOutput:
-        features = make_torso(self.obs_spec, self.hidden)(obs)
+        features = make_torso(self.obs_spec, self.hidden, layer_norm=self.layer_norm)(obs)
         head = QHead(self.num_actions, self.dueling, self.num_atoms, self.atoms, self.noisy)
         return head(features, noise_key)
 

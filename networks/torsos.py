@@ -26,10 +26,15 @@ class NatureCNN(nn.Module):
     Input: uint8 frames `[..., C, 84, 84]` channel-first, as envpool returns them (C = stack
     of 4). They are scaled to [0, 1] inside the module, so the replay and the actor keep
     uint8 and the host never converts.
+
+    `layer_norm`: a LayerNorm before every ReLU (over the channels of a convolution's
+    output, the features of the dense layer), as PQN's networks (Gallici et al. 2024,
+    arXiv:2407.04811, §4: normalisation in place of a target network).
     """
 
     hidden: int = 512
     channels_first: bool = True
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, obs):
@@ -39,29 +44,39 @@ class NatureCNN(nn.Module):
             x = jnp.transpose(x, (0, 2, 3, 1))
         x = x.astype(jnp.float32) / 255.0
         init = nn.initializers.orthogonal(jnp.sqrt(2.0))
-        x = nn.relu(nn.Conv(32, (8, 8), (4, 4), padding="VALID", kernel_init=init)(x))
-        x = nn.relu(nn.Conv(64, (4, 4), (2, 2), padding="VALID", kernel_init=init)(x))
-        x = nn.relu(nn.Conv(64, (3, 3), (1, 1), padding="VALID", kernel_init=init)(x))
+        act = _normed_relu(self.layer_norm)
+        x = act(nn.Conv(32, (8, 8), (4, 4), padding="VALID", kernel_init=init)(x))
+        x = act(nn.Conv(64, (4, 4), (2, 2), padding="VALID", kernel_init=init)(x))
+        x = act(nn.Conv(64, (3, 3), (1, 1), padding="VALID", kernel_init=init)(x))
         x = x.reshape((x.shape[0], -1))
-        x = nn.relu(nn.Dense(self.hidden, kernel_init=init)(x))
+        x = act(nn.Dense(self.hidden, kernel_init=init)(x))
         return x.reshape((*lead, self.hidden))
 
 
 ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
 
 
+def _normed_relu(layer_norm: bool, activation: str = "relu"):
+    """The activation, after a LayerNorm (flax's: over the last axis, learnt scale and bias)
+    when `layer_norm`. Called inside a compact module, so each use makes its own LayerNorm."""
+    act = ACTIVATIONS[activation]
+    return (lambda x: act(nn.LayerNorm()(x))) if layer_norm else act
+
+
 class MLP(nn.Module):
     """An MLP torso for vector observations `[..., D]` (ReLU, or tanh as in the PPO papers'
-    MuJoCo and classic-control networks)."""
+    MuJoCo and classic-control networks); `layer_norm`: Dense → LayerNorm → activation, as
+    PQN's (Gallici et al. 2024, arXiv:2407.04811)."""
 
     hidden: Sequence[int] = (64, 64)
     activation: str = "relu"
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, obs):
         x = obs.astype(jnp.float32)
         init = nn.initializers.orthogonal(jnp.sqrt(2.0))
-        act = ACTIVATIONS[self.activation]
+        act = _normed_relu(self.layer_norm, self.activation)
         for width in self.hidden:
             x = act(nn.Dense(width, kernel_init=init)(x))
         return x
@@ -135,10 +150,14 @@ class MinAtarCNN(nn.Module):
     program's scan, a `fori_loop` of updates) XLA:CPU's convolution weight-gradient is slow
     (PERF-NOTES), and the patch form keeps this torso out of that trap, so agents on MinAtar
     run many iterations per program and populations vmap it. Other backends use `nn.Conv`.
+
+    `layer_norm`: a LayerNorm before each ReLU (over the conv's 16 channels at every pixel,
+    then over the 128 features), PQN's MinAtar network (Gallici et al. 2024).
     """
 
     filters: int = 16
     hidden: int = 128
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, image):
@@ -146,9 +165,10 @@ class MinAtarCNN(nn.Module):
         x = image.reshape((-1, *image.shape[-3:])).astype(jnp.float32)
         init = nn.initializers.orthogonal(jnp.sqrt(2.0))
         conv = PatchConv if jax.default_backend() == "cpu" else nn.Conv
-        x = nn.relu(conv(self.filters, (3, 3), padding="VALID", kernel_init=init, name="Conv_0")(x))
+        act = _normed_relu(self.layer_norm)
+        x = act(conv(self.filters, (3, 3), padding="VALID", kernel_init=init, name="Conv_0")(x))
         x = x.reshape((x.shape[0], -1))
-        x = nn.relu(nn.Dense(self.hidden, kernel_init=init)(x))
+        x = act(nn.Dense(self.hidden, kernel_init=init)(x))
         return x.reshape((*lead, self.hidden))
 
 
@@ -307,6 +327,7 @@ def make_torso(
     *,
     text: bool = False,
     activation: str = "relu",
+    layer_norm: bool = False,
 ) -> nn.Module:
     """The torso for an observation spec: the Nature CNN for frame stacks `[C, H, W]` of at
     least 36x36 pixels (envpool's Atari: `[4, 84, 84]`), the MinAtar CNN for smaller images
@@ -318,17 +339,20 @@ def make_torso(
       hidden: MLP widths (for vectors; for a pytree, after the concatenation).
       text: encode word-id leaves (MiniGrid's mission) with a GRU; off, they are left out.
       activation: the vector MLP's activation ("relu" or "tanh").
+      layer_norm: a LayerNorm before every activation of the torso (array observations).
     """
     shape = _array_shape(obs_spec)
     if shape is None:
+        if layer_norm:
+            raise ValueError("layer_norm is not available for dict observations' encoders")
         leaves = tuple(obs_leaves_with_paths(as_obs_spec(obs_spec, "obs_spec")))
         return DictEncoder(leaves, tuple(hidden), text=text)
     if len(shape) == 3 and min(shape[1:]) >= 36:
-        return NatureCNN()
+        return NatureCNN(layer_norm=layer_norm)
     if len(shape) == 3 and max(shape[:2]) < 36:
-        return MinAtarCNN()
+        return MinAtarCNN(layer_norm=layer_norm)
     if len(shape) == 1:
-        return MLP(tuple(hidden), activation)
+        return MLP(tuple(hidden), activation, layer_norm)
     raise ValueError(
         f"no torso for observations of shape {shape}: expected a frame stack [C, H, W] with "
         "H, W >= 36, a small image [H, W, C] with H, W < 36, or a vector [D]"

@@ -109,6 +109,16 @@ def apex_epsilons(num_envs: int, base: float = 0.4, alpha: float = 7.0) -> np.nd
     return (base ** (1.0 + alpha * i / max(num_envs - 1, 1))).astype(np.float32)
 
 
+def epsilon_greedy(q, epsilon, key):
+    """ε-greedy actions from Q values `[B, A]`: with probability ε (a scalar or `[B]`) an
+    action uniform over all A, else argmax Q (ties to the lowest index); int32 `[B]`."""
+    explore_key, action_key = jax.random.split(key)
+    greedy = jnp.argmax(q, axis=-1)
+    random = jax.random.randint(action_key, greedy.shape, 0, q.shape[-1])
+    explore = jax.random.uniform(explore_key, greedy.shape) < epsilon
+    return jnp.where(explore, random, greedy).astype(jnp.int32)
+
+
 def epsilon_greedy_actor(q_values, eval_epsilon: float = 0.001):
     """The actor of a value-based agent (DQN, R2D1): ε-greedy on Q values.
 
@@ -120,24 +130,17 @@ def epsilon_greedy_actor(q_values, eval_epsilon: float = 0.001):
     plays argmax Q when greedy, else ε-greedy with `eval_epsilon` (0.001: the Atari evaluation
     protocol of Mnih et al. 2015 uses 0.05, later work, e.g. Rainbow and R2D2, 0.001)."""
 
-    def choose(q, epsilon, key):
-        explore_key, action_key = jax.random.split(key)
-        greedy = jnp.argmax(q, axis=-1)
-        random = jax.random.randint(action_key, greedy.shape, 0, q.shape[-1])
-        explore = jax.random.uniform(explore_key, greedy.shape) < epsilon
-        return jnp.where(explore, random, greedy).astype(jnp.int32)
-
     def select_action(params, obs, first, core, key) -> ActorOutput:
         net_params, epsilon = params
         q, core = q_values(net_params, obs, first, core)
-        return ActorOutput(choose(q, epsilon, key), (), core)
+        return ActorOutput(epsilon_greedy(q, epsilon, key), (), core)
 
     def act(greedy: bool):
         def act_fn(params, obs, first, core, key):
             q, core = q_values(params[0], obs, first, core)
             if greedy:
                 return jnp.argmax(q, axis=-1).astype(jnp.int32), core
-            return choose(q, eval_epsilon, key), core
+            return epsilon_greedy(q, eval_epsilon, key), core
 
         return jax.jit(act_fn)
 
