@@ -36,7 +36,12 @@ from experiments.args import parse_train_args
 from experiments.common import cold_process_env, save_results
 from experiments.report import aggregates
 
-SOLVED = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "CartPole-P-v1": 475.0}
+SOLVED = {
+    "CartPole-v1": 475.0,
+    "gymnax/CartPole-v1": 475.0,
+    "Pendulum-v1": -200.0,
+    "CartPole-P-v1": 475.0,
+}
 # Run options that do not change what a run learns: where it writes, how it shows progress,
 # what its checkpoints hold.
 NOT_LEARNING = ("seed", "run_dir", "exp_name", "resume", "progress", "exact_resume")

@@ -27,6 +27,7 @@ BUILTIN: dict[str, str] = {
     "td3": "agents.td3",
     "ppo": "agents.ppo",
     "a2c": "agents.a2c",
+    "pqn": "agents.pqn",
 }
 
 # Run options (experiments/args.py RunArgs) a preset may set besides the agent's config.

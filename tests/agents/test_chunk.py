@@ -28,6 +28,7 @@ SMALL = {
         hidden=(16,),
     ),  # fmt: skip  1.5 updates per iteration
     "ppo": dict(num_envs=2, trace_len=8, num_minibatches=2, epochs=2, hidden=(16,)),
+    "pqn": dict(num_envs=2, trace_len=8, num_minibatches=2, epochs=2, hidden=(16,)),
 }
 
 

@@ -286,6 +286,11 @@ def test_dqn_and_r2d1_members_equal_single_runs(name):
          {"lr": 3.0, "clip_eps": 0.5}),
         ("a2c", "CartPole-v1", dict(num_envs=2, trace_len=5, hidden=(8,)),
          {"lr": 3.0, "gae_lambda": 0.5}),
+        # PQN: ε from each member's own step count; member 1 with another lr and λ.
+        ("pqn", "CartPole-v1",
+         dict(num_envs=2, trace_len=4, epochs=2, num_minibatches=2, hidden=(8,),
+              eps_decay_steps=16),
+         {"lr": 3.0, "td_lambda": 0.5}),
         # SAC (discrete on CartPole) and TD3 (Pendulum): uniform actions before
         # start_train_at from each member's own step count, then update_to_data updates.
         ("sac", "CartPole-v1",

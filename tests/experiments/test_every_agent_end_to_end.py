@@ -49,6 +49,7 @@ CASES = {
         64,
     ),
     "ppo": ("--agent ppo --num-envs 4 --trace-len 8 --normalize-obs", 32, 64),
+    "pqn": ("--agent pqn --num-envs 4 --trace-len 8 --hidden 8 --num-minibatches 2", 32, 64),
     "a2c": ("--agent a2c --num-envs 4 --trace-len 8", 32, 64),
     "sac": (
         "--agent sac --env Pendulum-v1 --num-envs 2 --trace-len 4 --batch-size 8"
