@@ -1,15 +1,9 @@
-"""PQN as pure functions (agents/core/parts.py): `make(config, spec)` returns its parts.
+"""PQN as pure functions, `make(config, spec)` (agents/core/parts.py). An iteration (Algorithm
+1 of arXiv:2407.04811): act ε-greedily for T steps in every env, recording Q(x_t, ·); the Q(λ)
+targets of the rollout; `epochs` passes over its T·B transitions in shuffled minibatches, each
+a RAdam step on ½(Q(x, a) − G)². No replay, no target network: LayerNorms keep it stable."""
 
-One iteration (Gallici et al. 2024, arXiv:2407.04811, Algorithm 1): act ε-greedily for T
-steps in every env, recording Q(x_t, ·) as the actor computed it; compute the Q(λ) targets
-of the whole rollout once, from those values and Q(x_T, ·) (`agents.losses.q_lambda_targets`);
-then `epochs` passes over the T·B transitions, shuffled into `num_minibatches` minibatches,
-each one RAdam step on ½(Q(x, a) − G)². No replay, no target network: the network's
-LayerNorms keep the bootstrapped regression stable (the paper's §4).
-"""
-
-from __future__ import annotations
-
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -36,14 +30,12 @@ class PQNLearner(NamedTuple):
 def make(config, spec) -> AgentParts:
     """PQN's parts for `config` (agents/pqn/config.py) on an env of `spec`."""
     net = QNetwork(spec.obs_spec, spec.num_actions, config.hidden, layer_norm=config.layer_norm)
-    # RAdam's update without its learning rate: the rate is applied below, from the schedule
-    # and a population member's own `lr`.
+    # RAdam without its rate, applied below from the schedule and a member's own `lr`
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.scale_by_radam())
     steps_per_iteration = config.num_envs * config.trace_len
     updates_per_iteration = config.epochs * config.num_minibatches
-
-    def q_values(params, obs):
-        return net.apply(params, obs).q_values
+    decay = config.anneal_steps / steps_per_iteration * updates_per_iteration  # lr: by update
+    q_values = lambda params, obs: net.apply(params, obs).q_values  # noqa: E731
 
     def init(key, sample_obs):
         init_key, key = jax.random.split(key)
@@ -51,48 +43,33 @@ def make(config, spec) -> AgentParts:
         return PQNLearner(params, optimizer.init(params), jnp.int32(0), key)
 
     def epsilon(step):
-        return linear_epsilon(
-            step * steps_per_iteration, config.eps_start, config.eps_end, config.eps_decay_steps
-        )
+        n = step * steps_per_iteration
+        return linear_epsilon(n, config.eps_start, config.eps_end, config.eps_decay_steps)
 
     def acting(learner):
         return learner.params, epsilon(learner.step)
 
-    def act(acting_params, obs, first, core, key):
-        params, eps = acting_params
-        q = q_values(params, obs)
-        return ActorOutput(epsilon_greedy(q, eps, key), q, core)  # μ slot: Q(x_t, ·)
+    def act(acting_params, obs, first, core, key):  # records Q(x_t, ·) in the μ slot
+        q = q_values(acting_params[0], obs)
+        return ActorOutput(epsilon_greedy(q, acting_params[1], key), q, core)
 
-    def evaluate(greedy: bool):
-        def policy(acting_params, obs, first, core, key):
-            q = q_values(acting_params[0], obs)
-            return epsilon_greedy(q, 0.0 if greedy else config.eval_epsilon, key), core
+    def policy(acting_params, obs, first, core, key, eps=0.0):  # evaluation: ε of its own
+        return epsilon_greedy(q_values(acting_params[0], obs), eps, key), core
 
-        return policy
-
-    def learning_rate(hyper, update):
-        if not config.anneal_steps:
-            return hyper.lr
-        total = config.anneal_steps / steps_per_iteration * updates_per_iteration
-        return hyper.lr * jnp.clip(1.0 - update / total, 0.0, 1.0)
+    evaluate = lambda greedy: functools.partial(policy, eps=0.0 if greedy else config.eval_epsilon)  # noqa: E731
 
     def learn(learner, traj, hyper, axis_name=None):
-        steps = traj.steps
-        q_t = steps["mu"]
-        reward = steps["reward"] * hyper.reward_scale
+        steps, q_t = traj.steps, traj.steps["mu"]
+        r, boot = steps["reward"] * hyper.reward_scale, q_values(learner.params, traj.last_obs)
         targets = losses.q_lambda_targets(
-            reward, steps["discount"], q_t, q_values(learner.params, traj.last_obs),
-            hyper.td_lambda, mask_t=steps["mask"],
-        )  # fmt: skip
-        n = targets.size
-        if n % config.num_minibatches:
-            raise ValueError(
-                f"--num-minibatches {config.num_minibatches} does not divide the {n} "
-                "transitions of a rollout on one device"
-            )
+            r, steps["discount"], q_t, boot, hyper.td_lambda, mask_t=steps["mask"]
+        )
+        n, m = targets.size, config.num_minibatches
+        if n % m:
+            raise ValueError(f"--num-minibatches {m} does not divide the {n} transitions of a "
+                             "rollout on one device")  # fmt: skip
         flat = lambda x: x.reshape((n, *x.shape[2:]))  # noqa: E731
-        data = (jax.tree.map(flat, traj.obs), flat(steps["action"]), flat(targets))
-        data = (*data, flat(steps["mask"]))
+        data = (jax.tree.map(flat, traj.obs), *map(flat, (steps["action"], targets, steps["mask"])))
 
         def loss_fn(params, obs, action, target, mask):
             q = q_values(params, obs)[None]  # one time step of n transitions: [1, n, A]
@@ -104,12 +81,12 @@ def make(config, spec) -> AgentParts:
             params, opt_state, update = carry
             loss, grads, grad_norm = grads_and_aux(lambda p: loss_fn(p, *batch), params, axis_name)
             updates, opt_state = optimizer.update(grads, opt_state, params)
-            lr = learning_rate(hyper, update)
+            lr = hyper.lr * (jnp.clip(1.0 - update / decay, 0.0, 1.0) if decay else 1.0)
             params = optax.apply_updates(params, jax.tree.map(lambda u: -lr * u, updates))
             return (params, opt_state, update + 1), (loss, grad_norm, lr)
 
         def epoch(carry, key):
-            order = jax.random.permutation(key, n).reshape(config.num_minibatches, -1)
+            order = jax.random.permutation(key, n).reshape(m, -1)
             return jax.lax.scan(minibatch, carry, jax.tree.map(lambda x: x[order], data))
 
         key, shuffle = jax.random.split(learner.key)
@@ -118,10 +95,9 @@ def make(config, spec) -> AgentParts:
             epoch, (learner.params, learner.opt_state, first_update),
             jax.random.split(shuffle, config.epochs),
         )  # fmt: skip
-        metrics = {
-            "loss": loss.mean(), "grad_norm": grad_norm.mean(), "q_mean": q_t.mean(),
-            "target_mean": targets.mean(), "epsilon": epsilon(learner.step), "lr": lr.mean(),
-        }  # fmt: skip
+        metrics = dict(loss=loss.mean(), grad_norm=grad_norm.mean(), q_mean=q_t.mean(),
+                       target_mean=targets.mean(), epsilon=epsilon(learner.step),
+                       lr=lr.mean())  # fmt: skip
         if axis_name is not None:
             metrics = jax.lax.pmean(metrics, axis_name)
         return PQNLearner(params, opt_state, learner.step + 1, key), metrics

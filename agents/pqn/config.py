@@ -1,12 +1,6 @@
-"""PQN's configuration and presets: the command line of `--agent pqn`.
-
-PQN (Gallici et al. 2024, "Simplifying Deep Temporal Difference Learning", arXiv:2407.04811):
-Q-learning over many parallel envs with Q(λ) targets computed on each fresh rollout, a
-LayerNorm network, no replay buffer and no target network. The defaults are the paper's
-CartPole settings (purejaxql `config/alg/pqn_cartpole.yaml`, mttga/purejaxql@970ecce).
-"""
-
-from __future__ import annotations
+"""PQN's config and presets: the command line of `--agent pqn` (Gallici et al. 2024,
+"Simplifying Deep Temporal Difference Learning", arXiv:2407.04811; hyper-parameters from its
+code, mttga/purejaxql@970ecce `purejaxql/config/alg/pqn_{cartpole,minatar}.yaml`)."""
 
 from dataclasses import dataclass
 from typing import ClassVar
@@ -25,34 +19,31 @@ class PQNConfig(Config):
     discount: float = 0.99
     """Discount factor γ."""
     td_lambda: float = 0.95
-    """λ of the Q(λ) targets (agents.losses.q_lambda_targets): 0 is one-step Q-learning."""
+    """λ of the Q(λ) targets (agents.losses.q_lambda_targets); 0: one-step Q-learning."""
     lr: float = 1e-4
     """Learning rate of RAdam (Liu et al. 2020, arXiv:1908.03265), PQN's optimiser."""
     anneal_steps: int = 500_000
-    """Decay the learning rate linearly to 0 over this many env steps (by gradient step, as
-    PQN); 0: constant."""
+    """Decay the learning rate linearly to 0 over this many env steps; 0: constant."""
     max_grad_norm: float = 10.0
     """Clip each minibatch's gradient to this global L2 norm."""
     epochs: int = 4
     """Passes over each rollout."""
     num_minibatches: int = 16
-    """Minibatches per epoch, over the T·B transitions shuffled."""
+    """Minibatches per epoch, over the rollout's T·B transitions shuffled."""
     eps_start: float = 1.0
     """ε of the ε-greedy actor at the start."""
     eps_end: float = 0.2
-    """ε after --eps-decay-steps env steps."""
+    """ε after --eps-decay-steps env steps (linear decay)."""
     eps_decay_steps: int = 100_000
-    """Env steps over which ε decays linearly (PQN: a fraction of the training's steps)."""
+    """Env steps over which ε decays."""
     eval_epsilon: float = 0.001
     """ε of a non-greedy evaluation (--no-eval-greedy)."""
     reward_scale: float = 0.1
-    """Rewards are multiplied by this in the targets (PQN's REW_SCALE)."""
+    """Rewards are multiplied by this in the targets."""
     hidden: tuple[int, ...] = (256, 256)
     """MLP torso widths for vector observations (images: the MinAtar or Nature CNN)."""
     layer_norm: bool = True
-    """A LayerNorm before every ReLU of the torso: what lets PQN learn without a target
-    network (§4 of the paper)."""
-
+    """A LayerNorm before every ReLU: what lets PQN learn without a target network (§4)."""
     ONLY_WITH: ClassVar[dict[str, str]] = {}  # every flag acts (agents.core.config)
 
     def __post_init__(self):
@@ -61,51 +52,29 @@ class PQNConfig(Config):
         )
         check_floats_finite(self)
         check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
-        check(0.0 <= self.td_lambda <= 1.0, "td_lambda", self.td_lambda, "in [0, 1]")
-        check(self.lr > 0, "lr", self.lr, "> 0")
-        check(self.anneal_steps >= 0, "anneal_steps", self.anneal_steps, ">= 0")
-        check(self.max_grad_norm > 0, "max_grad_norm", self.max_grad_norm, "> 0")
-        for name in ("eps_start", "eps_end", "eval_epsilon"):
+        for name in ("td_lambda", "eps_start", "eps_end", "eval_epsilon"):
             check(0.0 <= getattr(self, name) <= 1.0, name, getattr(self, name), "in [0, 1]")
-        check(self.reward_scale > 0, "reward_scale", self.reward_scale, "> 0")
+        for name in ("lr", "max_grad_norm", "reward_scale"):
+            check(getattr(self, name) > 0, name, getattr(self, name), "> 0")
+        check(self.anneal_steps >= 0, "anneal_steps", self.anneal_steps, ">= 0")
         check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
-        n = self.num_envs * self.trace_len
-        check(
-            n % self.num_minibatches == 0, "num_minibatches", self.num_minibatches,
-            f"a divisor of the {n} transitions of a rollout (--num-envs x --trace-len)",
-        )  # fmt: skip
+        n, m = self.num_envs * self.trace_len, self.num_minibatches
+        why = f"a divisor of the {n} transitions of a rollout (--num-envs x --trace-len)"
+        check(n % m == 0, "num_minibatches", m, why)
 
 
 PRESETS = {
-    # The paper's CartPole (purejaxql pqn_cartpole.yaml @ 970ecce): 32 envs x 64 steps,
-    # 4 epochs x 16 minibatches, RAdam 1e-4 decayed linearly, grad norm 10, λ 0.95, ε 1 ->
-    # 0.2 over the first 20% of 500k steps, rewards x 0.1, LayerNorm MLP 256-256; gymnax's
-    # CartPole-v1 (stepped on the device).
-    "pqn-cartpole": {
-        "env": "gymnax/CartPole-v1",
-        "total_steps": 500_000,
-    },
-    # The paper's MinAtar (purejaxql pqn_minatar.yaml @ 970ecce): 128 envs x 32 steps, 2
-    # epochs x 32 minibatches, RAdam 5e-4 decayed linearly, grad norm 10, γ 0.99, λ 0.65,
-    # ε 1 -> 0.05 over the first 10% of the steps, LayerNorm on the MinAtar CNN (conv 16 3x3
-    # -> 128). At the MinAtar paper's budget of docs/results/minatar-5m (5M env steps; the
-    # PQN paper runs 1e7): the ε and lr schedules are scaled to 5M. Games: --env
-    # gymnax/<Game>-MinAtar for Game in {Asterix, Breakout, Freeway, Seaquest, SpaceInvaders}.
+    # The paper's CartPole (the defaults): 32 envs x 64 steps, 4 epochs x 16 minibatches, RAdam
+    # 1e-4 decayed linearly, λ 0.95, ε 1 -> 0.2 over 20% of 500k steps, rewards x 0.1.
+    "pqn-cartpole": {"env": "gymnax/CartPole-v1", "total_steps": 500_000},
+    # The paper's MinAtar, at docs/results/minatar-5m's budget (5M env steps, the schedules
+    # scaled to it; the paper runs 1e7): 128 envs x 32 steps, 2 epochs x 32 minibatches, RAdam
+    # 5e-4 decayed, λ 0.65, ε 1 -> 0.05 over 10%. Other games: --env gymnax/<Game>-MinAtar.
     "pqn-minatar": {
-        "env": "gymnax/Breakout-MinAtar",
-        "total_steps": 5_000_000,
-        "num_envs": 128,
-        "trace_len": 32,
-        "epochs": 2,
-        "num_minibatches": 32,
-        "lr": 5e-4,
-        "anneal_steps": 5_000_000,
-        "td_lambda": 0.65,
-        "eps_end": 0.05,
-        "eps_decay_steps": 500_000,
-        "reward_scale": 1.0,
-        "checkpoint_every": 1_000_000,
-        "eval_episodes": 100,
+        "env": "gymnax/Breakout-MinAtar", "total_steps": 5_000_000, "num_envs": 128,
+        "trace_len": 32, "epochs": 2, "num_minibatches": 32, "lr": 5e-4, "td_lambda": 0.65,
+        "anneal_steps": 5_000_000, "eps_end": 0.05, "eps_decay_steps": 500_000,
+        "reward_scale": 1.0, "checkpoint_every": 1_000_000, "eval_episodes": 100,
         "return_window": 100,
     },
-}
+}  # fmt: skip
