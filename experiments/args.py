@@ -138,11 +138,16 @@ class RunArgs:
     and write summary.json as at the end; for job time limits. SIGTERM and Ctrl-C stop the
     same way (a second signal aborts)."""
     iterations_per_sync: int = 0
-    """Training iterations per host sync (one metrics.csv row each); 0: chosen as it runs,
-    about one sync per second; at most the agent's chunk size. Where the host drives each
-    iteration (e.g. host-stepped envs, data-parallel runs, convolutions on CPU: README, "Many
-    iterations per host sync") they still sync one by one, and share one row. A stop request
-    (--max-minutes, SIGTERM) waits for the sync's iterations."""
+    """Training iterations per host sync; 0: chosen as it runs, about one sync per second; at
+    most the agent's chunk size. Where the host drives each iteration (e.g. host-stepped
+    envs, data-parallel runs, convolutions on CPU: README, "Many iterations per host sync")
+    they still sync one by one. A stop request (--max-minutes, SIGTERM) waits for the sync's
+    iterations. The metrics rows do not depend on it (--log-every)."""
+    log_every: int = 0
+    """Write a metrics.csv row every this many env steps (rounded up to whole iterations),
+    and at every checkpoint and the end, however the iterations were synced: the same seed
+    and command give the same rows. 0: about 200 rows over --total-steps (a new run saves
+    the value it resolves to in config.json, so that a resumed run keeps it)."""
     progress: bool = True
     """Show a live progress bar."""
     debug: bool = False
@@ -200,6 +205,7 @@ class RunArgs:
         )  # fmt: skip
         need(self.checkpoint_every >= 1, "checkpoint_every", ">= 1")
         need(self.iterations_per_sync >= 0, "iterations_per_sync", ">= 0 (0: automatic)")
+        need(self.log_every >= 0, "log_every", ">= 0 (0: about 200 rows over --total-steps)")
         need(self.keep_checkpoints >= 1, "keep_checkpoints", ">= 1")
         if self.exact_resume and not self.env.startswith(GYMNAX):
             raise ValueError(
@@ -273,7 +279,7 @@ class TrainArgs(Generic[C]):
 # the run executes (devices, processes, threads). Everything that defines the experiment is
 # read from the run folder; an explicit flag that differs from it is an error.
 RESUME_MAY_CHANGE = (
-    "total_steps", "max_minutes", "progress", "iterations_per_sync", "eval_episodes",
+    "total_steps", "max_minutes", "progress", "iterations_per_sync", "log_every", "eval_episodes",
     "eval_greedy", "num_devices",
     "num_threads", "coordinator_address", "num_processes", "process_id", "resume", "run_dir",
 )  # fmt: skip

@@ -44,7 +44,9 @@ SOLVED = {
 }
 # Run options that do not change what a run learns: where it writes, how it shows progress,
 # what its checkpoints hold.
-NOT_LEARNING = ("seed", "run_dir", "exp_name", "resume", "progress", "exact_resume")
+NOT_LEARNING = (
+    "seed", "run_dir", "exp_name", "resume", "progress", "exact_resume", "log_every",
+)  # fmt: skip
 
 
 def default_command(agent: str) -> dict:

@@ -3,19 +3,23 @@
 `TrainLoop` drives `agent.train_chunk` with one call per chunk of iterations (as many as
 `SyncPace` picks: about one a second, or --iterations-per-sync; one host sync where the
 iterations run on the device, one per iteration where the host drives them) and keeps the
-counters, the return window and the NaN guard, and writes one metrics row per chunk; the
-benchmarks use it as it is. `PopulationLoop` runs one `TrainLoop` per member of the agent
-(a single run is a population of one). `Runner` adds what a training run needs around it,
-on one path for single runs and populations: the run folder (exclusive lock, config.json,
-metrics.csv + TensorBoard, atomic checksummed checkpoints, resume), the stop conditions
-(`--total-steps`, `--max-minutes`, SIGTERM/SIGINT), the evaluation at the end and
-summary.json. Nothing here knows an agent by name.
+counters, the return window and the NaN guard. It counts a chunk's stacked output iteration
+by iteration and makes a metrics row every `log_every` iterations (--log-every) and wherever
+the runner flushes it (checkpoints, generations, the end): the rows do not depend on how the
+iterations were synced, so the same seed and command give the same metrics.csv but for its
+timing columns. The benchmarks use it as it is. `PopulationLoop` runs one `TrainLoop` per
+member of the agent (a single run is a population of one). `Runner` adds what a training run
+needs around it, on one path for single runs and populations: the run folder (exclusive
+lock, config.json, metrics.csv + TensorBoard, atomic checksummed checkpoints, resume), the
+stop conditions (`--total-steps`, `--max-minutes`, SIGTERM/SIGINT), the evaluation at the
+end and summary.json. Nothing here knows an agent by name.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 import platform
 import signal
@@ -223,6 +227,32 @@ def frames_per_step(env) -> int:
     return 4 if env.spec.is_atari else 1
 
 
+ROWS_PER_RUN = 200  # --log-every 0: about this many metrics rows over --total-steps
+
+
+def auto_log_every(total_steps: int) -> int:
+    """The env steps between metrics rows of --log-every 0."""
+    return max(1, total_steps // ROWS_PER_RUN)
+
+
+def log_every_iterations(log_every: int, steps_per_iteration: int) -> int:
+    """--log-every in whole iterations (rounded up, at least 1)."""
+    return max(1, -(-log_every // steps_per_iteration))
+
+
+@dataclasses.dataclass
+class _Since:
+    """What a `TrainLoop` counted since its last metrics row."""
+
+    iterations: int = 0
+    steps: int = 0
+    updates: int = 0
+    seconds: float = 0.0
+    # metric name -> the iterations' sums, added up exactly (math.fsum) when the row is made:
+    # a row's means then do not depend on how its iterations were split between syncs
+    sums: dict = dataclasses.field(default_factory=dict)
+
+
 class SyncPace:
     """How many iterations to run per host sync (`train_chunk`'s count): `fixed` when given
     (--iterations-per-sync), else grown from 1 so that a sync comes about every `target_s`
@@ -248,15 +278,21 @@ class SyncPace:
 
 
 class TrainLoop:
-    """Runs training iterations of an agent (see the module docstring)."""
+    """Runs training iterations of an agent (see the module docstring). `log_every`: a
+    metrics row every this many iterations."""
 
-    def __init__(self, agent, state, counters: Counters | None = None, return_window: int = 20):
+    def __init__(
+        self, agent, state, counters: Counters | None = None, return_window: int = 20,
+        log_every: int = 1,
+    ):  # fmt: skip
         self.agent, self.state = agent, state
         self.counters = counters or Counters()
         self.returns = deque(maxlen=return_window)
         self.lengths = deque(maxlen=return_window)
         self._names = tuple(agent.metric_names)
+        self.log_every = log_every
         self.last_s = 0.0  # the last step's seconds
+        self._since = _Since()
 
     @property
     def return_mean(self) -> float:
@@ -269,9 +305,9 @@ class TrainLoop:
         c = self.counters
         return c.steady_steps / c.steady_s if c.steady_s else math.nan
 
-    def step(self, last_checkpoint: str = "none", count: int = 1) -> dict:
-        """`count` iterations (one `train_chunk` call); returns their row of metrics (host
-        floats)."""
+    def step(self, last_checkpoint: str = "none", count: int = 1) -> list[dict]:
+        """`count` iterations (one `train_chunk` call); returns the metrics rows they
+        completed (host floats; see `record`)."""
         c, agent = self.counters, self.agent
         t0 = time.perf_counter()
         self.state, out = agent.train_chunk(self.state, c.iteration, c.env_steps, count)
@@ -279,38 +315,66 @@ class TrainLoop:
         self.last_s = time.perf_counter() - t0
         return self.record(host, count, self.last_s, last_checkpoint)
 
-    def record(self, host: ChunkOutput, count: int, dt: float, last_checkpoint: str = "none"):
-        """Count `count` iterations' host output (taking `dt` seconds); returns their row."""
+    def record(
+        self, host: ChunkOutput, count: int, dt: float, last_checkpoint: str = "none"
+    ) -> list[dict]:
+        """Count `count` iterations' host output (taking `dt` seconds, shared evenly between
+        them), one after another; returns the rows of those that end at a multiple of
+        `log_every` iterations."""
         c, agent = self.counters, self.agent
         host = jax.tree.map(lambda x: np.asarray(x)[:count], host)
         self._check_metrics(host.metric_sums, last_checkpoint)
-        steps = agent.steps_per_iteration * count
-        updates = int(host.updates.sum())
-        first = c.iteration == 0
-        c.iteration += count
-        c.env_steps += steps
-        c.updates += updates
-        c.wall_s += dt
-        if not first:
-            c.steady_steps += steps
-            c.steady_s += dt
-        over = host.game_over
-        c.episodes += int(over.sum())
-        self.returns.extend(host.finished_return[over].tolist())
-        self.lengths.extend(host.finished_length[over].tolist())
+        steps, per_s = agent.steps_per_iteration, dt / count
+        steady = c.iteration > 0  # the run's first chunk (its compile, warm-up) is not timed
+        # the chunk's iterations in runs that end a row (at multiples of log_every) or the chunk
+        ends = {j + 1 for j in range(count) if (c.iteration + j + 1) % self.log_every == 0}
+        bounds = sorted({0, *ends, count})
+        rows = []
+        for a, b in itertools.pairwise(bounds):
+            n, updates = b - a, int(host.updates[a:b].sum())
+            c.iteration += n
+            c.env_steps += n * steps
+            c.updates += updates
+            c.wall_s += n * per_s
+            if steady:
+                c.steady_steps += n * steps
+                c.steady_s += n * per_s
+            over = host.game_over[a:b]
+            c.episodes += int(over.sum())
+            self.returns.extend(host.finished_return[a:b][over].tolist())
+            self.lengths.extend(host.finished_length[a:b][over].tolist())
+            since = self._since
+            since.iterations += n
+            since.steps += n * steps
+            since.updates += updates
+            since.seconds += n * per_s
+            for k in self._names:
+                since.sums.setdefault(k, []).extend(host.metric_sums[k][a:b].tolist())
+            if b in ends:
+                rows.append(self.flush())
+        return rows
+
+    def flush(self) -> dict | None:
+        """The row of the iterations counted since the last row (None if there are none):
+        counters and return window as they stand, metric means over its learner updates,
+        `iteration_updates` the updates since the last row."""
+        c, since = self.counters, self._since
+        if not since.iterations:
+            return None
+        self._since = _Since()
         means = dict.fromkeys(self._names, math.nan)  # no learner update yet
-        if updates:
-            means = {k: float(host.metric_sums[k].sum()) / updates for k in self._names}
+        if since.updates:
+            means = {k: math.fsum(since.sums[k]) / since.updates for k in self._names}
         return {
             "env_steps": c.env_steps,
-            "frames": c.env_steps * frames_per_step(agent.env),
+            "frames": c.env_steps * frames_per_step(self.agent.env),
             "iteration": c.iteration,
             "updates": c.updates,
-            "iteration_updates": updates,
+            "iteration_updates": since.updates,
             "episodes": c.episodes,
             "return_mean": self.return_mean,
             "length_mean": float(np.mean(self.lengths)) if self.lengths else math.nan,
-            "sps": steps / dt,
+            "sps": since.steps / since.seconds if since.seconds > 0 else math.nan,
             "wall_s": c.wall_s,
             **means,
         }
@@ -348,15 +412,16 @@ class PopulationLoop:
     each member's output counted by its own `TrainLoop` (its counters, return window and
     metrics), as its single run would count it. With an `evolver`
     (agents.core.evolution.Evolver) a generation runs when due, ranked by the members' return
-    windows; members that took another's weights start a new window. `step` returns P rows,
-    each with the member's hyper-parameters (`hp_<field>`) and, at a generation, its
-    `generation` and `parent`; `lineage` gets the generation's records. `since[i]`: when
-    member i's hyper-parameters took effect (`member_config`), kept up to date here;
+    windows; members that took another's weights start a new window. `step` returns, per
+    member, the rows its iterations completed, each with the member's hyper-parameters
+    (`hp_<field>`) and, at a generation (a row is made there), its `generation` and
+    `parent`; `lineage` gets the generation's records. `since[i]`: when member i's
+    hyper-parameters took effect (`member_config`), kept up to date here;
     `write_configs(since)` is called after each generation (member configs rewritten)."""
 
     def __init__(
         self, pop, state, counters: list[Counters], return_window: int = 20, evolver=None,
-        lineage=None, since: list[dict] | None = None, write_configs=None,
+        lineage=None, since: list[dict] | None = None, write_configs=None, log_every: int = 1,
     ):  # fmt: skip
         self.agent, self.state = pop, state
         self.evolver, self.lineage = evolver, lineage
@@ -364,7 +429,8 @@ class PopulationLoop:
         self.write_configs = write_configs
         self.last_s = 0.0
         self.loops = [
-            TrainLoop(m, None, c, return_window) for m, c in zip(pop.members, counters, strict=True)
+            TrainLoop(m, None, c, return_window, log_every)
+            for m, c in zip(pop.members, counters, strict=True)
         ]
 
     @property
@@ -372,7 +438,16 @@ class PopulationLoop:
         """Member 0's counters (env steps and iterations are the same for every member)."""
         return self.loops[0].counters
 
-    def step(self, last_checkpoint: str = "none", count: int = 1) -> list[dict]:
+    def _hparams(self, i: int, row: dict) -> dict:
+        row.update({f"hp_{k}": float(f"{v[i]:.7g}") for k, v in self.agent.hparams.items()})
+        return row
+
+    def flush(self) -> list[list[dict]]:
+        """Each member's row of the iterations since its last one (none if there are none)."""
+        rows = [loop.flush() for loop in self.loops]
+        return [[] if row is None else [self._hparams(i, row)] for i, row in enumerate(rows)]
+
+    def step(self, last_checkpoint: str = "none", count: int = 1) -> list[list[dict]]:
         c = self.counters
         t0 = time.perf_counter()
         self.state, out = self.agent.train_chunk(self.state, c.iteration, c.env_steps, count)
@@ -381,14 +456,17 @@ class PopulationLoop:
         members = self.agent.split_chunk(host)
         pairs = zip(self.loops, members, strict=True)
         rows = [loop.record(h, count, dt, last_checkpoint) for loop, h in pairs]
-        for i, row in enumerate(rows):
-            row.update({f"hp_{k}": float(f"{v[i]:.7g}") for k, v in self.agent.hparams.items()})
+        for i, member_rows in enumerate(rows):
+            for row in member_rows:
+                self._hparams(i, row)
         if self.evolver is not None and self.evolver.due(c.env_steps):
+            for mine, flushed in zip(rows, self.flush(), strict=True):
+                mine += flushed  # a row at the generation, with the hyper-parameters it ran
             scores = [loop.return_mean for loop in self.loops]
             self.state, records = self.evolver.step(self.agent, self.state, scores, c.env_steps)
             if records is not None:
-                for i, (loop, row, rec) in enumerate(zip(self.loops, rows, records, strict=True)):
-                    row.update(generation=rec["generation"], parent=rec["parent"])
+                for i, (loop, rec) in enumerate(zip(self.loops, records, strict=True)):
+                    rows[i][-1].update(generation=rec["generation"], parent=rec["parent"])
                     if rec["parent"] != rec["member"] or rec["resampled"]:
                         loop.returns.clear()  # its scores were another member's learner's
                         loop.lengths.clear()
@@ -473,6 +551,9 @@ class Runner:
     process 0; None on the others)."""
 
     def __init__(self, args: TrainArgs, resuming: bool = False):
+        if args.run.log_every == 0:  # resolved once: config.json keeps it for a resume
+            run = dataclasses.replace(args.run, log_every=auto_log_every(args.run.total_steps))
+            args = dataclasses.replace(args, run=run)
         self.args, self.resuming = args, resuming
         self.run_dir = resolve_run_dir(args)
         self.lead = jax.process_index() == 0  # only process 0 writes files
@@ -671,10 +752,20 @@ class Runner:
             if self.lead:
                 columns = [*LINEAGE_COLUMNS, *extra[: len(agent.hparams)]]
                 lineage = LineageLog(run_dir, columns, start_step=members[0].env_steps)
+        per = agent.members[0].steps_per_iteration
         loop = PopulationLoop(
-            agent, state, members, run.return_window, evolver, lineage, since, write_configs
-        )
-        counters, per = loop.counters, loop.loops[0].agent.steps_per_iteration
+            agent, state, members, run.return_window, evolver, lineage, since, write_configs,
+            log_every=log_every_iterations(run.log_every, per),
+        )  # fmt: skip
+        counters = loop.counters
+        logged = [lp.counters.env_steps for lp in loop.loops]  # the progress bars' positions
+
+        def log(rows):
+            for i, (logger, member_rows) in enumerate(zip(loggers, rows, strict=True)):
+                for row in member_rows:
+                    logger.log(row, row["env_steps"] - logged[i])
+                    logged[i] = row["env_steps"]
+
         if windows is not None:  # restored_windows checked there is one per loop
             for train_loop, window in zip(loop.loops, windows, strict=True):
                 train_loop.returns.extend(window["returns"])
@@ -692,13 +783,11 @@ class Runner:
                     if evolver is not None:
                         boundary = min(boundary, evolver.next_due)
                     count = pace.count(-(-(boundary - before) // per))
-                    rows = loop.step(last_ckpt, count)
+                    log(loop.step(last_ckpt, count))
                     pace.observe(count, loop.last_s)
-                    advance = counters.env_steps - before
-                    for logger, row in zip(loggers, rows, strict=True):
-                        logger.log(row, advance)
                     stopping = stop.requested()
                     if stopping or counters.env_steps >= min(next_ckpt, run.total_steps):
+                        log(loop.flush())  # a row at every checkpoint: a resume goes on from it
                         meta = {
                             "counters": [dataclasses.asdict(lp.counters) for lp in loop.loops],
                             "hparams_since": loop.since,

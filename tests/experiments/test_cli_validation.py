@@ -112,6 +112,7 @@ ZERO_OK = {
         "eval_episodes",
         "evolve_replace",
         "iterations_per_sync",
+        "log_every",
     },
     get_agent("acer").config_cls: {"start_train_at", "lstm_size", "microbatch_traces"},
     get_agent("reactor").config_cls: {

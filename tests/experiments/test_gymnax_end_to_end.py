@@ -44,6 +44,9 @@ CASES_GYMNAX.update({
     "minatar-reactor-cnn": (
         "--agent reactor --env gymnax/SpaceInvaders-MinAtar --lstm-size 8 --start-train-at 0"
         " --num-envs 4 --trace-len 5 --batch-size 4 --buffer-size 400 --no-decoupled", 40, 80),
+    "minatar-pqn-cnn": (
+        "--agent pqn --env gymnax/Breakout-MinAtar --num-envs 4 --trace-len 4"
+        " --num-minibatches 2", 16, 32),
     "minatar-sac-flat": (
         "--agent sac --env gymnax/Seaquest-MinAtar --flatten-obs --num-envs 2 --trace-len 4"
         " --batch-size 8 --buffer-size 400 --hidden 8 --start-train-at 16", 16, 32),
