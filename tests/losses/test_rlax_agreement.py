@@ -2,7 +2,8 @@
 V-trace, λ-returns and the categorical L2 projection; and PPO's clipped surrogate
 (`clipped_surrogate_pg_loss`), the Huber loss, the value rescaling (`signed_hyperbolic`,
 `signed_parabolic`), one-step (double) Q-learning, R2D2's rescaled n-step double Q-learning
-(`transformed_n_step_q_learning`), one-step (double) categorical Q-learning and the DPG loss.
+(`transformed_n_step_q_learning`), one-step (double) categorical Q-learning, the DPG loss and
+PQN's Q(λ) targets (`q_lambda`).
 
 For the first four, the inputs, the rlax side and the comparison come from
 `experiments.bench_losses` (`make_inputs`, `make_rlax_fns`, `rlax_pairs`, `check_agreement`),
@@ -234,3 +235,19 @@ def test_dpg_loss_agrees_with_rlax(seed):
     )
     np.testing.assert_allclose(value, value_rlax, rtol=1e-5)
     np.testing.assert_allclose(grad, grad_rlax, rtol=1e-6)
+
+
+@P_TERMINAL
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("lam", [0.0, 0.65, 1.0])
+def test_q_lambda_targets_agree_with_rlax(seed, p_terminal, lam):
+    """PQN's targets against rlax's Peng's Q(λ) (`rlax.q_lambda`, TD errors of one sequence:
+    the targets are the errors plus Q(x_t, a_t))."""
+    _, _, r, d, q, _, a, _ = family_inputs(seed, p_terminal)
+    T = r.shape[0]
+    ours = losses.q_lambda_targets(r, d, q[:T], q[T], lam)
+    td = jax.vmap(rlax.q_lambda, in_axes=(1, 1, 1, 1, 1, None), out_axes=1)(
+        q[:T], a, r, d, q[1:], lam
+    )
+    theirs = td + jnp.take_along_axis(q[:T], a[..., None], axis=-1)[..., 0]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
