@@ -399,9 +399,36 @@ ONLY_WITH_OFF = [
     for part, cls, prefix in ONLY_WITH_PARTS
     for name, switch in cls.ONLY_WITH.items()
 ]
+# Values other than the default for ONLY_WITH_ON (the generic rule below does not fit them).
+CHANGED = {"evolve": ("pbt --evolve-every 10", "pbt"), "replay_draw": ("shared", "shared"),
+           "burn_in": ("0", 0), "seq_len": ("24", 24), "evolve_replace": ("1", 1)}  # fmt: skip
+
+
+def _changed(cls, name: str) -> tuple[list[str], object]:
+    """Words that set field `name` to a value other than its default, and that value (None:
+    only "not the default" is known, for SAMPLE's values)."""
+    default = {f.name: f.default for f in dataclasses.fields(cls)}[name]
+    if name in CHANGED:
+        text, value = CHANGED[name]
+        return [flag(name), *text.split()], value
+    if name in SAMPLE or default is None or isinstance(default, tuple):
+        return _given(cls, name), None
+    if isinstance(default, bool):
+        return [flag("no_" + name) if default else flag(name)], not default
+    value = (2 * default or 1) if isinstance(default, int) else (default / 2 or 0.5)
+    return [f"{flag(name)}={value}"], value
+
+
 ONLY_WITH_ON = [
     pytest.param(
-        [*prefix, *_without(_switch_words(cls, switch, on=True), flag(name)), *_given(cls, name)],
+        [
+            *prefix,
+            *_without(_switch_words(cls, switch, on=True), flag(name)),
+            *_changed(cls, name)[0],
+        ],
+        cls,
+        name,
+        _changed(cls, name)[1],
         id=f"{part}:{name}-with-{switch}",
     )
     for part, cls, prefix in ONLY_WITH_PARTS
@@ -417,9 +444,17 @@ def test_train_rejects_bad_flag_before_anything(argv, needle, tmp_path, no_train
     assert not run_dir.exists() and not no_training
 
 
-@pytest.mark.parametrize("argv", ONLY_WITH_ON)
-def test_a_flag_with_its_switch_on_is_accepted(argv):
-    parse(argv)
+@pytest.mark.parametrize("argv, cls, name, value", ONLY_WITH_ON)
+def test_a_flag_with_its_switch_on_is_accepted_and_taken(argv, cls, name, value):
+    """The flag, at a value other than its default, with its switch on: parsed without an
+    error and its value in the parsed config (a parser that dropped it would leave the
+    default)."""
+    args = parse(argv)
+    got = getattr(args.run if cls is RunArgs else args.config, name)
+    default = {f.name: f.default for f in dataclasses.fields(cls)}[name]
+    assert got != default, (name, got)
+    if value is not None:
+        assert got == value, (name, got, value)
 
 
 def test_only_with_cases_cover_every_agent():
