@@ -47,7 +47,8 @@ EVERY = 60  # a checkpoint every 3 iterations: rows past the last one exist at m
 TINY = [
     "--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-size", "400",
     "--checkpoint-every", str(EVERY), "--eval-episodes", "0", "--no-progress",
-    "--iterations-per-sync", "1",  # a metrics row per iteration, as the checks count them
+    "--iterations-per-sync", "1",
+    "--log-every", "20",  # a metrics row per iteration (4 envs x 5 steps), as the checks count them
 ]  # fmt: skip
 ENDLESS = "1000000"
 # How long a process may take to reach a moment or to end before the test calls it hung: a

@@ -672,7 +672,7 @@ def test_full_disk_is_one_line_on_stderr(tmp_path, case):
         sys.executable, "-m", "experiments.train", "--run-dir", str(disk / "run"),
         "--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-size", "400",
         "--total-steps", "1000000", "--eval-episodes", "0", "--no-progress",
-        "--num-devices", "1", "--iterations-per-sync", "1", *flags,
+        "--num-devices", "1", "--iterations-per-sync", "1", "--log-every", "20", *flags,
     ]  # fmt: skip
     script = f'mount -t tmpfs -o size={size} tmpfs "$0" && exec "$@"'
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
