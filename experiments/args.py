@@ -83,8 +83,9 @@ class RunArgs:
     agent can vary (ACER, Reactor: lr, entropy_weight, discount; DQN, R2D1: lr, discount;
     PPO: those of ACER and value_weight, gae_lambda, clip_eps; A2C: PPO's but clip_eps;
     SAC: actor_lr, critic_lr, alpha_lr, tau, discount; TD3: SAC's but alpha_lr, and
-    target_noise) and SPEC `v1,v2,...` (member i: value i mod their number), `loguniform:LOW:HIGH`,
-    `uniform:LOW:HIGH` or `normal:MEAN:STD[:LOW:HIGH]` (truncated), drawn from --seed."""
+    target_noise; PQN: lr, td_lambda, discount) and SPEC `v1,v2,...` (member i: value i mod
+    their number), `loguniform:LOW:HIGH`, `uniform:LOW:HIGH` or `normal:MEAN:STD[:LOW:HIGH]`
+    (truncated), drawn from --seed."""
     sweep_lr: str | None = None
     """Shorthand for --vary lr=VALUES (e.g. --sweep-lr 1e-4,3e-4,1e-3)."""
     evolve: str = "none"
