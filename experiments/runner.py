@@ -245,7 +245,6 @@ class _Since:
     """What a `TrainLoop` counted since its last metrics row."""
 
     iterations: int = 0
-    steps: int = 0
     updates: int = 0
     seconds: float = 0.0
     # metric name -> the iterations' sums, added up exactly (math.fsum) when the row is made:
@@ -345,7 +344,6 @@ class TrainLoop:
             self.lengths.extend(host.finished_length[a:b][over].tolist())
             since = self._since
             since.iterations += n
-            since.steps += n * steps
             since.updates += updates
             since.seconds += n * per_s
             for k in self._names:
@@ -362,6 +360,7 @@ class TrainLoop:
         if not since.iterations:
             return None
         self._since = _Since()
+        steps = since.iterations * self.agent.steps_per_iteration
         means = dict.fromkeys(self._names, math.nan)  # no learner update yet
         if since.updates:
             means = {k: math.fsum(since.sums[k]) / since.updates for k in self._names}
@@ -374,7 +373,7 @@ class TrainLoop:
             "episodes": c.episodes,
             "return_mean": self.return_mean,
             "length_mean": float(np.mean(self.lengths)) if self.lengths else math.nan,
-            "sps": since.steps / since.seconds if since.seconds > 0 else math.nan,
+            "sps": steps / since.seconds if since.seconds > 0 else math.nan,
             "wall_s": c.wall_s,
             **means,
         }
