@@ -53,7 +53,20 @@ from envs.core import (
     obs_spec_json,
     obs_zeros,
 )
-from envs.factory import clips_rewards, eval_env_seed, make_env, make_eval_env, run_env_seed
+
+# The factory imports the env backends (envpool, gymnasium, gymnax, ...); it loads on first use
+# of one of its names, so that `envs.core` (and `networks`, which reads its specs) import with
+# the light install (`pip install reactor-jax`, no env backend; docs/install.md).
+_FACTORY = ("clips_rewards", "eval_env_seed", "make_env", "make_eval_env", "run_env_seed")
+
+
+def __getattr__(name: str):
+    if name in _FACTORY:
+        from envs import factory
+
+        return getattr(factory, name)
+    raise AttributeError(f"module 'envs' has no attribute {name!r}")
+
 
 __all__ = [
     "ArraySpec",

@@ -545,6 +545,17 @@ def init_distributed(args: TrainArgs):
         )
 
 
+def devices_line(agent) -> str:
+    """What a run computes on, in one line: the backend, its devices and processes."""
+    devices = list(agent.mesh.devices.flat) if agent.mesh is not None else jax.devices()[:1]
+    kinds = sorted({getattr(d, "device_kind", d.platform) for d in devices})
+    procs = jax.process_count()
+    return (
+        f"jax {jax.__version__} on {jax.default_backend()}: {len(devices)} device(s) "
+        f"({', '.join(kinds)})" + (f" over {procs} processes" if procs > 1 else "")
+    )
+
+
 class Runner:
     """A training run in a run folder (module docstring). `run()` returns the summary (on
     process 0; None on the others)."""
@@ -720,6 +731,7 @@ class Runner:
             )
         if self.lead:
             self._write_config(agent, env)
+            print(devices_line(agent), file=sys.stderr)
         compile_s = agent.compile(state)
         folders = member_dirs(run_dir, size)
         write_configs = None
