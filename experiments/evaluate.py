@@ -277,10 +277,10 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
-def cli() -> None:
+def command() -> None:
     """The `reactor-evaluate` command (pyproject.toml): `main` without its return value."""
     main()
 
 
 if __name__ == "__main__":
-    cli()
+    command()

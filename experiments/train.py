@@ -100,11 +100,11 @@ def main(argv: list[str] | None = None) -> dict | None:
         raise SystemExit(f"error: {err}") from None
 
 
-def cli() -> None:
+def command() -> None:
     """The `reactor-train` command (pyproject.toml): `main` without its return value."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     main()
 
 
 if __name__ == "__main__":
-    cli()
+    command()
