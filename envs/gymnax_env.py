@@ -10,7 +10,7 @@ checkpointed. Env k of a vector env seeded `base` draws from `PRNGKey(base + k)`
 backends seed env k with `base + k`. Host mode (`reset` / `step`, for evaluation and video)
 runs the same jitted functions on a state kept here.
 
-Protocol notes, where gymnax differs from the reference packages (README, "gymnax"):
+Protocol notes, where gymnax differs from the reference packages (docs/environments.md):
 - MinAtar ids (`gymnax/Breakout-MinAtar`, ...) use sticky actions with p = 0.1 by default, as
   the `minatar` package and the MinAtar paper (Young & Tian 2019): with probability p the env
   repeats the previous action it executed. After a reset that is the no-op (0) here, where

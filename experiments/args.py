@@ -141,9 +141,9 @@ class RunArgs:
     iterations_per_sync: int = 0
     """Training iterations per host sync; 0: chosen as it runs, about one sync per second; at
     most the agent's chunk size. Where the host drives each iteration (e.g. host-stepped
-    envs, data-parallel runs, convolutions on CPU: README, "Many iterations per host sync")
-    they still sync one by one. A stop request (--max-minutes, SIGTERM) waits for the sync's
-    iterations. The metrics rows do not depend on it (--log-every)."""
+    envs, data-parallel runs, convolutions on CPU: docs/command-line.md, "Many iterations per
+    host sync") they still sync one by one. A stop request (--max-minutes, SIGTERM) waits
+    for the sync's iterations. The metrics rows do not depend on it (--log-every)."""
     log_every: int = 0
     """Write a metrics.csv row every this many env steps (rounded up to whole iterations),
     and at every checkpoint and the end, however the iterations were synced: the same seed

@@ -54,7 +54,7 @@ runs is refused with one line (its state file and live table hold every run; spl
 several sweeps); `--dry-run` prints the grid's size at once and then streams its runs, so
 `--dry-run | head` shows any grid.
 
-`--backend submitit` submits the same runs to SLURM through submitit (README: "Sweeps and
+`--backend submitit` submits the same runs to SLURM through submitit (docs/sweeps.md: "Sweeps and
 reports"); `--submitit-local` runs them with submitit's LocalExecutor.
 """
 

@@ -142,7 +142,7 @@ PRESETS: dict[str, dict] = {
     "acer-classic": {},
     # Pendulum-v1, continuous ACER: the defaults with 4 envs (4 x 20 steps per iteration),
     # replay ratio 8 and c = 1, tuned here on one seed (c = 10 and 16 envs learn too, later).
-    # Eval about -230 after 100,000 env steps (README, Results).
+    # Eval about -230 after 100,000 env steps (docs/results-overview.md).
     "acer-pendulum": {
         "env": "Pendulum-v1",
         "total_steps": 100_000,

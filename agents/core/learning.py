@@ -224,8 +224,8 @@ def apply(optimizer, grads, opt_state, params):
 
 
 def actor_critic_metrics(step: GradientStep, *, value_weight, entropy_weight) -> dict:
-    """The metrics every actor-critic learner logs, with one meaning (README, "Metrics"),
-    from sums over steps: `policy_loss` and `value_loss` (per step), `entropy` (over
+    """The metrics every actor-critic learner logs, with one meaning (docs/command-line.md,
+    "Metrics"), from sums over steps: `policy_loss` and `value_loss` (per step), `entropy` (over
     `valid`, the real steps) and any other statistic (averaged over `valid`)."""
     sums = dict(step.sums)
     valid = jnp.maximum(sums.pop("valid"), 1.0)

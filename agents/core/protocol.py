@@ -114,7 +114,7 @@ class Agent(Protocol):
       mesh: the 1-D device mesh it is data parallel over, or None on one device.
       num_devices: devices it is data parallel over (1 without a mesh).
       steps_per_iteration: env steps one iteration adds (over all processes).
-      metric_names: the keys of every metrics dict, in the order logged (see README,
+      metric_names: the keys of every metrics dict, in the order logged (see docs/command-line.md,
         "Metrics", for their meanings: shared names mean the same in every agent).
       bytes_per_transition: replay storage per transition (0 for agents without replay).
       max_chunk: the most iterations one `train_chunk` call may run.

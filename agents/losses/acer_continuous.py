@@ -58,8 +58,12 @@ def gaussian_log_prob(a_t, mean_t, log_std_t):
 
         log f(a|φ) = Σ_i [ −½ ((a_i − mean_i)/σ_i)² − log σ_i − ½ log 2π ],  σ = exp(log_std)
 
-    Args: `a_t`, `mean_t`, `log_std_t`, all `[..., D]` of one shape. Returns `[...]`.
-    Differentiable in all three (the caller stops what must not move).
+    Args:
+      a_t: `[..., D]`.
+      mean_t: `[..., D]`, the shape of `a_t`.
+      log_std_t: `[..., D]`, the shape of `a_t`.
+
+    Returns `[...]`. Differentiable in all three (the caller stops what must not move).
     """
     _check_gaussian("a_t", a_t, mean_t, log_std_t)
     z = (a_t - mean_t) * jnp.exp(-log_std_t)
@@ -117,6 +121,8 @@ def sdn_q_values(v_t, adv_t, adv_samples_t):
 
 
 class ContinuousRetraceOutput(NamedTuple):
+    """What `continuous_retrace_targets` returns (ACER §5.1): both `[T, B]`, stop_gradient'ed."""
+
     q_ret: jax.Array  # [T, B] Retrace targets with c_t = λ·min(c_max, ρ_t^{1/d}) (critic)
     q_opc: jax.Array  # [T, B] the same recursion with c_t = 1 (policy gradient)
     c: jax.Array  # [T, B] the Retrace trace coefficients (0 at masked steps)
@@ -144,12 +150,16 @@ def continuous_retrace_targets(
     ratio. At a masked step both targets equal Q̃ there (see `agents.losses`).
 
     Args:
-      q_t: `[T, B]` Q̃(x_t, a_t). v_t: `[T, B]` V(x_t).
-      log_pi_t, log_mu_t: `[T, B]` log π(a_t|x_t) and log μ(a_t|x_t).
-      r_t: `[T, B]`. discount_t: `[T, B]` γ·(1 − terminated_{t+1}).
+      q_t: `[T, B]` Q̃(x_t, a_t).
+      v_t: `[T, B]` V(x_t).
+      log_pi_t: `[T, B]` log π(a_t|x_t).
+      log_mu_t: `[T, B]` log μ(a_t|x_t).
+      r_t: `[T, B]` rewards.
+      discount_t: `[T, B]` γ·(1 − terminated_{t+1}).
       bootstrap_value: `[B]` V(x_T).
       action_dim: d, a Python int ≥ 1.
-      lambda_, c_max: as `retrace_targets`.
+      lambda_: as `retrace_targets`.
+      c_max: as `retrace_targets`.
       mask_t: optional `[T, B]`.
 
     Returns `ContinuousRetraceOutput`; all of it wrapped in `jax.lax.stop_gradient`.
@@ -236,11 +246,15 @@ def acer_continuous_policy_loss(
     weight is computed as max(0, 1 − c·exp(log μ(a') − log f(a'))), never dividing by ρ.
 
     Args:
-      mean_t, log_std_t: `[T, B, D]` the current policy's statistics.
+      mean_t: `[T, B, D]` the current policy's mean.
+      log_std_t: `[T, B, D]` the current policy's log standard deviation.
       a_t: `[T, B, D]` the actions taken (the unclipped Gaussian samples).
-      mu_mean_t, mu_log_std_t: `[T, B, D]` the behaviour policy's statistics.
-      q_opc_t: `[T, B]`. v_t: `[T, B]` V(x_t).
-      a_prime_t: `[T, B, D]` a' ~ f(·|φ_t). q_prime_t: `[T, B]` Q̃(x_t, a'_t).
+      mu_mean_t: `[T, B, D]` the behaviour policy's mean.
+      mu_log_std_t: `[T, B, D]` the behaviour policy's log standard deviation.
+      q_opc_t: `[T, B]` Q_opc(x_t, a_t).
+      v_t: `[T, B]` V(x_t).
+      a_prime_t: `[T, B, D]` a' ~ f(·|φ_t).
+      q_prime_t: `[T, B]` Q̃(x_t, a'_t).
       c: truncation constant.
       mask_t: optional `[T, B]`.
 
@@ -296,8 +310,10 @@ def gaussian_trust_region_policy_loss(
     Args:
       policy_loss_fn: `(mean, log_std) [..., D] -> [...]`; each sample's loss may depend only
         on its own statistics.
-      mean_t, log_std_t: `[..., D]` current statistics (they carry gradient).
-      avg_mean_t, avg_log_std_t: `[..., D]` the averaged policy's (no gradient).
+      mean_t: `[..., D]` the current mean (carries gradient).
+      log_std_t: `[..., D]` the current log standard deviation (carries gradient).
+      avg_mean_t: `[..., D]` the averaged policy's mean (no gradient).
+      avg_log_std_t: `[..., D]` the averaged policy's log standard deviation (no gradient).
       delta: δ ≥ 0.
 
     Returns `TrustRegionOutput` with `g` and `k` over the concatenated `[..., 2D]`.

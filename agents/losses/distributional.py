@@ -43,7 +43,9 @@ def categorical_projection(z_p, probs, z_q):
     supports and with signed "probabilities" (it is linear in `probs`).
 
     Args:
-      z_p: `[..., Kp]` source atoms. probs: `[..., Kp]` their masses. z_q: `[Kq]` sorted support.
+      z_p: `[..., Kp]` source atoms.
+      probs: `[..., Kp]` their masses.
+      z_q: `[Kq]` sorted support.
 
     Returns:
       `[..., Kq]` projected masses.
@@ -144,9 +146,15 @@ def distributional_retrace_targets(
     whenever no mass is clipped at the support's edges.
 
     Args:
-      q_probs_t: `[T, B, A, K]` Z(x_t, ·) probabilities. pi_t, mu_t: `[T, B, A]`.
-      a_t: `[T, B]`. r_t, discount_t: `[T, B]`.
-      bootstrap_probs: `[B, K]` Σ_b π(b|x_T) Z(x_T, b). atoms: `[K]` sorted support.
+      q_probs_t: `[T, B, A, K]` Z(x_t, ·) probabilities.
+      pi_t: `[T, B, A]` π(·|x_t).
+      mu_t: `[T, B, A]` μ(·|x_t).
+      a_t: `[T, B]` actions.
+      r_t: `[T, B]` rewards.
+      discount_t: `[T, B]`.
+      bootstrap_probs: `[B, K]` Σ_b π(b|x_T) Z(x_T, b).
+      atoms: `[K]` sorted support.
+      lambda_: trace decay λ of c_u.
       mask_t: optional `[T, B]`; at masked steps the target is Z(x_t, a_t) itself.
 
     Returns:

@@ -34,6 +34,8 @@ def _check_epsilon(epsilon) -> None:
 
 
 class PPOClipOutput(NamedTuple):
+    """What `ppo_clip_loss` returns: the per-step loss and two diagnostics, all `[T, B]`."""
+
     loss: jax.Array  # [T, B] −min(ρ_t Â_t, clip(ρ_t, 1 − ε, 1 + ε) Â_t); 0 at masked steps
     clipped: jax.Array  # [T, B] 1.0 where |ρ_t − 1| > ε, else 0.0 (and 0 at masked steps)
     approx_kl: jax.Array  # [T, B] (ρ_t − 1) − log ρ_t ≥ 0; 0 at masked steps

@@ -119,8 +119,13 @@ def beta_loo_policy_loss(logits_t, q_t, a_t, mu_a_t, return_t, c=1.0, *, mask_t=
     estimate; c = 1 gives plain leave-one-out.
 
     Args:
-      logits_t: `[T, B, A]`. q_t: `[T, B, A]`. a_t: `[T, B]`. mu_a_t: `[T, B]` μ(a_t|x_t).
-      return_t: `[T, B]`. mask_t: optional `[T, B]`.
+      logits_t: `[T, B, A]`.
+      q_t: `[T, B, A]`.
+      a_t: `[T, B]`.
+      mu_a_t: `[T, B]` μ(a_t|x_t).
+      return_t: `[T, B]`.
+      c: truncation of β = min(c, 1/(μ(A|x_t) + ε)).
+      mask_t: optional `[T, B]`.
 
     Returns:
       `[T, B]` per-step loss.
@@ -174,6 +179,8 @@ def _projection_scale(g, k, delta):
 
 
 class TrustRegionOutput(NamedTuple):
+    """What `trust_region_policy_loss` returns (ACER eq. 12-13), per sample."""
+
     loss: jax.Array  # per-sample surrogate loss; its gradient through the network is −z*
     g: jax.Array  # ascent direction −∂loss/∂logits, per sample
     k: jax.Array  # ∂KL(π_avg ‖ π)/∂logits = π − π_avg

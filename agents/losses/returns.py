@@ -50,6 +50,8 @@ def _reverse_scan(step, init, xs):
 
 
 class VTraceOutput(NamedTuple):
+    """What `vtrace` returns (IMPALA eq. 1 and §4.2): both `[T, B]`, stop_gradient'ed."""
+
     vs: jax.Array  # [T, B] V-trace targets v_s
     pg_advantages: jax.Array  # [T, B] ρ_pg,s · (r_s + γ_s v_{s+1} − V(x_s))
 
@@ -76,8 +78,16 @@ def vtrace(
         A_s = min(clip_pg_rho, ρ_s) · (r_s + γ_s v_{s+1} − V(x_s))
 
     Args:
-      v_t: `[T, B]` V(x_t). bootstrap_value: `[B]` V(x_T). r_t, discount_t: `[T, B]`.
-      rho_t: `[T, B]` π(a_t|x_t)/μ(a_t|x_t). mask_t: optional `[T, B]`.
+      v_t: `[T, B]` V(x_t).
+      bootstrap_value: `[B]` V(x_T).
+      r_t: `[T, B]` rewards.
+      discount_t: `[T, B]`.
+      rho_t: `[T, B]` π(a_t|x_t)/μ(a_t|x_t).
+      lambda_: λ of the trace coefficients c_s = λ·min(clip_c, ρ_s).
+      clip_rho: ρ̄, the truncation of ρ in δ_s (1 in IMPALA).
+      clip_c: c̄, the truncation of ρ in the trace coefficients.
+      clip_pg_rho: the truncation of ρ in the policy-gradient advantage.
+      mask_t: optional `[T, B]`.
 
     Returns:
       `VTraceOutput(vs, pg_advantages)`, both `[T, B]` and both stop_gradient'ed. Masked steps

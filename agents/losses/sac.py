@@ -95,8 +95,10 @@ def scale_action(action, low, high):
     `tanh_gaussian_log_prob(..., low=low, high=high)` includes that term.
 
     Args:
-      action: `[..., D]`. low, high: `[D]`, finite, low < high (checked eagerly for Python and
-      NumPy values; under `agents.losses.checked` for jax Arrays).
+      action: `[..., D]`.
+      low: `[D]` lower bounds, finite, low < high (checked eagerly for Python and NumPy
+        values; under `agents.losses.checked` for jax Arrays).
+      high: `[D]` upper bounds, finite, low < high (checked as `low`).
     """
     C.check_float("action", action)
     D = _action_dim("action", action)
@@ -126,8 +128,10 @@ def tanh_gaussian_log_prob(pre_tanh, mean, log_std, *, low=None, high=None):
 
     Args:
       pre_tanh: `[..., D]` u, e.g. mean + exp(log_std) · ξ with ξ ~ N(0, 1) (reparameterised).
-      mean, log_std: `[..., D]` the Gaussian's statistics, the shape of `pre_tanh`.
-      low, high: optional `[D]` action bounds, both or neither.
+      mean: `[..., D]` the Gaussian's mean μ, the shape of `pre_tanh`.
+      log_std: `[..., D]` the Gaussian's log σ, the shape of `pre_tanh`.
+      low: optional `[D]` lower action bounds; `low` and `high` both or neither.
+      high: optional `[D]` upper action bounds; `low` and `high` both or neither.
 
     Returns:
       `[...]` log-densities (the action axis summed). Gradient flows into all three inputs
@@ -164,7 +168,8 @@ def soft_q_targets(r_t, discount_t, next_q_min_t, next_logp_t, alpha):
     critic loss is ½ (Q_i(x_t, a_t) − y_t)² for each critic i.
 
     Args:
-      r_t, discount_t: `[T, B]`, discount_t = γ(1 − terminated_{t+1}); a truncation keeps γ.
+      r_t: `[T, B]` rewards.
+      discount_t: `[T, B]` γ(1 − terminated_{t+1}); a truncation keeps γ.
       next_q_min_t: `[T, B]` min_i Q'_i(x_{t+1}, a') at a fresh action a' from the policy.
       next_logp_t: `[T, B]` log π(a'|x_{t+1}) of the same a'.
       alpha: the temperature α ≥ 0, a scalar (e.g. exp(log_alpha)).
@@ -214,9 +219,16 @@ def n_step_soft_q_targets(
     off-policy.
 
     Args:
-      r_t, discount_t: `[T, B]`. q_min_t, logp_t: `[T, B]` at x_t for t = 0..T−1 (fresh
-      actions from the current policy). bootstrap_q_min, bootstrap_logp: `[B]` at x_T.
-      alpha: α ≥ 0, a scalar. n: a static Python int ≥ 1. mask_t: optional `[T, B]`.
+      r_t: `[T, B]` rewards.
+      discount_t: `[T, B]`.
+      q_min_t: `[T, B]` min_i Q'_i(x_t, a'_t) at x_t for t = 0..T−1 (fresh actions a'_t from
+        the current policy).
+      logp_t: `[T, B]` log π(a'_t|x_t) at x_t for t = 0..T−1 (the same fresh actions).
+      bootstrap_q_min: `[B]` as `q_min_t`, at x_T.
+      bootstrap_logp: `[B]` as `logp_t`, at x_T.
+      alpha: α ≥ 0, a scalar.
+      n: a static Python int ≥ 1.
+      mask_t: optional `[T, B]`.
 
     Returns:
       `[T, B]` targets, stop_gradient'ed.
@@ -252,8 +264,10 @@ def sac_actor_loss(q_min_t, logp_t, alpha, *, mask_t=None):
     to the policy's). α is a constant (stop_gradient).
 
     Args:
-      q_min_t: `[T, B]` min_i Q_i(x_t, a_t) at the policy's own action. logp_t: `[T, B]`
-      log π(a_t|x_t). alpha: α ≥ 0, a scalar. mask_t: optional `[T, B]`.
+      q_min_t: `[T, B]` min_i Q_i(x_t, a_t) at the policy's own action.
+      logp_t: `[T, B]` log π(a_t|x_t).
+      alpha: α ≥ 0, a scalar.
+      mask_t: optional `[T, B]`.
 
     Checks: shapes and dtypes; α ≥ 0 when it is a Python or NumPy value.
     """
@@ -278,8 +292,10 @@ def sac_temperature_loss(log_alpha, logp_t, target_entropy, *, mask_t=None):
     Gradients: only into `log_alpha`; `logp_t` and `target_entropy` are constants.
 
     Args:
-      log_alpha: a scalar, log α. logp_t: `[T, B]` log π(a_t|x_t), a_t ~ π. target_entropy:
-      H̄, a scalar. mask_t: optional `[T, B]`.
+      log_alpha: a scalar, log α.
+      logp_t: `[T, B]` log π(a_t|x_t), a_t ~ π.
+      target_entropy: H̄, a scalar.
+      mask_t: optional `[T, B]`.
 
     Checks: shapes and dtypes.
     """
@@ -321,8 +337,11 @@ def discrete_soft_q_targets(r_t, discount_t, next_q_min_t, next_logits_t, alpha)
     Actions with π = 0 (logits −inf) contribute 0.
 
     Args:
-      r_t, discount_t: `[T, B]`. next_q_min_t: `[T, B, A]` min_i Q'_i(x_{t+1}, ·).
-      next_logits_t: `[T, B, A]` policy logits at x_{t+1}. alpha: α ≥ 0, a scalar.
+      r_t: `[T, B]` rewards.
+      discount_t: `[T, B]`.
+      next_q_min_t: `[T, B, A]` min_i Q'_i(x_{t+1}, ·).
+      next_logits_t: `[T, B, A]` policy logits at x_{t+1}.
+      alpha: α ≥ 0, a scalar.
 
     Returns:
       `[T, B]` targets, stop_gradient'ed.
@@ -348,8 +367,10 @@ def discrete_sac_actor_loss(logits_t, q_min_t, alpha, *, mask_t=None):
     Gradients: only into `logits_t`; the Q values and α are constants (stop_gradient).
 
     Args:
-      logits_t: `[T, B, A]` policy logits. q_min_t: `[T, B, A]` min_i Q_i(x_t, ·).
-      alpha: α ≥ 0, a scalar. mask_t: optional `[T, B]`.
+      logits_t: `[T, B, A]` policy logits.
+      q_min_t: `[T, B, A]` min_i Q_i(x_t, ·).
+      alpha: α ≥ 0, a scalar.
+      mask_t: optional `[T, B]`.
     """
     T, B = _check_logits_q("logits_t", logits_t, "q_min_t", q_min_t)
     _check_alpha(alpha)
@@ -369,7 +390,9 @@ def discrete_sac_temperature_loss(log_alpha, logits_t, target_entropy, *, mask_t
     Gradients: only into `log_alpha`; the policy is a constant here.
 
     Args:
-      log_alpha: a scalar. logits_t: `[T, B, A]`. target_entropy: H̄, a scalar.
+      log_alpha: a scalar.
+      logits_t: `[T, B, A]`.
+      target_entropy: H̄, a scalar.
       mask_t: optional `[T, B]`.
     """
     C.check_float("log_alpha", log_alpha)
@@ -395,8 +418,11 @@ def td3_target_actions(next_action, noise, noise_clip, low, high):
     σ = 0.2 and c = 0.5 for actions in [−1, 1]), so the function is deterministic.
 
     Args:
-      next_action: `[..., D]` the target actor's action π'(x_{t+1}). noise: `[..., D]` ε.
-      noise_clip: c ≥ 0, a scalar. low, high: `[D]` action bounds, low < high.
+      next_action: `[..., D]` the target actor's action π'(x_{t+1}).
+      noise: `[..., D]` ε.
+      noise_clip: c ≥ 0, a scalar.
+      low: `[D]` lower action bounds, low < high.
+      high: `[D]` upper action bounds, low < high.
 
     Returns:
       `[..., D]` smoothed target actions, stop_gradient'ed.
@@ -423,8 +449,10 @@ def td3_targets(r_t, discount_t, next_q1_t, next_q2_t):
     with ã' from `td3_target_actions`. Both critics regress on the same y_t.
 
     Args:
-      r_t, discount_t: `[T, B]`. next_q1_t, next_q2_t: `[T, B]` the two target critics at
-      (x_{t+1}, ã').
+      r_t: `[T, B]` rewards.
+      discount_t: `[T, B]`.
+      next_q1_t: `[T, B]` the first target critic at (x_{t+1}, ã'), Q'_1(x_{t+1}, ã').
+      next_q2_t: `[T, B]` the second target critic at (x_{t+1}, ã'), Q'_2(x_{t+1}, ã').
 
     Returns:
       `[T, B]` targets, stop_gradient'ed.

@@ -148,7 +148,8 @@ def q_learning_targets(
         G_t = h( Σ_{k<m} (Π_{j<k} γ_{t+j}) r_{t+k} + (Π_{j<m} γ_{t+j}) h⁻¹(V(x_{t+m})) )
 
     Args:
-      r_t, discount_t: `[T, B]`, discount_t = γ(1 − terminated_{t+1}).
+      r_t: `[T, B]` rewards.
+      discount_t: `[T, B]` γ(1 − terminated_{t+1}).
       target_q_t: `[T, B, A]` Q_target(x_t, ·) for t = 0..T−1 (the target network).
       bootstrap_target_q: `[B, A]` Q_target(x_T, ·).
       n: the number of steps, a static Python int ≥ 1.
@@ -193,10 +194,15 @@ def double_q_learning_targets(
     increasing and does not change the argmax.
 
     Args:
-      r_t, discount_t: `[T, B]`. target_q_t: `[T, B, A]` Q_target(x_t, ·), t = 0..T−1.
-      bootstrap_target_q: `[B, A]` Q_target(x_T, ·). online_q_t: `[T, B, A]` Q_online(x_t, ·).
-      bootstrap_online_q: `[B, A]` Q_online(x_T, ·). n: a static Python int ≥ 1.
-      mask_t: optional `[T, B]`. rescale_eps: None, or ε ≥ 0 of the value rescaling.
+      r_t: `[T, B]` rewards.
+      discount_t: `[T, B]`.
+      target_q_t: `[T, B, A]` Q_target(x_t, ·), t = 0..T−1.
+      bootstrap_target_q: `[B, A]` Q_target(x_T, ·).
+      online_q_t: `[T, B, A]` Q_online(x_t, ·).
+      bootstrap_online_q: `[B, A]` Q_online(x_T, ·).
+      n: a static Python int ≥ 1.
+      mask_t: optional `[T, B]`.
+      rescale_eps: None, or ε ≥ 0 of the value rescaling.
 
     Returns:
       `[T, B]` targets, stop_gradient'ed (neither network gets gradient from them).
@@ -229,7 +235,8 @@ def q_lambda_targets(r_t, discount_t, q_t, bootstrap_q, lambda_, *, mask_t=None)
     truncation) and nothing crosses the boundary.
 
     Args:
-      r_t, discount_t: `[T, B]`, discount_t = γ(1 − terminated_{t+1}).
+      r_t: `[T, B]` rewards.
+      discount_t: `[T, B]` γ(1 − terminated_{t+1}).
       q_t: `[T, B, A]` Q(x_t, ·) for t = 0..T−1 (PQN: the values the actor computed).
       bootstrap_q: `[B, A]` Q(x_T, ·).
       lambda_: λ ∈ [0, 1], a scalar or `[T, B]` (λ_t in G_t's recursion: it weighs the
@@ -257,9 +264,11 @@ def q_learning_loss(q_t, a_t, target_t, *, mask_t=None, huber_delta=None):
     Q(x_t, a_t) carries gradient: `target_t` is stop_gradient'ed here again.
 
     Args:
-      q_t: `[T, B, A]` Q(x_t, ·) of the network being learnt. a_t: `[T, B]` integer actions.
-      target_t: `[T, B]` e.g. from `double_q_learning_targets`. mask_t: optional `[T, B]`;
-      masked steps give zero loss. huber_delta: None (squared error) or δ ≥ 0.
+      q_t: `[T, B, A]` Q(x_t, ·) of the network being learnt.
+      a_t: `[T, B]` integer actions.
+      target_t: `[T, B]` e.g. from `double_q_learning_targets`.
+      mask_t: optional `[T, B]`; masked steps give zero loss.
+      huber_delta: None (squared error) or δ ≥ 0.
 
     Checks: shapes and dtypes always; δ ≥ 0 when it is a Python or NumPy value. The caller's
     duty, checked only under `agents.losses.checked`: a_t ∈ [0, A).
@@ -337,9 +346,13 @@ def categorical_q_learning_targets(
     n = 1, Γ_t = γ_t: Algorithm 1 as written.
 
     Args:
-      r_t, discount_t: `[T, B]`. target_probs_t: `[T, B, A, K]` p(x_t, ·) for t = 0..T−1.
-      bootstrap_target_probs: `[B, A, K]` p(x_T, ·). atoms: `[K]` sorted support.
-      n: a static Python int ≥ 1. mask_t: optional `[T, B]`.
+      r_t: `[T, B]` rewards.
+      discount_t: `[T, B]`.
+      target_probs_t: `[T, B, A, K]` p(x_t, ·) for t = 0..T−1.
+      bootstrap_target_probs: `[B, A, K]` p(x_T, ·).
+      atoms: `[K]` sorted support.
+      n: a static Python int ≥ 1.
+      mask_t: optional `[T, B]`.
 
     Returns:
       `[T, B, K]` target probabilities, stop_gradient'ed.
@@ -375,10 +388,16 @@ def categorical_double_q_learning_targets(
         target_t = Φ( G_t + Γ_t z,  p_target(x_{t+m}, a*) )
 
     Args:
-      r_t, discount_t: `[T, B]`. target_probs_t: `[T, B, A, K]`. bootstrap_target_probs:
-      `[B, A, K]`. online_q_t: `[T, B, A]` the online network's mean Q(x_t, ·) =
-      Σ_i z_i p_online,i(x_t, ·). bootstrap_online_q: `[B, A]`. atoms: `[K]`. n: static int
-      ≥ 1. mask_t: optional `[T, B]`.
+      r_t: `[T, B]` rewards.
+      discount_t: `[T, B]`.
+      target_probs_t: `[T, B, A, K]`.
+      bootstrap_target_probs: `[B, A, K]`.
+      online_q_t: `[T, B, A]` the online network's mean Q(x_t, ·) =
+        Σ_i z_i p_online,i(x_t, ·).
+      bootstrap_online_q: `[B, A]`.
+      atoms: `[K]`.
+      n: static int ≥ 1.
+      mask_t: optional `[T, B]`.
 
     Returns:
       `[T, B, K]` target probabilities, stop_gradient'ed.
@@ -400,8 +419,10 @@ def categorical_q_learning_loss(logits_t, a_t, target_probs_t, *, mask_t=None):
 
     Args:
       logits_t: `[T, B, A, K]` predicted logits of Z(x_t, ·) (the only input with gradient,
-        and only at a_t). a_t: `[T, B]` integer actions. target_probs_t: `[T, B, K]` from
-        `categorical_double_q_learning_targets` (stop_gradient'ed here again).
+        and only at a_t).
+      a_t: `[T, B]` integer actions.
+      target_probs_t: `[T, B, K]` from `categorical_double_q_learning_targets`
+        (stop_gradient'ed here again).
       mask_t: optional `[T, B]`; masked steps give zero loss.
 
     Checks: shapes and dtypes always. The caller's duty, checked only under

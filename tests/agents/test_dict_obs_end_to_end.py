@@ -16,7 +16,7 @@ from agents.core.protocol import TrainState
 from agents.core.registry import get_agent
 from envs import make_env
 
-pytestmark = pytest.mark.slow  # the slow tier (README: Tests): a learning run
+pytestmark = pytest.mark.slow  # the slow tier (docs/tests.md): a learning run
 
 ENV, N, T = "MiniGrid-DoorKey-5x5-v0", 2, 4
 

@@ -6,7 +6,7 @@ import pytest
 
 from experiments import bench_gymnax, bench_scaling, bench_throughput, fused_ppo_peer
 
-pytestmark = pytest.mark.slow  # the slow tier (README: Tests)
+pytestmark = pytest.mark.slow  # the slow tier (docs/tests.md)
 
 TINY = ["--env", "CartPole-v1", "--iterations", "1", "--warmup", "2", "--raw-steps", "20"]
 

@@ -1,7 +1,7 @@
 """Every registered agent, at tiny sizes, through the command line's own entry points in this
 process: train (with a checkpoint), resume to a larger budget, evaluate the checkpoint.
 
-This is the fast tier's end-to-end check (README: Tests). The same chain as separate
+This is the fast tier's end-to-end check (docs/tests.md). The same chain as separate
 processes, which also shows what only a fresh interpreter can (each process compiles and
 imports for itself), is the slow tier's `test_train_resume_evaluate*` of each agent's own
 test file.

@@ -38,7 +38,7 @@ import pytest
 from experiments.checkpoint import STAGING, Checkpointer
 from tests.xla import subprocess_xla_flags
 
-pytestmark = pytest.mark.slow  # the slow tier (README: Tests)
+pytestmark = pytest.mark.slow  # the slow tier (docs/tests.md)
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 20240611

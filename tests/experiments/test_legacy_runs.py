@@ -16,7 +16,7 @@ import pytest
 
 from experiments import evaluate, plot, train
 
-pytestmark = pytest.mark.slow  # the slow tier (README: Tests)
+pytestmark = pytest.mark.slow  # the slow tier (docs/tests.md)
 
 LEGACY = Path(__file__).resolve().parents[1] / "data" / "legacy_runs"
 
