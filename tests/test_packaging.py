@@ -164,3 +164,15 @@ def test_pip_install_in_a_fresh_venv_gives_losses_that_agree_with_rlax(tmp_path)
     for name, (_, ref) in pairs.items():
         ours = [outs[k] for k in sorted(outs.files) if k.startswith(name + "/")]
         assert bench.check_agreement(name, ours, ref.fn(*ref.args)) < 1e-4, name
+
+
+def test_a_run_names_its_backend_and_devices():
+    """What a GPU user checks first (docs/install.md): the line every run prints."""
+    import types
+
+    import jax
+
+    from experiments.runner import devices_line
+
+    line = devices_line(types.SimpleNamespace(mesh=None))
+    assert line.startswith(f"jax {jax.__version__} on {jax.default_backend()}: 1 device(s) (")
