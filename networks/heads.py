@@ -175,3 +175,4 @@ class RecurrentQNetwork(nn.Module):
 
 # R2D1's name for the shared state (the LSTM's (c, h), the previous action and reward).
 RecurrentQState = ActionRewardState
+"""The recurrent state of `RecurrentQNetwork`: `networks.cores.ActionRewardState`."""

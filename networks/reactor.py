@@ -38,6 +38,8 @@ class ReactorState(NamedTuple):
 
 
 class ReactorOutput(NamedTuple):
+    """What `ReactorNetwork` returns over a time-major sequence."""
+
     policy_logits: jax.Array  # [T, B, A]
     policy_probs: jax.Array  # [T, B, A], mixed with the uniform distribution
     q_logits: jax.Array  # [T, B, A, K] atom logits

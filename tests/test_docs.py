@@ -1,7 +1,7 @@
 """The documentation (mkdocs.yml, docs/): the README stays a front page that shares its
 commands with the site, every agent has a page with its generated reference, and, in the slow
-tier, the site builds with warnings as errors, lists every public loss, and the agent tutorial
-runs as written and learns."""
+tier, the site builds with warnings as errors, lists every public name of `agents.losses`,
+`networks` and `replay`, and the agent tutorial runs as written and learns."""
 
 import json
 import re
@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import networks
+import replay
 from agents import losses
 from agents.core.registry import agent_names
 
@@ -65,7 +67,7 @@ def test_every_nav_page_exists_and_every_agent_has_its_reference():
 
 
 @pytest.mark.slow
-def test_site_builds_strict_and_lists_every_public_loss(tmp_path):
+def test_site_builds_strict_and_lists_every_public_name(tmp_path):
     site = tmp_path / "site"
     # not `-q`: it hides the warnings from --strict too (a quiet build never fails on them)
     done = subprocess.run(
@@ -75,9 +77,11 @@ def test_site_builds_strict_and_lists_every_public_loss(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "WARNING" not in done.stderr, done.stderr[-3000:]
-    html = (site / "api" / "losses" / "index.html").read_text()
-    ids = set(re.findall(r'id="agents\.losses\.(\w+)"', html))
-    assert set(losses.__all__) <= ids, sorted(set(losses.__all__) - ids)
+    for page, module in (("losses", losses), ("networks", networks), ("replay", replay)):
+        html = (site / "api" / page / "index.html").read_text()
+        prefix = re.escape(module.__name__)
+        ids = set(re.findall(rf'id="{prefix}\.(\w+)"', html))
+        assert set(module.__all__) <= ids, (page, sorted(set(module.__all__) - ids))
     flags = (site / "agents" / "pqn" / "index.html").read_text()
     assert "--td-lambda" in flags and "pqn-minatar" in flags  # the generated reference
 
