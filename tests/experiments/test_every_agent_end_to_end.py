@@ -13,11 +13,15 @@ import csv
 import json
 from pathlib import Path
 
+import jax
+import numpy as np
 import pytest
 
 from agents.core.base import RolloutAgent
 from agents.core.registry import agent_names
 from experiments import evaluate, train
+from experiments.checkpoint import Checkpointer
+from experiments.common import checkpoint_tree
 
 # One tiny command line per registered agent (a case per action space where the agent has
 # both), and the total steps of the first run and after the resume: whole iterations each.
@@ -53,19 +57,19 @@ CASES = {
     "a2c": ("--agent a2c --num-envs 4 --trace-len 8", 32, 64),
     "sac": (
         "--agent sac --env Pendulum-v1 --num-envs 2 --trace-len 4 --batch-size 8"
-        " --buffer-size 400 --hidden 8 --start-train-at 16",
+        " --buffer-size 400 --hidden 8 --start-train-at 8",
         16,
         32,
     ),
     "sac-discrete": (
         "--agent sac --env CartPole-v1 --num-envs 2 --trace-len 4 --batch-size 8"
-        " --buffer-size 400 --hidden 8 --start-train-at 16",
+        " --buffer-size 400 --hidden 8 --start-train-at 8",
         16,
         32,
     ),
     "td3": (
         "--agent td3 --env Pendulum-v1 --num-envs 2 --trace-len 4 --batch-size 8"
-        " --buffer-size 400 --hidden 8 --start-train-at 16",
+        " --buffer-size 400 --hidden 8 --start-train-at 8",
         16,
         32,
     ),
@@ -95,10 +99,26 @@ SLOW_CASES = {"acer-continuous", "sac-discrete"}
     "case", [pytest.param(c, marks=[pytest.mark.slow] * (c in SLOW_CASES)) for c in sorted(CASES)]
 )
 def test_train_resume_evaluate_in_process(tmp_path, case, monkeypatch):
+    """Train to a checkpoint, resume to a larger budget, evaluate. The resumed learner is the
+    saved one, every array of it (a resume that re-initialised the learner, or restored
+    another step, fails here), and the run had learnt something before it was saved."""
     flags, first, total = CASES[case]
     run_dir = tmp_path / case
     common = f"--run-dir {run_dir} --no-progress --eval-episodes 0 --num-devices 1".split()
     steps = ["--total-steps", str(first), "--checkpoint-every", str(first)]
+    saved_trees, compiled = [], []
+    save, compile_ = Checkpointer.save, RolloutAgent.compile
+
+    def spy_save(self, step, state, *args, **kwargs):
+        saved_trees.append(jax.device_get(state))
+        return save(self, step, state, *args, **kwargs)
+
+    def spy_compile(self, state):
+        compiled.append(jax.device_get(checkpoint_tree(state.learner)))
+        return compile_(self, state)
+
+    monkeypatch.setattr(Checkpointer, "save", spy_save)
+    monkeypatch.setattr(RolloutAgent, "compile", spy_compile)
     summary = train.main([*flags.split(), *common, *steps])
     assert summary["agent"] == _agent(case) and summary["env_steps"] == first
     saved = json.loads((run_dir / "summary.json").read_text())
@@ -109,6 +129,12 @@ def test_train_resume_evaluate_in_process(tmp_path, case, monkeypatch):
 
     resumed = train.main(["--resume", str(run_dir), "--total-steps", str(total), "--no-progress"])
     assert resumed["env_steps"] == total
+    initial, restored = compiled  # the first run's fresh learner, the resume's restored one
+    same = jax.tree.map(np.array_equal, restored, saved_trees[0])
+    assert all(jax.tree.leaves(same)), "the resumed learner is not the saved one"
+    params = [tree["learner"]["params"] for tree in (initial, restored)]
+    moved = jax.tree.map(np.array_equal, *params)
+    assert not all(jax.tree.leaves(moved)), "the first run never changed its params"
     after = _env_steps(run_dir)
     assert after[: len(before)] == before and after[-1] == total  # continued, no duplicates
     assert after == sorted(set(after))
