@@ -22,6 +22,7 @@ import tyro
 
 from agents.core.config import check_only_with, flag
 from agents.core.evaluation import MAX_EPISODES
+from agents.core.evolution import draw_hparams
 from agents.core.hooks import check_given_again, hook_fields
 from agents.core.registry import AgentSpec, agent_names, all_specs, get_agent, preset_owner
 from envs.gymnax_env import PREFIX as GYMNAX
@@ -186,7 +187,7 @@ class RunArgs:
         need(unset_ok or (every or 0) >= 1, "evolve_every", ">= 1 (required with --evolve)")
         need(0 < self.evolve_fraction < 1, "evolve_fraction", "in (0, 1)")
         need(0 <= self.evolve_replace <= self.num_seeds, "evolve_replace", "in [0, --num-seeds]")
-        need(self.cem_std_max > 0, "cem_std_max", "> 0")
+        need(0 < self.cem_std_max < math.inf, "cem_std_max", "> 0 and finite")
         for entry in self.vary:
             need(entry.partition("=")[0].strip() != "" and "=" in entry, "vary", "FIELD=SPEC")
         if self.sweep_lr is not None and any(e.startswith("lr=") for e in self.vary):
@@ -338,7 +339,21 @@ def check_given_apply(argv: list[str], args: TrainArgs) -> None:
         )
     check_only_with(args.run, given)
     check_only_with(args.config, given)
-    check_only_with(args.config, hparam_specs(args.run), name_of=lambda name: f"--vary {name}")
+    specs = hparam_specs(args.run)
+    check_only_with(args.config, specs, name_of=lambda name: f"--vary {name}")
+    if specs:  # every spec readable and inside its field's range, before anything is built
+        run, tunable = args.run, get_agent(args.run.agent).agent_cls.tunable
+        try:
+            draw_hparams(specs, run.num_seeds, tunable, run.seed)
+        except ValueError as err:
+            given = f"--vary lr={run.sweep_lr}"
+            if run.sweep_lr is None or not str(err).startswith(given):
+                raise
+            why = str(err)[len(given) :].lstrip(": ")
+            raise ValueError(
+                f"--sweep-lr must be values or a distribution, as --vary's SPEC ({why}), "
+                f"got {run.sweep_lr!r}"
+            ) from None
 
 
 def _fields(cls) -> set[str]:

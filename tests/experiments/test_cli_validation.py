@@ -4,14 +4,19 @@ The train cases are derived from the dataclass fields of the run options and of 
 registered agent's config, so a new flag is covered by the generic invalid values of its
 type (negative counts, 0 for sizes, NaN and ±inf for floats, -1 for non-negative floats,
 1.5 for probabilities and discounts, "" for strings); the exceptions and the cross-field
-rules are listed by hand below. Entry points are called in-process: they raise
-`SystemExit("error: ...")`, which Python prints as that one line with exit status 1. A few
-subprocess runs check exactly that.
+rules are listed by hand below. Each generic value is refused by the dataclass itself, built
+directly for every agent (cheap); the command line is given it once per check that refuses
+it: once for a check shared by several agents (NaN and ±inf of every float field are one
+function's), once per agent for an agent's own check (its bound may differ).
+
+Entry points are called in-process: they raise `SystemExit("error: ...")`, which Python
+prints as that one line with exit status 1. A few subprocess runs check exactly that.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -138,7 +143,7 @@ ZERO_OK = {
         "eps_decay_start",
         "burn_in",
     },
-    get_agent("sac").config_cls: {"start_train_at"},
+    get_agent("sac").config_cls: {"start_train_at", "burn_in"},
     get_agent("td3").config_cls: {"start_train_at"},
     get_agent("ppo").config_cls: {"anneal_steps", "lstm_size", "recurrence", "microbatch_traces"},
     get_agent("a2c").config_cls: {
@@ -203,14 +208,108 @@ TRAIN_PARTS = {
     **{name: (get_agent(name).config_cls, ["--agent", name]) for name in sorted(BUILTIN)},
 }
 SKIP_GENERIC = {"resume"}  # --resume "" is below, with the other resume cases
+# Run options refused by the command line's parsing (experiments.args.lookup), not by RunArgs.
+PARSED = {"agent", "preset"}
 
-GENERIC_TRAIN = [
-    pytest.param([*prefix, *_flag_argv(name, v)], flag(name), id=f"{part}:{name}={v}")
-    for part, (cls, prefix) in TRAIN_PARTS.items()
+# Which check refuses each generic case. The dataclass of its part is built directly, from
+# its agent's default preset as train.main starts, with the one bad value; the check is the
+# function that raised (those that only word the message skipped).
+WORDING = {"check", "check_finite", "RunArgs.__post_init__.<locals>.need"}
+# Checks that treat every field they are given alike: the command line is shown reaching
+# each once per kind of field and value; that every agent's config runs them on each of
+# its fields is shown by building the configs directly
+# (test_every_config_refuses_the_generic_values_itself).
+UNIFORM = {"check_floats_finite", "check_positive_int"}
+# Checks shared by several parts, and the parts whose generic cases they refuse: one command
+# line case per (check, field, value), the same test showing it for the others. Every other
+# check is one part's own (its `__post_init__`): one command line case per (part, field,
+# value), since its bound can differ from another agent's. check_only_with's: the value is
+# refused because its switch is off (the flag would do nothing), not by a range check.
+SHARED_CHECKS = {
+    "check_floats_finite": set(BUILTIN),
+    "check_positive_int": set(BUILTIN),
+    "check_trace_replay": {"acer", "dqn", "r2d1", "reactor"},
+    "check_q_learning": {"dqn", "r2d1"},
+    "check_importance_annealing": {"dqn", "r2d1"},
+    "OnPolicyConfig.__post_init__": {"ppo", "a2c"},
+    "_import_function": {"ppo", "a2c"},  # PPO's and A2C's hooks (agents.core.hooks)
+    "OffPolicyConfig.__post_init__": {"sac", "td3"},
+    "check_only_with": {"run", "sac"},
+}
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _typed(cls, name: str, text: str | None):
+    """A generic invalid value as the field's value (what tyro parses the text to)."""
+    tp, _ = _strip_optional(_hints(cls)[name])
+    if text is None:  # the flag alone: no values
+        return ()
+    return tp(text) if tp in (int, float, str) else (int(text),)
+
+
+def refused_by(part: str, name: str, text: str | None) -> tuple[str, str | None]:
+    """(the check that refuses field `name` of `part` at `text`, its message); ("parse",
+    None) where the dataclass takes the value."""
+    cls, prefix = TRAIN_PARTS[part]
+    spec = get_agent(prefix[1])
+    run_values, config_values = spec.split_preset(spec.default_preset)
+    values = config_values
+    if cls is RunArgs:
+        values = {"agent": spec.name, "preset": spec.default_preset, **run_values}
+    try:
+        cls(**{**values, name: _typed(cls, name, text)})
+    except ValueError as err:
+        frames, tb = [], err.__traceback__
+        while tb is not None:
+            frames.append(tb.tb_frame.f_code.co_qualname)
+            tb = tb.tb_next
+        return next(f for f in reversed(frames) if f not in WORDING), str(err)
+    return "parse", None
+
+
+def _case_key(part: str, name: str, text: str | None, check: str) -> tuple:
+    """What one command line case stands for: a uniform check's kind of field and value, a
+    shared check's field and value, a part's own check's (or the parser's) part too."""
+    if check in UNIFORM:
+        tp, optional = _strip_optional(_hints(TRAIN_PARTS[part][0])[name])
+        return check, tp.__name__ + " | None" * optional, text
+    return (check, name, text) if check in SHARED_CHECKS else (check, part, name, text)
+
+
+# (part, field, value as text) -> (check, message), for every generic invalid value.
+GENERIC_REFUSALS = {
+    (part, name, v): refused_by(part, name, v)
+    for part, (cls, _) in TRAIN_PARTS.items()
     for name, values in generic_invalid(cls)
     if name not in SKIP_GENERIC
     for v in values
-]
+}
+
+
+def _one_case_per_key() -> dict[tuple, tuple]:
+    """`_case_key` -> the (part, field, value) the command line is given for it: the first
+    part's."""
+    cases: dict[tuple, tuple] = {}
+    for case, (check, _) in GENERIC_REFUSALS.items():
+        cases.setdefault(_case_key(*case, check), case)
+    return cases
+
+
+GENERIC_CASES = _one_case_per_key()
+
+
+def _generic_param(part: str, name: str, text: str | None):
+    """A command line case, to be refused with the dataclass's own message (by its check)."""
+    argv = [*(TRAIN_PARTS[part][1] if name != "agent" else []), *_flag_argv(name, text)]
+    needle = GENERIC_REFUSALS[part, name, text][1] or f"error: {flag(name)}: "
+    return pytest.param(argv, needle, id=f"{part}:{name}={text}")
+
+
+GENERIC_TRAIN = [_generic_param(*case) for case in GENERIC_CASES.values()]
 
 # Cross-field rules, places, names: (argv, text the message must hold).
 EXPLICIT_TRAIN = [
@@ -225,7 +324,7 @@ EXPLICIT_TRAIN = [
     (["--agent", "r2d1", "--buffer-size", "100"], "--buffer-size"),
     (["--agent", "acer", "--preset", "reactor-classic"], "--preset"),
     (["--agent", "reactor", "--preset", "acer-atari"], "--preset"),
-    (["--preset", "acer-nope"], "--preset"),
+    (["--preset", "acer-nope"], "--preset: unknown preset 'acer-nope' for --agent acer"),
     (["--agent", "reactor", "--trust-region-delta", "2"], "--trust-region-delta"),
     (["--beta-loo-c", "1"], "--beta-loo-c"),
     (["--total-step", "5"], "--total-step"),
@@ -238,8 +337,9 @@ EXPLICIT_TRAIN = [
     (["--coordinator-address", "localhost"], "--coordinator-address"),
     (["--coordinator-address", "localhost:70000"], "--coordinator-address"),
     (["--hidden", "64", "-1"], "--hidden"),
-    (["--buffer-size", "10"], "--buffer-size"),
-    (["--num-envs", "3", "--microbatch-traces", "2"], "--num-envs"),
+    (["--buffer-size", "10"], "--buffer-size must be at least 3 traces per env"),
+    (["--num-envs", "3", "--microbatch-traces", "2"],
+     "--num-envs must be divisible by --microbatch-traces 2"),
     (["--agent", "reactor", "--batch-size", "3", "--microbatch-traces", "2"], "--batch-size"),
     (["--agent", "reactor", "--v-min", "5", "--v-max", "5"], "--v-min"),
     (["--agent", "reactor", "--num-atoms", "1"], "--num-atoms"),
@@ -255,7 +355,7 @@ EXPLICIT_TRAIN = [
     (["--agent", "a2c", "--preprocess-obs", "nocolon"], "--preprocess-obs"),
     (["--agent", "a2c", "--clip-eps", "0.2"], "--clip-eps"),  # a PPO flag
     (["--agent", "ppo", "--num-devices", "4", "--num-envs", "6"], "--num-envs"),
-    (["--env", "Pongg-v5"], "--env"),
+    (["--env", "Pongg-v5"], "--env: unknown environment 'Pongg-v5'; did you mean: Pong-v5"),
     # Continuous ACER's flags with discrete actions, and discrete ACER's with continuous ones.
     (["--sdn-samples", "5"], "--sdn-samples"),
     (["--log-std-init", "-1"], "--log-std-init"),
@@ -285,7 +385,7 @@ EXPLICIT_TRAIN = [
     (["--num-devices", "4", "--num-envs", "6"], "--num-envs"),
     (
         ["--env", "Pong-v5", "--num-envs", "2", "--num-devices", "1", "--buffer-size", str(10**11)],
-        "--buffer-size",
+        "GiB is available; lower --buffer-size",
     ),
     # A flag given twice: tyro would keep the last one without a word.
     (["--agent", "acer", "--agent", "acer"], "--agent is given twice"),
@@ -436,10 +536,33 @@ ONLY_WITH_ON = [
 ]
 
 
-@pytest.mark.parametrize("argv, needle", [*GENERIC_TRAIN, *EXPLICIT_TRAIN, *ONLY_WITH_OFF])
+# The generic invalid values of fields that act only with a switch, given with the switch on:
+# with it off they are refused for the switch (GENERIC_TRAIN), which says nothing of their own
+# range check (--cem-std-max=inf passed it until this table was added).
+GATED_INVALID = [
+    pytest.param(
+        [
+            *prefix,
+            *_without(_switch_words(cls, cls.ONLY_WITH[name], on=True), flag(name)),
+            *_flag_argv(name, v),
+        ],
+        f"{flag(name)} must be",
+        id=f"{part}:{name}={v}-with-{cls.ONLY_WITH[name]}",
+    )
+    for part, cls, prefix in ONLY_WITH_PARTS
+    for name, values in generic_invalid(cls)
+    if name in cls.ONLY_WITH and name not in SKIP_GENERIC
+    for v in values
+]
+
+
+@pytest.mark.parametrize(
+    "argv, needle", [*GENERIC_TRAIN, *EXPLICIT_TRAIN, *ONLY_WITH_OFF, *GATED_INVALID]
+)
 def test_train_rejects_bad_flag_before_anything(argv, needle, tmp_path, no_training, capsys):
     run_dir = tmp_path / "run"
-    message = rejected(train.main, ["--run-dir", str(run_dir), "--no-progress", *argv], capsys)
+    own = [] if any(a.startswith("--run-dir") for a in argv) else ["--run-dir", str(run_dir)]
+    message = rejected(train.main, [*own, "--no-progress", *argv], capsys)
     assert needle in message, message
     assert not run_dir.exists() and not no_training
 
@@ -593,16 +716,75 @@ def test_memory_of_this_machine_is_known():
     assert memory > 2**28 and where
 
 
+@pytest.mark.parametrize("part", list(TRAIN_PARTS))
+def test_every_config_refuses_the_generic_values_itself(part):
+    """Every generic invalid value of every field of `part` (the run options, an agent's
+    config) is refused by its dataclass, built from the agent's default preset as train.main
+    starts, with one line that starts with the flag: a check shared by several agents (all of
+    them for check_floats_finite's NaN and ±inf, check_positive_int's 0 and -1) is shown
+    running for each, while GENERIC_TRAIN shows the command line reaching each check once.
+    Only --agent and --preset are the parser's."""
+    cls, _ = TRAIN_PARTS[part]
+    wrong = []
+    for name, values in generic_invalid(cls):
+        for text in values if name not in SKIP_GENERIC else ():
+            check, message = refused_by(part, name, text)
+            if check == "parse":
+                ok = cls is RunArgs and name in PARSED
+            else:
+                ok = message.startswith(flag(name) + " ") and "\n" not in message
+            if not ok:
+                wrong.append(f"{flag(name)}={text}: {message or 'taken by ' + cls.__name__}")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_generic_cases_cover_every_numeric_and_text_flag():
-    """A new int, float or str flag of any agent gets generic cases without edits here."""
-    covered = {name for part in TRAIN_PARTS.values() for name, _ in generic_invalid(part[0])}
-    for cls, _ in TRAIN_PARTS.values():
+    """A new int, float or str flag of the run options or of any agent gets generic cases
+    without edits here, and each (part, flag, value) is tested on the command line: by its
+    own case in GENERIC_TRAIN where its part's own check (or the parser) refuses it, or by the
+    one case of the shared check that refuses it (SHARED_CHECKS; the test above shows that
+    check refusing it for every part), all of them with the check's own message."""
+    for part, (cls, _) in TRAIN_PARTS.items():
         hints = typing.get_type_hints(cls)
+        generic = dict(generic_invalid(cls))
         for f in dataclasses.fields(cls):
             tp, _ = _strip_optional(hints[f.name])
-            if tp in (int, float, str):
-                assert f.name in covered, f.name
-    assert len(GENERIC_TRAIN) > 150
+            if tp in (int, float, str) and f.name not in SKIP_GENERIC:
+                assert generic.get(f.name), (part, f.name)
+                for text in generic[f.name]:
+                    assert (part, f.name, text) in GENERIC_REFUSALS, (part, f.name, text)
+    # Which parts each check refuses generic cases of: the shared ones as declared, every
+    # other one a single part's.
+    parts: dict[str, set] = {}
+    for (part, _, _), (check, _) in GENERIC_REFUSALS.items():
+        parts.setdefault(check, set()).add(part)
+    assert set(SHARED_CHECKS) <= set(parts), set(SHARED_CHECKS) - set(parts)
+    for check, found in parts.items():
+        assert found == SHARED_CHECKS.get(check, found), (check, found)
+        assert check in SHARED_CHECKS or len(found) == 1, (check, found)
+    # Each case is refused on the command line by a case of its check, with the same message
+    # (but for the flag, for a uniform check's other fields).
+    for case, (check, message) in GENERIC_REFUSALS.items():
+        shown = GENERIC_CASES[_case_key(*case, check)]
+        shown_message = GENERIC_REFUSALS[shown][1]
+        if message is None:
+            assert shown == case, case
+        else:
+            assert GENERIC_REFUSALS[shown][0] == check, (case, shown)
+            tail = message.removeprefix(flag(case[1]))
+            assert tail == shown_message.removeprefix(flag(shown[1])), (case, shown)
+    assert len(GENERIC_REFUSALS) > 600 and len(GENERIC_TRAIN) == len(GENERIC_CASES)
+    # The uniform checks' cases: NaN and ±inf of a float (and float | None) field, 0 and -1
+    # of an int field.
+    floats = [(kind, text) for kind in ("float", "float | None") for text in ("nan", "inf", "-inf")]
+    assert {key for key in GENERIC_CASES if key[0] in UNIFORM} == {
+        *(("check_floats_finite", *kind_text) for kind_text in floats),
+        *(("check_positive_int", "int", text) for text in ("0", "-1")),
+    }
+    # Every part's command line is reached with a bad value of its own.
+    argvs = [p.values[0] for p in [*GENERIC_TRAIN, *ONLY_WITH_OFF]]
+    for name in BUILTIN:
+        assert any(argv[:2] == ["--agent", name] for argv in argvs), name
 
 
 @pytest.mark.parametrize(
