@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
@@ -236,6 +237,62 @@ def test_device_keys_give_each_device_its_own_draws():
     np.testing.assert_array_equal(shared[0], shared[1])
 
 
+class _WeightsOnly:
+    """A learner whose update only hands back the importance weights of the batch it is given
+    and the probabilities of the draw that made it (`drawn`: the `SampleInfo`s that the
+    test's spy on `sample` records), so that an agent's replay update runs its own sampling
+    without compiling any learning maths."""
+
+    def __init__(self, drawn):
+        self.drawn = drawn
+
+    def update(self, learner, batch, axis_name=None, hparams=None):
+        metrics = {"is_weight": batch.is_weight, "probability": self.drawn[-1].probability}
+        return learner, metrics, jnp.ones_like(batch.is_weight)
+
+
+def _sharded_replay_with_unequal_priorities(agent, seed=0):
+    """Every slot of each device's replay written (zeros: what a trace holds does not matter
+    here), then priorities on its (env, slot) pairs (those not valid now are ignored by
+    `set_priorities`): spread from 0.1 to 10 on device 0, all 1 on device 1. Device 1's
+    weights are then all 1 and device 0's are not, so one device's largest weight differs
+    from the whole batch's (unless device 0 draws a weight of exactly 1)."""
+    from agents.core.parallel import DATA
+
+    replay, mesh = agent.replay, agent.mesh
+    specs, base = replay.partition_specs(DATA), replay.base
+    n, c, devices = replay.num_envs, replay.traces_per_env, mesh.size
+
+    def zeros(spec, lead):
+        return jax.tree.map(lambda s: jnp.zeros((*lead, *s.shape), s.dtype), spec)
+
+    t = base.trace_len
+    obs = zeros(base.obs_spec, (t, n * devices))
+    steps = zeros(dict(base.step_spec), (t, n * devices))
+    extras = zeros(base.extras_spec, (n * devices,))
+    add = jax.jit(
+        jax.shard_map(
+            replay.add, mesh=mesh, in_specs=(specs, P(None, DATA), P(None, DATA), P(DATA)),
+            out_specs=specs,
+        ),
+        donate_argnums=0,
+    )  # fmt: skip
+    state = agent._replay_init()
+    for _ in range(c):
+        state = add(state, obs, steps, extras)
+    env, slot = (a.reshape(-1) for a in np.meshgrid(np.arange(n), np.arange(c), indexing="ij"))
+    values = np.ones((devices, n * c))
+    values[0] = np.random.default_rng(seed).permutation(np.logspace(-1.0, 1.0, n * c))
+    set_priorities = jax.jit(
+        jax.shard_map(
+            replay.set_priorities, mesh=mesh, in_specs=(specs, P(DATA), P(DATA), P(DATA)),
+            out_specs=specs,
+        )
+    )  # fmt: skip
+    tile = lambda a: np.tile(a, devices).astype(np.int32)  # noqa: E731
+    return set_priorities(state, tile(env), tile(slot), values.reshape(-1).astype(np.float32))
+
+
 @pytest.mark.parametrize(
     "name, env_id, overrides",
     [
@@ -253,19 +310,34 @@ def test_device_keys_give_each_device_its_own_draws():
 def test_prioritized_agents_normalise_weights_over_every_device(
     monkeypatch, name, env_id, overrides
 ):
-    """Under `shard_map` every prioritized agent samples with the mesh axis, so that the
-    importance weights are divided by the whole batch's maximum (replay/prioritized.py, "Data
-    parallelism"), not each device's own: the program's trace records the axis it was given."""
+    """Each prioritized agent's replay update under `shard_map` on 2 devices hands its learner
+    importance weights divided by their maximum over the whole batch, every device's draws
+    (replay/prioritized.py, "Data parallelism"), not by each device's own maximum.
+
+    The agent's own `replay_update` runs (its sampling call, the key it folds, β where it
+    applies one) with its learner replaced by one that returns the weights of the batch it
+    is given. Reference, in NumPy from the drawn probabilities P(i) of both devices: the
+    weight 1 / (num_valid · P(i)) over the largest of the whole batch, i.e. min P / P(i)
+    (num_valid is the same on every device: equal shards), to the power β. The replay's
+    priorities make the per-device rule give other weights (checked).
+
+    Cost: only the replay's functions and the sampling are compiled, no learner (the test
+    compiled the 5 whole agents before, about 50 s for the 5 on a 2-core machine, to see the
+    keyword only). `sample` itself is checked against NumPy, both rules, in
+    tests/replay/test_partition_specs.py; this test is the agents' wiring of it."""
+    from agents.core.offpolicy import OffPolicyAgent
     from agents.core.parallel import DATA
     from agents.core.registry import get_agent
     from replay import PrioritizedTraceReplay
 
-    seen = []
+    seen, drawn = [], []
     sample = PrioritizedTraceReplay.sample
 
     def spy(self, *args, **kwargs):
         seen.append(kwargs.get("axis_name"))
-        return sample(self, *args, **kwargs)
+        out = sample(self, *args, **kwargs)
+        drawn.append(out.info)
+        return out
 
     monkeypatch.setattr(PrioritizedTraceReplay, "sample", spy)
     spec = get_agent(name)
@@ -273,5 +345,29 @@ def test_prioritized_agents_normalise_weights_over_every_device(
     cfg = spec.make_config(None, **tiny, **overrides)
     agent = spec.agent_cls(cfg, make_env(env_id, 2, 0), seed=0, mesh=make_mesh(2))
     assert isinstance(agent.replay, PrioritizedTraceReplay)
-    agent.compile(agent.init(jax.random.PRNGKey(0)))
-    assert seen and set(seen) == {DATA}
+    # Only the learner's key (the draws) and env step count (β, 0 here) matter to sampling:
+    # zeros of its shapes, not an initialised network (8.8 s for Reactor's, op by op).
+    abstract = jax.eval_shape(agent.init_learner, jax.random.PRNGKey(0))
+    learner = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), abstract)
+    replay = _sharded_replay_with_unequal_priorities(agent)
+    agent.learner = _WeightsOnly(drawn)
+
+    def weights(learner, replay):
+        _, _, metrics = agent.replay_update(learner, replay, DATA)
+        return metrics["is_weight"], metrics["probability"]
+
+    specs = agent.replay.partition_specs(DATA)
+    fn = jax.shard_map(weights, mesh=agent.mesh, in_specs=(P(), specs), out_specs=P(DATA))
+    got, probability = (np.asarray(x, np.float64) for x in jax.jit(fn)(learner, replay))
+
+    b = cfg.batch_size // 2
+    assert got.shape == probability.shape == (2 * b,)
+    inverse = 1.0 / probability
+    want = inverse / inverse.max()
+    per_device = (inverse.reshape(2, b) / inverse.reshape(2, b).max(axis=1, keepdims=True)).ravel()
+    assert np.abs(per_device - want).max() > 0.05  # the two rules differ on these draws
+    # SAC and TD3 raise the weights to β before their learner (β = --per-beta at env step 0);
+    # DQN, R2D1 and Reactor hand them on as sampled.
+    beta = cfg.per_beta if isinstance(agent, OffPolicyAgent) else 1.0
+    np.testing.assert_allclose(got, want**beta, rtol=1e-5)
+    assert seen and set(seen) == {DATA}  # the one sampling call, given the mesh axis
