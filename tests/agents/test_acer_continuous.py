@@ -266,6 +266,9 @@ def test_train_resume_evaluate(tmp_path):
     assert result["episodes"] == 1 and -2000.0 < result["return_mean"] <= 0.0
 
 
+# The slow tier (issue 67): the fast tier's sharded training run with identical replicas is
+# tests/agents/test_parallel.py::test_sharded_agent_trains_and_keeps_replicas_identical.
+@pytest.mark.slow
 def test_sharded_agent_trains_and_keeps_replicas_identical():
     """On 2 fake devices: each device draws its own SDN and a' noise for its traces
     (folded with its index), gradients are averaged, the replicas stay equal."""

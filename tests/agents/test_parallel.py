@@ -1,6 +1,7 @@
 """Data parallelism: the sharded learner equals the single-device one, bad splits are refused,
 and the CLI runs on 2 fake devices and as 2 jax.distributed processes on 127.0.0.1."""
 
+import functools
 import json
 import os
 import socket
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CFG = ACERConfig(num_envs=8, trace_len=5, batch_size=8, buffer_size=8 * 5 * 3, hidden=(16,))
 
 
+@functools.cache  # the 1-device reference, once per worker for the cases that share it
 def _one_update(num_devices: int, trust_region: bool):
     """One on-policy update on the same global batch of traces, with `num_devices` shards."""
     # adam_eps = 1 makes the step proportional to the gradient. With a tiny ε, Adam's first
@@ -54,17 +56,30 @@ def _rollout(agent):
     return make_xla_rollout(agent.env, agent.select_action, CFG.trace_len, CFG.discount)
 
 
-@pytest.mark.parametrize("trust_region", [True, False])
-def test_sharded_update_equals_single_device(trust_region):
+@pytest.mark.parametrize(
+    "trust_region, n",
+    [
+        (True, 2),
+        pytest.param(True, 4, marks=pytest.mark.slow),
+        pytest.param(False, 2, marks=pytest.mark.slow),
+        pytest.param(False, 4, marks=pytest.mark.slow),
+    ],
+)
+def test_sharded_update_equals_single_device(trust_region, n):
+    """The fast tier's test of data parallelism's gradient averaging
+    (agents.core.learning.gradient_step: pmean'd gradients, psum'd sums) through an agent's
+    sharded update: 2 devices, the trust region active (asserted). 4 devices and no trust
+    region are the slow tier's, as are the other agents' own sharded-equals-single tests
+    (Reactor's learner, PPO) and sharded training runs (SAC, continuous ACER): one fast
+    test per mechanism (issue 67; PQN's is the fast one of `grads_and_aux`)."""
     assert jax.device_count() >= 4, "conftest fakes 4 CPU devices"
     p1, a1, m1 = _one_update(1, trust_region)
-    for n in (2, 4):
-        pn, an, mn = _one_update(n, trust_region)
-        close = lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6)  # noqa: E731
-        jax.tree.map(close, p1, pn)
-        jax.tree.map(close, a1, an)
-        for k in m1:
-            close(m1[k], mn[k])
+    pn, an, mn = _one_update(n, trust_region)
+    close = lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6)  # noqa: E731
+    jax.tree.map(close, p1, pn)
+    jax.tree.map(close, a1, an)
+    for k in m1:
+        close(m1[k], mn[k])
     if trust_region:
         assert m1["tr_active"] > 0
 
@@ -293,17 +308,23 @@ def _sharded_replay_with_unequal_priorities(agent, seed=0):
     return set_priorities(state, tile(env), tile(slot), values.reshape(-1).astype(np.float32))
 
 
+# One fast case per code path that hands `sample` the mesh axis: DQN's (AgentBase.replay_update
+# through DQN's own) and TD3's (OffPolicyAgent.sample_batch, with β). R2D1 inherits DQN's,
+# Reactor runs AgentBase's directly, feed-forward SAC shares TD3's: the slow tier's (issue 67).
 @pytest.mark.parametrize(
     "name, env_id, overrides",
     [
         ("dqn", "CartPole-v1", dict(prioritized=True, start_train_at=0)),
-        (
+        pytest.param(
             "r2d1",
             "CartPole-v1",
             dict(prioritized=True, start_train_at=0, seq_len=4, burn_in=4, lstm_size=8),
+            marks=pytest.mark.slow,
         ),
-        ("reactor", "CartPole-v1", dict(start_train_at=0)),
-        ("sac", "Pendulum-v1", dict(prioritized=True, start_train_at=0)),
+        pytest.param("reactor", "CartPole-v1", dict(start_train_at=0), marks=pytest.mark.slow),
+        pytest.param(
+            "sac", "Pendulum-v1", dict(prioritized=True, start_train_at=0), marks=pytest.mark.slow
+        ),
         ("td3", "Pendulum-v1", dict(prioritized=True, start_train_at=0)),
     ],
 )

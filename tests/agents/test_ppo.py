@@ -277,11 +277,12 @@ def _sharded_update(num_devices, **changes):
 RECURRENT_PREV = dict(lstm_size=8, recurrence=3, prev_action_reward=True)
 
 
-@pytest.mark.parametrize(
-    "changes",
-    [{}, pytest.param(RECURRENT_PREV, marks=pytest.mark.slow)],
-    ids=["ff", "lstm-prev"],
-)
+# The slow tier (issue 67): the fast tier keeps one test per mechanism, sharded gradient
+# averaging in tests/agents/test_parallel.py::test_sharded_update_equals_single_device,
+# advantages normalised over devices in tests/losses/test_onpolicy.py and running
+# statistics merged over devices in tests/agents/test_normalization.py.
+@pytest.mark.slow
+@pytest.mark.parametrize("changes", [{}, RECURRENT_PREV], ids=["ff", "lstm-prev"])
 def test_two_devices_equal_one(changes):
     """A3C's role: synchronous data parallelism; the sharded update (pmean'd gradients,
     advantages normalised and statistics merged over devices) equals the single-device one.

@@ -102,7 +102,9 @@ def test_acting_is_epsilon_greedy_on_the_schedule_and_records_q():
 
 def test_two_devices_learn_as_one():
     """Data parallel (`shard_map` over the envs, gradients `pmean`ed): with the whole rollout
-    in one minibatch and no masked step, the same update as on one device, over 2 epochs."""
+    in one minibatch and no masked step, the same update as on one device, over 2 epochs.
+    The fast tier's sharded-equals-single test of `agents.core.learning.grads_and_aux`'s
+    pmean (PQN, SAC, TD3); tests/agents/test_parallel.py's is of `gradient_step`'s."""
     cfg = PQNConfig(**{**SMALL, "epochs": 2})
     parts = make(cfg, SPEC)
     learner = parts.init(jax.random.key(0), jnp.zeros((B, D)))

@@ -110,7 +110,12 @@ def test_target_network_refreshes_every_period():
     assert prio.shape == (B,) and bool(jnp.all(prio >= 0))
 
 
-@pytest.mark.parametrize("n", [2, pytest.param(4, marks=pytest.mark.slow)])
+# The slow tier (issue 67). The fast tier's test of sharded gradient averaging (the same
+# gradient_step) is tests/agents/test_parallel.py::test_sharded_update_equals_single_device,
+# of per-row outputs (priorities) kept per row
+# tests/agents/test_sac.py::test_sharded_td3_update_keeps_each_rows_td.
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [2, 4])
 def test_sharded_learner_update_equals_single_device(n):
     learner, state = _learner()
     batch = _batch()

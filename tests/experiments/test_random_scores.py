@@ -76,6 +76,10 @@ def _gymnax_random_returns(full: bool) -> np.ndarray:
     return out
 
 
+# The slow tier (issue 67): the same floor is checked exactly, against the same package played
+# directly, by test_random_returns_equal_the_minatar_package_played_directly_and_give_the_floor;
+# this one (other seeds, within 3 standard errors) is the weaker of the two.
+@pytest.mark.slow
 def test_breakout_floor_agrees_with_the_minatar_package_played_directly():
     """An estimate that shares no code with experiments.random_scores: `minatar`'s own
     Environment (sticky actions 0.1, ramping), actions drawn uniformly from its minimal set
@@ -98,6 +102,11 @@ def test_breakout_floor_agrees_with_the_minatar_package_played_directly():
     assert _agrees(*_floor("MinAtar/Breakout-v1"), np.asarray(returns))
 
 
+# The slow tier (issue 67): the fast tier has its two halves on the same games,
+# test_gymnax_random_returns_agree_with_gymnax_played_directly (random_returns within 3
+# standard errors of gymnax played directly) and
+# test_gymnax_committed_floors_are_what_random_scores_prints (the floor is random_returns' mean).
+@pytest.mark.slow
 @pytest.mark.parametrize("full", [False, True], ids=["minimal", "full"])
 def test_gymnax_breakout_floor_agrees_with_gymnax_played_directly(full):
     """The same for the gymnax rows: gymnax played directly (`_gymnax_breakout_direct`);

@@ -365,6 +365,10 @@ def test_retrace_boolean_mask_equals_float_mask():
     np.testing.assert_array_equal(np.asarray(as_bool), np.asarray(as_float))
 
 
+# The slow tier (issue 67): retrace's sharding over 2 devices is the fast tier's in
+# tests/losses/test_sharding.py (under shard_map, as the learners run it), its values against
+# the recursive reference in the tests above.
+@pytest.mark.slow
 def test_retrace_with_batch_sharded_over_two_devices():
     devices = jax.devices()
     if len(devices) < 2:
