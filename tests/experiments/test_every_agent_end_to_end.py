@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import jax
@@ -151,17 +152,34 @@ def test_train_resume_evaluate_in_process(tmp_path, case, monkeypatch):
     assert json.loads(out.read_text())["episodes"] == 2
 
 
+@pytest.fixture(scope="module")
+def r2d1_run(tmp_path_factory):
+    """`r2d1_run(clip)`: the folder of one R2D1 run (the "r2d1" case's command line, its first
+    budget) trained with `--reward-clip clip`, trained once for the module on first use. The
+    tests only evaluate from it; one that writes into it (a video) copies it first."""
+    runs = {}
+
+    def run(clip: bool) -> Path:
+        if clip not in runs:
+            flags, first, _ = CASES["r2d1"]
+            run_dir = tmp_path_factory.mktemp("r2d1") / f"reward-clip-{clip}"
+            train.main(
+                [*flags.split(), "--reward-clip", str(clip), "--run-dir", str(run_dir),
+                 "--no-progress", "--eval-episodes", "0", "--num-devices", "1",
+                 "--total-steps", str(first)]
+            )  # fmt: skip
+            runs[clip] = run_dir
+        return runs[clip]
+
+    return run
+
+
 @pytest.mark.parametrize("clip", [True, False])
-def test_evaluate_feeds_a_core_rewards_clipped_as_its_training_was(tmp_path, clip, monkeypatch):
+def test_evaluate_feeds_a_core_rewards_clipped_as_its_training_was(r2d1_run, clip, monkeypatch):
     """R2D1's core takes the previous reward as an input: `evaluate` feeds it back clipped
     to [-1, 1] exactly when the run's training env clipped it (--reward-clip here; Atari by
     default), though its own evaluation env never clips."""
-    flags, first, _ = CASES["r2d1"]
-    run_dir = tmp_path / "r2d1"
-    train.main(
-        [*flags.split(), "--reward-clip", str(clip), "--run-dir", str(run_dir), "--no-progress",
-         "--eval-episodes", "0", "--num-devices", "1", "--total-steps", str(first)]
-    )  # fmt: skip
+    run_dir = r2d1_run(clip)
     seen = []
     real = evaluate.eval_feedback
 
@@ -174,16 +192,15 @@ def test_evaluate_feeds_a_core_rewards_clipped_as_its_training_was(tmp_path, cli
     assert seen == [(True, clip)]
 
 
-def test_a_video_feeds_a_recurrent_core_back_on_a_partially_observed_env(tmp_path, monkeypatch):
+def test_a_video_feeds_a_recurrent_core_back_on_a_partially_observed_env(
+    tmp_path, r2d1_run, monkeypatch
+):
     """`evaluate --video` on a gymnasium-rendered env (CartPole-P-v1: rendered from its full
     env, observed through its subset) steps R2D1's core with the action and reward after
-    every step, as the evaluation does."""
-    flags, first, _ = CASES["r2d1"]
+    every step, as the evaluation does. The run is the one trained with --reward-clip False,
+    as CartPole's training is by default; copied, since the video is written into it."""
     run_dir = tmp_path / "r2d1"
-    train.main(
-        [*flags.split(), "--run-dir", str(run_dir), "--no-progress", "--eval-episodes", "0",
-         "--num-devices", "1", "--total-steps", str(first)]
-    )  # fmt: skip
+    shutil.copytree(r2d1_run(False), run_dir)
     calls = []
     real = evaluate.eval_feedback
 

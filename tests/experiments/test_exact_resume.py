@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -51,14 +52,44 @@ def _rows(path: Path) -> list[dict]:
         return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(f)]
 
 
+def _train(run_dir: Path, flags: str, exact: bool, steps: int) -> Path:
+    extra = ["--exact-resume"] if exact else []
+    train.main([*flags.split(), *extra, *_common(run_dir), "--total-steps", str(steps)])
+    return run_dir
+
+
+def _resume(run_dir: Path, total: int) -> Path:
+    train.main(["--resume", str(run_dir), "--total-steps", str(total), "--no-progress"])
+    return run_dir
+
+
 def _train_both_ways(tmp_path: Path, flags: str, exact: bool, total: int = 96, stop: int = 48):
     """(straight run folder, stopped-and-resumed run folder)."""
-    extra = ["--exact-resume"] if exact else []
-    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    train.main([*flags.split(), *extra, *_common(straight), "--total-steps", str(total)])
-    train.main([*flags.split(), *extra, *_common(resumed), "--total-steps", str(stop)])
-    train.main(["--resume", str(resumed), "--total-steps", str(total), "--no-progress"])
+    straight = _train(tmp_path / "straight", flags, exact, total)
+    resumed = _resume(_train(tmp_path / "resumed", flags, exact, stop), total)
     return straight, resumed
+
+
+@pytest.fixture(scope="module")
+def dqn_run(tmp_path_factory):
+    """`dqn_run(exact, kind)`: a run folder of the `DQN` command line, with --exact-resume or
+    without, trained once for the module on first use: kind "straight" trains 96 steps,
+    "stopped" 48 (its checkpoint at 48), "resumed" is a copy of "stopped" resumed to 96 (as
+    `_train_both_ways`'s two). A test that writes into one copies it first."""
+    runs = {}
+
+    def run(exact: bool, kind: str) -> Path:
+        if (exact, kind) not in runs:
+            folder = tmp_path_factory.mktemp(f"dqn-exact-{exact}") / kind
+            if kind == "resumed":
+                shutil.copytree(run(exact, "stopped"), folder)
+                _resume(folder, 96)
+            else:
+                _train(folder, DQN, exact, {"straight": 96, "stopped": 48}[kind])
+            runs[exact, kind] = folder
+        return runs[exact, kind]
+
+    return run
 
 
 def _assert_same(a: dict, b: dict):
@@ -67,8 +98,8 @@ def _assert_same(a: dict, b: dict):
         np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
 
 
-def test_a_resumed_run_is_the_run_that_never_stopped(tmp_path):
-    straight, resumed = _train_both_ways(tmp_path, DQN, exact=True)
+def test_a_resumed_run_is_the_run_that_never_stopped(dqn_run):
+    straight, resumed = dqn_run(True, "straight"), dqn_run(True, "resumed")
     a, b = _arrays(straight, 96), _arrays(resumed, 96)
     assert any(k.startswith("exact/replay/") for k in a)
     assert any(k.startswith("exact/actor/env_state") for k in a)
@@ -79,9 +110,9 @@ def test_a_resumed_run_is_the_run_that_never_stopped(tmp_path):
     assert result["checkpoint_step"] == 96
 
 
-def test_without_the_flag_a_resumed_run_differs(tmp_path):
+def test_without_the_flag_a_resumed_run_differs(dqn_run):
     """The control: the resumed run refills its replay and starts new episodes."""
-    straight, resumed = _train_both_ways(tmp_path, DQN, exact=False)
+    straight, resumed = dqn_run(False, "straight"), dqn_run(False, "resumed")
     a, b = _arrays(straight, 96), _arrays(resumed, 96)
     assert not any(k.startswith("exact/") for k in a)
     params = [k for k in a if k.startswith("state/learner/params/")]
@@ -101,13 +132,14 @@ def test_an_evolving_population_resumes_exactly(tmp_path):
     assert lineage[0] == lineage[1] and lineage[0].count("\n") > 1
 
 
-def test_damaged_windows_in_the_metadata_are_one_line(tmp_path, capsys):
+def test_damaged_windows_in_the_metadata_are_one_line(tmp_path, dqn_run):
     """Checksums prove a checkpoint is as written, not that what was written is sane: meta
-    windows rewritten (and checksummed again) fail the resume in one line naming them."""
+    windows rewritten (and checksummed again) fail the resume in one line naming them. The
+    run is the exact resume's first part (48 steps with --exact-resume), copied."""
     from experiments.checkpoint import write_checksums
 
     run_dir = tmp_path / "run"
-    train.main([*DQN.split(), "--exact-resume", *_common(run_dir), "--total-steps", "48"])
+    shutil.copytree(dqn_run(True, "stopped"), run_dir)
     ckpt = run_dir / "checkpoints" / "48"
     meta = json.loads((ckpt / "meta" / "metadata").read_text())
     assert len(meta["windows"]) == 1 and set(meta["windows"][0]) == {"returns", "lengths"}

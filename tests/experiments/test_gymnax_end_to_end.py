@@ -2,9 +2,11 @@
 tiny sizes: train with a checkpoint, resume, evaluate, through the command line's entry
 points in this process. The cases are `test_every_agent_end_to_end`'s command lines with the
 env ids moved to gymnax, plus MinAtar (flattened for the MLP agents, the MinAtar CNN for
-ACER). All are the slow tier's; the fast tier trains one tiny gymnax run (the video test)."""
+ACER). All are the slow tier's; the fast tier trains one tiny gymnax run (the video tests')."""
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 import test_every_agent_end_to_end as base  # its functions, not collected again here
@@ -53,7 +55,7 @@ CASES_GYMNAX.update({
 })  # fmt: skip
 # Agents with no MinAtar case, and why (MinAtar's actions are discrete).
 NO_MINATAR = {"td3": "td3 needs continuous actions"}
-FAST: set[str] = set()  # the fast tier trains on gymnax in the video test below
+FAST: set[str] = set()  # the fast tier trains on gymnax in the video tests below
 
 
 def _agent(case: str) -> str:
@@ -100,13 +102,22 @@ def _video(run_dir, env_id):
     return out, imageio.mimread(out["video"])
 
 
-def test_video_of_a_gymnax_run(tmp_path):
+@pytest.fixture(scope="module")
+def gymnax_video(tmp_path_factory):
+    """`_video` of gymnax/CartPole-v1, once for the module: (run folder, evaluate's result,
+    the gif's frames). A test that writes into the run folder copies it first."""
+    run_dir = tmp_path_factory.mktemp("gymnax-video") / "run"
+    return (run_dir, *_video(run_dir, "gymnax/CartPole-v1"))
+
+
+def test_video_of_a_gymnax_run(tmp_path, gymnax_video):
     """evaluate --video on gymnax: frames drawn from the observations (envs/gymnax_render.py);
     an env without a renderer is refused in one line before anything is built."""
     from experiments import evaluate
 
+    shared, _, frames = gymnax_video
     run_dir = tmp_path / "run"
-    _, frames = _video(run_dir, "gymnax/CartPole-v1")
+    shutil.copytree(shared, run_dir)  # its config.json is rewritten below
     assert 2 <= len(frames) <= 500 and frames[0].shape[:2] == (400, 600)  # gymnasium's size
     assert any((f != frames[0]).any() for f in frames[1:])  # the pole moves
     config = run_dir / "config.json"
@@ -115,14 +126,14 @@ def test_video_of_a_gymnax_run(tmp_path):
         evaluate.main([str(run_dir), "--episodes", "1", "--video"])
 
 
-def test_a_video_writer_error_is_one_line(tmp_path, monkeypatch):
+def test_a_video_writer_error_is_one_line(tmp_path, monkeypatch, gymnax_video):
     """imageio's errors (ffmpeg's) span lines; evaluate reports one, naming the file."""
     import imageio.v2 as imageio
 
     from experiments import evaluate
 
     run_dir = tmp_path / "run"
-    _video(run_dir, "gymnax/CartPole-v1")
+    shutil.copytree(gymnax_video[0], run_dir)  # the gymnax run, its video written once
 
     def fail(*args, **kwargs):  # the cause first, then a long command line, as imageio-ffmpeg
         raise ValueError("ffmpeg exited:\n  Unknown encoder\n\t'libx264'\n" + "-arg " * 200)
