@@ -1,4 +1,4 @@
-"""The committed benchmark of every agent's default (issue 29) still describes today's
+"""The committed benchmark of every agent's default (issues 29 and 65) still describes today's
 defaults: a change to a default (a config field, a preset value, a run option such as the
 evaluation policy) fails here until `python -m experiments.bench_defaults` is run again and
 its results.json committed. No learning run happens here: the benchmark's own records of what
@@ -15,12 +15,24 @@ from agents.core.registry import agent_names
 from experiments.bench_defaults import SOLVED, default_command, default_hash
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "docs" / "results" / "defaults-10-seeds" / "results.json"
-COMMITTED = json.loads(RESULTS.read_text())["results"]
+RESULTS = ROOT / "docs" / "results"
+# The 30-seed benchmark (issue 65) where an agent has it, else the earlier 10-seed one.
+TEN = json.loads((RESULTS / "defaults-10-seeds" / "results.json").read_text())["results"]
+THIRTY_FILE = RESULTS / "defaults-30-seeds" / "results.json"
+THIRTY = json.loads(THIRTY_FILE.read_text())["results"] if THIRTY_FILE.is_file() else {}
+COMMITTED = {**TEN, **THIRTY}
 RERUN = (
     "re-run `python -m experiments.bench_defaults --agents {a} "
-    "--out docs/results/defaults-10-seeds` and commit it"
+    "--out docs/results/defaults-30-seeds` and commit it"
 )
+# Agents whose defaults have not been run over 30 seeds yet, with why (issue 65 stays open):
+# their 10-seed result is the one checked.
+NOT_YET_30 = {
+    "r2d1": "about 65 min for 30 seeds on 2 cores; not yet run",
+    "sac": "about 60 min for 30 seeds on 2 cores; not yet run",
+    "td3": "about 50 min for 30 seeds on 2 cores; not yet run",
+    "reactor": "30 processes (its decoupled actor rules out a population), about 3.3 h",
+}
 
 
 # Defaults the committed benchmark does not cover yet, with why (the issue stays open).
@@ -61,11 +73,23 @@ def test_the_committed_benchmark_ran_todays_default(agent):
     ],
 )
 def test_the_committed_default_solves_every_seed(agent):
+    """10 of 10 seeds of a 10-seed benchmark; at least 29 of 30 of a 30-seed one (issue 65:
+    a default that failed one seed in ten would pass a 10-seed check a third of the time)."""
     entry = COMMITTED[agent]
-    assert entry["num_seeds"] >= 10 and len(entry["eval_returns"]) == entry["num_seeds"]
+    n = entry["num_seeds"]
+    assert n >= 10 and len(entry["eval_returns"]) == n
     threshold = SOLVED[entry["env"]]
     failed = [r for r in entry["eval_returns"] if r < threshold]
-    assert entry["solved"] == entry["num_seeds"] and not failed, (agent, failed)
+    assert entry["solved"] == n - len(failed), (agent, entry["solved"], failed)
+    allowed = 1 if n >= 30 else 0
+    assert len(failed) <= allowed, (agent, failed)
+
+
+def test_every_agent_has_its_30_seed_benchmark_or_says_why_not():
+    assert set(THIRTY) | set(NOT_YET_30) == set(agent_names())
+    assert not set(THIRTY) & set(NOT_YET_30), "measured now: take it off NOT_YET_30"
+    for agent, entry in THIRTY.items():
+        assert entry["num_seeds"] == 30, agent
 
 
 def test_the_fingerprint_follows_the_default(monkeypatch):
