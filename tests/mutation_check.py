@@ -187,8 +187,9 @@ def run_one(m: Mutation, files: list[str]) -> dict:
         seconds = time.perf_counter() - t0
         tail = [line for line in proc.stdout.splitlines() if line.strip()][-1:]
         failed = [line for line in proc.stdout.splitlines() if line.startswith("FAILED")]
-        status = "killed" if proc.returncode == 1 and failed else "SURVIVED"
-        if proc.returncode not in (0, 1):
+        # with -x under xdist a failure stops the session: pytest exits 1 or 2 (interrupted)
+        status = "killed" if failed else "SURVIVED" if proc.returncode == 0 else "error"
+        if status == "error":
             status = f"error (pytest exit {proc.returncode})"
         return {
             "name": m.name,

@@ -567,3 +567,21 @@ def test_prioritized_new_traces_start_at_the_largest_priority_but_r2d1s_at_their
         R2D1Config(num_envs=2, trace_len=4, seq_len=4, burn_in=4, n_step=2, buffer_size=64), env
     )
     assert r2d1.config.prioritized and r2d1.replay.new_at_max is False
+
+
+def test_layer_norm_flag_reaches_the_torso_and_the_cartpole_default_copies_every_500():
+    """`--layer-norm` builds the torso with LayerNorm layers (their own parameters; none
+    without the flag), and the CartPole default copies its target every 500 updates (issue
+    65: with 200, Q diverged on 3 seeds of 30)."""
+    from agents.core.registry import get_agent
+    from agents.dqn.agent import DQNAgent
+
+    spec = type("Spec", (), {"obs_spec": (4,), "num_actions": 2})()
+    obs = jnp.asarray(np.random.default_rng(0).normal(size=(5, 4)) * 10, jnp.float32)
+    for on in (False, True):
+        agent = DQNAgent.__new__(DQNAgent)
+        agent.config = DQNConfig(hidden=(16,), layer_norm=on)
+        params = agent.make_network(spec).init(jax.random.PRNGKey(0), obs)
+        names = {k for path in jax.tree_util.tree_flatten_with_path(params)[0] for k in path[0]}
+        assert any("LayerNorm" in str(k) for k in names) == on
+    assert get_agent("dqn").make_config().target_update_period == 500
