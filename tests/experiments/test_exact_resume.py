@@ -1,7 +1,12 @@
 """--exact-resume: a run stopped at a checkpoint and resumed is the same experiment, bit for
 bit, as one that never stopped (learner, replay, env states, episodes, RNG keys and the
 logged metrics), on the gymnax backend; without the flag the resumed run differs (so the
-comparison can fail). Refusals are one line, before anything is built."""
+comparison can fail). Refusals are one line, before anything is built.
+
+Runs are module fixtures (`dqn_run`), trained once where two tests need the same one (the
+48-step exact run: the exact resume's first part and the damaged-windows case). The straight
+runs are not shared because no two fast tests need the same one: with and without the flag
+are different experiments, each compared with its own resumed twin."""
 
 from __future__ import annotations
 
