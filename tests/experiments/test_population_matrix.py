@@ -31,11 +31,17 @@ EXTRA = {
     # (tests/agents/test_population.py), so the cells run the lock-step Reactor.
     "reactor": {"--no-decoupled": None},
 }
-# SAC's populations compute NaN under the tests' XLA:CPU flags (tests/conftest.py: LLVM -O0)
-# and only there: at --hidden 8 at the first update, with CEM at --hidden 16 after a
-# generation; not at XLA's default level nor at O1, not op by op under jax_debug_nans, and
-# not with the replay's in-bounds promises replaced by clamping. An XLA:CPU code generation
-# fault: SAC's cells run as processes with XLA's default optimisation, as a user runs them.
+# SAC's populations computed NaN under the tests' XLA:CPU flags (tests/conftest.py: LLVM -O0)
+# and only there; docs/results/sac-o0-nan/ records it (issue 67). It needs the population's
+# *masked* replay updates (members owing different counts): a `jnp.where(on, new, old)` over
+# the critic ensemble's output bias carried across several updates in one program, with 3
+# members at --hidden 8, gives NaN at -O0 though it selects `new` everywhere (bit-identical
+# at XLA's default level): an XLA:CPU -O0 code-generation fault, not SAC's arithmetic. SAC
+# stopped taking the masked path when members owing the same updates ran unmasked (4dda3d9,
+# f4ea310), so the NaN no longer shows here; ACER's per-seed draws still take it. SAC's cells
+# still run as processes with XLA's default optimisation, as a user runs them, in case a
+# schedule sends them down the masked path again (`docs/results/sac-o0-nan/repro.py` forces
+# it and shows the NaN at -O0 only).
 AS_PROCESS = {"sac"}
 
 
