@@ -51,7 +51,7 @@ CASES_GYMNAX.update({
         " --num-minibatches 2", 16, 32),
     "minatar-sac-flat": (
         "--agent sac --env gymnax/Seaquest-MinAtar --flatten-obs --num-envs 2 --trace-len 4"
-        " --batch-size 8 --buffer-size 400 --hidden 8 --start-train-at 16", 16, 32),
+        " --batch-size 8 --buffer-size 400 --hidden 8 --start-train-at 8", 16, 32),
 })  # fmt: skip
 # Agents with no MinAtar case, and why (MinAtar's actions are discrete).
 NO_MINATAR = {"td3": "td3 needs continuous actions"}
