@@ -44,10 +44,6 @@ def field_docs(cls) -> dict[str, str]:
     return docs
 
 
-def flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -59,6 +55,7 @@ def value_text(value) -> str:
 
 
 def agent_reference(name: str) -> str:
+    from agents.core.config import flag
     from agents.core.registry import get_agent
 
     spec = get_agent(name)

@@ -341,17 +341,17 @@ def check_given_apply(argv: list[str], args: TrainArgs) -> None:
     check_only_with(args.config, given)
     specs = hparam_specs(args.run)
     check_only_with(args.config, specs, name_of=lambda name: f"--vary {name}")
-    if specs:  # every spec readable and inside its field's range, before anything is built
-        run, tunable = args.run, get_agent(args.run.agent).agent_cls.tunable
+    # Every spec readable and inside its field's range, before anything is built: --vary's
+    # (its errors name --vary) and --sweep-lr's, checked on their own to name their flag.
+    run, tunable = args.run, get_agent(args.run.agent).agent_cls.tunable
+    vary = {k: v for k, v in specs.items() if run.sweep_lr is None or k != "lr"}
+    draw_hparams(vary, run.num_seeds, tunable, run.seed)
+    if run.sweep_lr is not None:
         try:
-            draw_hparams(specs, run.num_seeds, tunable, run.seed)
+            draw_hparams({"lr": run.sweep_lr}, run.num_seeds, tunable, run.seed)
         except ValueError as err:
-            given = f"--vary lr={run.sweep_lr}"
-            if run.sweep_lr is None or not str(err).startswith(given):
-                raise
-            why = str(err)[len(given) :].lstrip(": ")
             raise ValueError(
-                f"--sweep-lr must be values or a distribution, as --vary's SPEC ({why}), "
+                f"--sweep-lr must be values or a distribution, as --vary's SPEC ({err}), "
                 f"got {run.sweep_lr!r}"
             ) from None
 
