@@ -66,6 +66,7 @@ class EnvpoolVecEnv(VecEnv):
         episodic_life: bool,
         num_threads: int,
         max_episode_steps: int | None,
+        fire_reset: bool | None = None,
     ):
         kwargs: dict[str, Any] = {
             "num_envs": num_envs,
@@ -80,6 +81,8 @@ class EnvpoolVecEnv(VecEnv):
             # max-pool, 84x84 gray, stack 4). Reward clipping is done by us on the raw reward.
             kwargs["episodic_life"] = episodic_life
             kwargs["reward_clip"] = False
+            if fire_reset is not None:
+                kwargs["use_fire_reset"] = bool(fire_reset)
         with warnings.catch_warnings():
             # envpool builds some Box spaces from float64 bounds; gymnasium warns when casting.
             warnings.filterwarnings("ignore", message=r".*precision lowered by casting")

@@ -113,6 +113,7 @@ def make_env(
     obs_keys: Sequence[str] | None = None,
     mission_length: int = DEFAULT_MISSION_LENGTH,
     flatten_obs: bool = False,
+    fire_reset: bool | None = None,
 ) -> VecEnv:
     """Build a vectorised env with next-step auto-reset.
 
@@ -141,13 +142,16 @@ def make_env(
         padded with 0 (`envs.text`).
       flatten_obs: hand out each observation array flattened to a vector
         (`envs.partial.FlatObsVecEnv`).
+      fire_reset: Atari only: whether envpool presses FIRE after a reset in the games whose
+        action set has it (None: envpool's default, on). The Atari 100k protocol turns it off
+        (`envs.protocols`), as Dopamine's ALE wrappers never press it for the agent.
     """
     if flatten_obs:
         inner = make_env(
             env_id, num_envs, seed, train=train, reward_clip=reward_clip,
             episodic_life=episodic_life, num_threads=num_threads,
             max_episode_steps=max_episode_steps, backend=backend, obs_keys=obs_keys,
-            mission_length=mission_length,
+            mission_length=mission_length, fire_reset=fire_reset,
         )  # fmt: skip
         try:
             return FlatObsVecEnv(inner)
@@ -161,7 +165,7 @@ def make_env(
         inner = make_env(
             inner_id, num_envs, seed, train=train, reward_clip=reward_clip,
             episodic_life=episodic_life, num_threads=num_threads,
-            max_episode_steps=max_episode_steps, backend=backend,
+            max_episode_steps=max_episode_steps, backend=backend, fire_reset=fire_reset,
         )  # fmt: skip
         return ObsSubsetVecEnv(inner, env_id, keep)
     try:
@@ -193,6 +197,8 @@ def make_env(
     else:
         if episodic_life:
             raise ValueError(f"episodic_life=True needs an Atari env; {env_id!r} is not one")
+        if fire_reset is not None:
+            raise ValueError(f"fire_reset applies to Atari envs only; {env_id!r} is not one")
         life = False
 
     if chosen == "gymnax":
@@ -218,6 +224,7 @@ def make_env(
             episodic_life=life,
             num_threads=num_threads,
             max_episode_steps=max_episode_steps,
+            fire_reset=fire_reset,
         )
     return GymnasiumVecEnv(
         env_id,

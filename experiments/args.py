@@ -26,6 +26,7 @@ from agents.core.evolution import draw_hparams
 from agents.core.hooks import check_given_again, hook_fields
 from agents.core.registry import AgentSpec, agent_names, all_specs, get_agent, preset_owner
 from envs.gymnax_env import PREFIX as GYMNAX
+from envs.protocols import PROTOCOLS, check_protocol_env
 from experiments.runfolder import check_run_dir_writable
 
 C = TypeVar("C")
@@ -56,6 +57,11 @@ class RunArgs:
     reward_clip: bool | None = None
     """Clip training rewards to [-1, 1] (default: on for Atari, off otherwise). Evaluation
     always uses raw rewards."""
+    protocol: str = "none"
+    """A published evaluation protocol the run follows (envs/protocols.py): "atari100k"
+    (Kaiser et al. 2019: one of its 26 games as <Game>-v5, 100,000 agent steps, no FIRE at
+    resets, 100 evaluation episodes; the run's --total-steps and --eval-episodes are the
+    protocol's unless given, and must equal them), or "none"."""
     flatten_obs: bool = False
     """Flatten each observation array to a vector, read by the agents' MLP torso instead of a
     CNN (MinAtar's [10, 10, C] as gymnax-blines' and PureJaxRL's MLP agents read it)."""
@@ -206,6 +212,19 @@ class RunArgs:
             f"in [0, {MAX_EPISODES:,}] (0 skips the evaluation)",
         )  # fmt: skip
         need(self.checkpoint_every >= 1, "checkpoint_every", ">= 1")
+        need(self.protocol in PROTOCOLS, "protocol", " or ".join(f'"{p}"' for p in PROTOCOLS))
+        check_protocol_env(self.protocol, self.env)
+        for name, value in PROTOCOLS[self.protocol].get("run", {}).items():
+            if name == "eval_episodes" and self.eval_episodes < 1:
+                raise ValueError(
+                    f"--eval-episodes must be >= 1 with --protocol {self.protocol} (it reports "
+                    f"the final evaluation: {value} episodes), got {self.eval_episodes}"
+                )
+            if getattr(self, name) != value:
+                raise ValueError(
+                    f"{flag(name)} {getattr(self, name)!r} differs from --protocol "
+                    f"{self.protocol}'s {value!r}"
+                )
         need(self.iterations_per_sync >= 0, "iterations_per_sync", ">= 0 (0: automatic)")
         need(self.log_every >= 0, "log_every", ">= 0 (0: about 200 rows over --total-steps)")
         need(self.keep_checkpoints >= 1, "keep_checkpoints", ">= 1")
@@ -423,12 +442,20 @@ def parse(
     )
     # Checked here, outside tyro: a bad value is our one-line ValueError, not tyro's box.
     args = TrainArgs(
-        _recast(RunArgs, cli.run),
+        _recast(RunArgs, protocol_run_values(cli.run, explicit_flags(argv))),
         _recast(spec.config_cls, cli.config),
         frozenset(explicit_flags(argv)),
     )
     check_given_apply(argv, args)
     return args
+
+
+def protocol_run_values(run, given) -> Any:
+    """`run` (tyro's unchecked run options) with the run values of its --protocol in place of
+    those not given on the command line (RunArgs then refuses a given one that differs)."""
+    values = PROTOCOLS.get(run.protocol, {}).get("run", {})
+    keep = {name: value for name, value in values.items() if name not in given}
+    return dataclasses.replace(run, **keep) if keep else run
 
 
 R = TypeVar("R")

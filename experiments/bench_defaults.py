@@ -49,13 +49,28 @@ NOT_LEARNING = (
 )  # fmt: skip
 
 
+# Options added after a benchmark was committed, at the value that trains exactly as before
+# they existed: left out of `default_command` at that value, so that adding one does not
+# invalidate the fingerprints (a default that sets another value changes them).
+ADDED_NEUTRAL = {
+    "run": {"protocol": "none"},
+    "config": {"cnn": "nature", "head_hidden": 0, "noisy_std": 0.5},  # DQN's before them
+}
+
+
 def default_command(agent: str) -> dict:
     """What `experiments.train --agent AGENT` trains: its run options (less `NOT_LEARNING`)
-    and its agent config, as JSON values."""
+    and its agent config, as JSON values (less `ADDED_NEUTRAL`'s fields at their values)."""
     args = parse_train_args(["--agent", agent])
-    run = {k: v for k, v in dataclasses.asdict(args.run).items() if k not in NOT_LEARNING}
-    config = dataclasses.asdict(args.config)
-    return json.loads(json.dumps({"run": run, "config": config}, default=repr))
+    parts = {"run": dataclasses.asdict(args.run), "config": dataclasses.asdict(args.config)}
+    for part, values in parts.items():
+        neutral = ADDED_NEUTRAL[part]
+        parts[part] = {
+            k: v
+            for k, v in values.items()
+            if k not in NOT_LEARNING and not (k in neutral and v == neutral[k])
+        }
+    return json.loads(json.dumps(parts, default=repr))
 
 
 def default_hash(agent: str) -> str:

@@ -253,7 +253,9 @@ def make_agent(
     the benchmarks). `preset=None`: the agent's default preset."""
     args = preset_args(agent, env_id, preset, seed, overrides)
     n = args.config.num_envs
-    env = make_env(env_id, n, run_env_seed(seed, n), num_threads=num_threads)
+    env = make_env(
+        env_id, n, run_env_seed(seed, n), num_threads=num_threads, **env_options(args.run)
+    )
     return build_agent(args, env, mesh)
 
 
@@ -281,7 +283,9 @@ def make_population(
     as `--num-seeds size` builds them: the benchmarks' and tests' population."""
     args = preset_args(agent, env_id, preset, seed, overrides)
     n = args.config.num_envs
-    pool = make_env(env_id, size * n, run_env_seed(seed, n), num_threads=num_threads)
+    pool = make_env(
+        env_id, size * n, run_env_seed(seed, n), num_threads=num_threads, **env_options(args.run)
+    )
     views = member_envs(pool, size)
     return Population(
         [build_agent(args, v, None, seed=seed + i) for i, v in enumerate(views)], mesh
@@ -333,3 +337,11 @@ def timed_train_process(argv: list[str], time_from: int) -> dict:
     sps = steps / (end[1] - start[1]) if end[1] > start[1] else float("nan")
     return {"sps": sps, "timed_steps": steps, "syncs": len(rows),
             "compile_s": summary["compile_s"], "members": members}  # fmt: skip
+
+
+def env_options(run) -> dict:
+    """The `envs.make_env` keyword arguments a run's options set, for its training and
+    evaluation envs alike: --flatten-obs and its --protocol's env settings."""
+    from envs.protocols import protocol_env_kwargs
+
+    return {"flatten_obs": run.flatten_obs, **protocol_env_kwargs(run.protocol)}

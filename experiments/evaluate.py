@@ -29,6 +29,7 @@ from envs.partial import PARTIAL_OBS
 from experiments.args import cli
 from experiments.checkpoint import CheckpointError
 from experiments.common import (
+    env_options,
     load_run,
     restore_learner,
     trained_hooks,
@@ -125,7 +126,7 @@ def _acting_hooks(config, trained: dict[str, str], args: EvalArgs, run_dir: Path
 
 
 def _record_video(
-    acting, eval_env, act, params, feedback, args: EvalArgs, run_dir: Path, flatten_obs: bool
+    acting, eval_env, act, params, feedback, args: EvalArgs, run_dir: Path, env_kwargs: dict
 ) -> Path:
     """One episode. Atari: the 84×84 frames the agent sees. gymnax: frames drawn from the
     observations (envs/gymnax_render.py). Others: gymnasium's rgb render, the observations
@@ -135,7 +136,7 @@ def _record_video(
     spec = eval_env.spec
     env_id, frames = spec.env_id, []
     if spec.is_atari or env_id.startswith(GYMNAX):
-        env = make_eval_env(env_id, 1, args.seed, flatten_obs=flatten_obs)
+        env = make_eval_env(env_id, 1, args.seed, **env_kwargs)
         if spec.is_atari:
             draw = lambda obs: np.repeat(np.repeat(obs[-1], 2, 0), 2, 1)  # noqa: E731
         else:  # gymnax: MinAtar's channels, or gymnasium's picture of the observed state
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> dict:
         config, notes = _acting_hooks(train_args.config, trained_hooks(run_dir), args, run_dir)
         n = args.num_envs or min(args.episodes, 16)
         run = train_args.run
-        env = make_eval_env(run.env, n, args.seed, flatten_obs=run.flatten_obs)
+        env = make_eval_env(run.env, n, args.seed, **env_options(run))
         acting = get_agent(run.agent).agent_cls.acting(config, env, seed=args.seed)
         learner, _, step = restore_learner(acting.init_learner, run_dir, args.step)
     except (ValueError, OSError, CheckpointError) as err:
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.video:
         try:
             result["video"] = str(
-                _record_video(acting, env, act, params, feedback, args, run_dir, run.flatten_obs)
+                _record_video(acting, env, act, params, feedback, args, run_dir, env_options(run))
             )
         except (UnsafePathError, WriteError) as err:
             raise SystemExit(f"error: {err}") from None

@@ -34,6 +34,7 @@ from envs import VecEnv, make_env, obs_leaves_with_paths
 from envs.core import EnvSpec
 from envs.partial import FlatObsVecEnv
 from experiments.args import TrainArgs
+from networks.torsos import convolves_in_loops_slowly
 from replay.memory import tree_bytes
 
 # envpool's EnvPool config holds num_envs (and batch_size) as C++ ints.
@@ -90,6 +91,8 @@ def env_kinds(env_spec: EnvSpec) -> set[str]:
     kinds = {"discrete" if env_spec.discrete else "continuous"}
     if any(leaf.tokens for _, leaf in obs_leaves_with_paths(env_spec.obs_spec)):
         kinds.add("text")
+    if not env_spec.pytree_obs and convolves_in_loops_slowly(env_spec.obs_spec):
+        kinds.add("frames")  # the Nature CNN's input: a frame stack of >= 36x36 pixels
     return kinds
 
 

@@ -47,6 +47,7 @@ from experiments.common import (
     build_agent,
     checkpoint_tree,
     config_json,
+    env_options,
     exact_tree,
     restore_checkpoint,
 )
@@ -592,7 +593,7 @@ class Runner:
             train=True,
             reward_clip=run.reward_clip,
             num_threads=run.num_threads,
-            flatten_obs=run.flatten_obs,
+            **env_options(run),
         )
         return env, build_agent(self.args, env, mesh)
 
@@ -611,7 +612,7 @@ class Runner:
         n_env = self.args.config.num_envs
         pool = make_env(
             run.env, n * n_env, run_env_seed(run.seed, n_env), train=True,
-            reward_clip=run.reward_clip, num_threads=run.num_threads, flatten_obs=run.flatten_obs,
+            reward_clip=run.reward_clip, num_threads=run.num_threads, **env_options(run),
         )  # fmt: skip
         try:
             members = [
@@ -911,7 +912,7 @@ class Runner:
         if run.eval_episodes:
             n_eval = min(run.eval_episodes, 16)
             eval_env = make_eval_env(
-                run.env, n_eval, eval_env_seed(seed, n_eval), flatten_obs=run.flatten_obs
+                run.env, n_eval, eval_env_seed(seed, n_eval), **env_options(run)
             )
             t0 = time.perf_counter()
             returns, _ = evaluate(

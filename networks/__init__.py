@@ -20,7 +20,7 @@ from networks.reactor import (
     ReactorState,
 )
 from networks.sdn import GaussianSDNNetwork
-from networks.torsos import MLP, NatureCNN, make_torso
+from networks.torsos import MLP, DataEfficientCNN, NatureCNN, TiledConv, make_torso
 
 __all__ = [
     "MLP",
@@ -28,6 +28,7 @@ __all__ = [
     "ActionRewardLSTM",
     "ActionRewardState",
     "ActorCriticNetwork",
+    "DataEfficientCNN",
     "DuelingDistributionalHead",
     "GaussianSDNNetwork",
     "NatureCNN",
@@ -41,5 +42,6 @@ __all__ = [
     "RecurrentQNetwork",
     "RecurrentQState",
     "ResetLSTM",
+    "TiledConv",
     "make_torso",
 ]

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from networks.cores import ActionRewardLSTM, ActionRewardState, ResetLSTM
-from networks.noisy import NoisyDense
+from networks.noisy import SIGMA0, NoisyDense
 from networks.torsos import check_obs, make_torso
 
 
@@ -87,30 +87,55 @@ class QHead(nn.Module):
     hidden layer (for Atari the Nature CNN's 512 units); Wang et al. give each stream its own
     512-unit layer, which doubles the cost of that layer.
 
-    `noisy`: the output layers are `networks.noisy.NoisyDense` (NoisyNet), noise drawn from
+    `head_hidden` > 0 gives each stream (the advantage and value streams, or the one Q
+    stream) its own hidden layer of that many units with a ReLU before its output layer, as
+    Rainbow's and data-efficient Rainbow's networks (256 units in DER, on the convolutions'
+    features: `networks.DataEfficientCNN`).
+
+    `noisy`: the head's linear layers (output layers, and hidden ones with `head_hidden`) are
+    `networks.noisy.NoisyDense` (NoisyNet) with σ0 = `noisy_std`, noise drawn from
     `noise_key` (None: their means). Only these: the torso stays deterministic (Fortunato
-    et al. 2018 make every linear layer noisy)."""
+    et al. 2018 make every linear layer noisy; with `head_hidden` and the data-efficient CNN,
+    whose other layers are convolutions, every linear layer is)."""
 
     num_actions: int
     dueling: bool = False
     num_atoms: int = 0  # 0: scalar Q values
     atoms: tuple[float, ...] = ()
     noisy: bool = False
+    head_hidden: int = 0
+    noisy_std: float = SIGMA0
 
     @nn.compact
     def __call__(self, features, noise_key=None) -> QOutput:
         k = max(self.num_atoms, 1)
         keys = (None, None) if noise_key is None else tuple(jax.random.split(noise_key))
+        # the hidden layers' draws: a stream of their own, so that the output layers' draws
+        # are those of a head without hidden layers
+        hidden_keys = (None, None)
+        if noise_key is not None and self.head_hidden:
+            hidden_keys = tuple(jax.random.split(jax.random.fold_in(noise_key, 1)))
 
-        def dense(n, name, i):  # layer i draws its noise from keys[i]
+        def dense(n, name, key):
             if self.noisy:
-                return lambda x: NoisyDense(n, name=name)(x, keys[i])
+                return lambda x: NoisyDense(n, self.noisy_std, name=name)(x, key)
             return nn.Dense(n, kernel_init=nn.initializers.orthogonal(1.0), name=name)
 
-        adv = dense(self.num_actions * k, "advantage" if self.dueling else "q", 0)(features)
+        def stream(x, n, name, i):  # stream i draws its noise from keys[i], hidden_keys[i]
+            if self.head_hidden:
+                width, hidden_name = self.head_hidden, f"{name}_hidden"
+                if self.noisy:
+                    x = NoisyDense(width, self.noisy_std, name=hidden_name)(x, hidden_keys[i])
+                else:
+                    init = nn.initializers.orthogonal(jnp.sqrt(2.0))
+                    x = nn.Dense(width, kernel_init=init, name=hidden_name)(x)
+                x = nn.relu(x)
+            return dense(n, name, keys[i])(x)
+
+        adv = stream(features, self.num_actions * k, "advantage" if self.dueling else "q", 0)
         adv = adv.reshape((*features.shape[:-1], self.num_actions, k))
         if self.dueling:
-            value = dense(k, "value", 1)(features)[..., None, :]
+            value = stream(features, k, "value", 1)[..., None, :]
             out = value + adv - jnp.mean(adv, axis=-2, keepdims=True)
         else:
             out = adv
@@ -125,7 +150,10 @@ class QNetwork(nn.Module):
     MLP for vectors, one encoder per key for dict observations: `make_torso`) → `QHead`.
     `apply(params, obs, noise_key=None)` with obs leaves `[..., *leaf_shape]`; `noise_key`
     draws the noise of a `noisy` head (one draw for the whole batch). `layer_norm`: the
-    torso's LayerNorms (`make_torso`; PQN's network)."""
+    torso's LayerNorms (`make_torso`; PQN's network). `cnn`: the torso of frame stacks
+    (`make_torso`); `head_hidden`, `noisy_std`: `QHead`'s. Data-efficient Rainbow's network
+    is `cnn="data-efficient", head_hidden=256, dueling=True, noisy=True, noisy_std=0.1` with
+    51 atoms."""
 
     obs_spec: Any  # the env's EnvSpec.obs_spec (or an observation shape tuple)
     num_actions: int
@@ -135,12 +163,18 @@ class QNetwork(nn.Module):
     atoms: tuple[float, ...] = ()
     noisy: bool = False
     layer_norm: bool = False
+    cnn: str = "nature"
+    head_hidden: int = 0
+    noisy_std: float = SIGMA0
 
     @nn.compact
     def __call__(self, obs, noise_key=None) -> QOutput:
-        features = make_torso(self.obs_spec, self.hidden, layer_norm=self.layer_norm)(obs)
-        head = QHead(self.num_actions, self.dueling, self.num_atoms, self.atoms, self.noisy)
-        return head(features, noise_key)
+        torso = make_torso(self.obs_spec, self.hidden, layer_norm=self.layer_norm, cnn=self.cnn)
+        head = QHead(
+            self.num_actions, self.dueling, self.num_atoms, self.atoms, self.noisy,
+            self.head_hidden, self.noisy_std,
+        )  # fmt: skip
+        return head(torso(obs), noise_key)
 
 
 class RecurrentQNetwork(nn.Module):

@@ -53,6 +53,69 @@ class NatureCNN(nn.Module):
         return x.reshape((*lead, self.hidden))
 
 
+class TiledConv(nn.Module):
+    """`nn.Conv(features, kernel_size, strides=kernel_size, padding="VALID")` on NHWC images
+    (the same `kernel` `[kh, kw, C, F]` and `bias` parameters), computed as what it is when
+    the stride equals the kernel: the image cut into non-overlapping tiles (a reshape; the
+    last rows and columns that fill no whole tile are dropped, as VALID drops them) times the
+    kernel as a matrix. No convolution is left: on XLA:CPU its weight gradient is a matmul,
+    which stays fast inside rolled loops (PERF-NOTES)."""
+
+    features: int
+    kernel_size: tuple[int, int]
+    kernel_init: Any = nn.initializers.lecun_normal()
+
+    @nn.compact
+    def __call__(self, x):
+        kh, kw = self.kernel_size
+        n, rows, cols, c = x.shape
+        h, w = rows // kh, cols // kw
+        if not h or not w:
+            raise ValueError(f"TiledConv: a {rows}x{cols} image holds no {kh}x{kw} tile")
+        kernel = self.param("kernel", self.kernel_init, (kh, kw, c, self.features))
+        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        tiles = x[:, : h * kh, : w * kw, :].reshape((n, h, kh, w, kw, c))
+        tiles = jnp.transpose(tiles, (0, 1, 3, 2, 4, 5)).reshape((n, h, w, kh * kw * c))
+        return tiles @ kernel.reshape(kh * kw * c, self.features) + bias.reshape((1, 1, 1, -1))
+
+
+class DataEfficientCNN(nn.Module):
+    """Data-efficient Rainbow's torso (van Hasselt et al. 2019, "When to use parametric
+    models in reinforcement learning?", arXiv:1906.05243, Appendix; the "data-efficient"
+    architecture of Kaixhin/Rainbow): two 5x5 convolutions of stride 5 (32, then 64
+    filters, VALID), each followed by a ReLU, flattened: 64·3·3 = 576 features for 84x84
+    frames. No dense layer here: DER's 256 hidden units belong to each dueling stream
+    (`networks.QHead`'s `head_hidden`).
+
+    Input as `NatureCNN`'s: uint8 frames `[..., C, 84, 84]` channel-first, scaled to [0, 1]
+    inside. With stride = kernel the convolutions are `TiledConv` on XLA:CPU (a reshape and
+    a matmul, the same parameters and outputs as `nn.Conv`), so this torso is not slow inside
+    rolled loops and an agent built on it runs many iterations per device program there."""
+
+    channels_first: bool = True
+    filters: tuple[int, ...] = (32, 64)
+
+    @nn.compact
+    def __call__(self, obs):
+        lead = obs.shape[:-3]
+        x = obs.reshape((-1, *obs.shape[-3:]))
+        if self.channels_first:
+            x = jnp.transpose(x, (0, 2, 3, 1))
+        x = x.astype(jnp.float32) / 255.0
+        init = nn.initializers.orthogonal(jnp.sqrt(2.0))
+        for i, width in enumerate(self.filters):
+            if jax.default_backend() == "cpu":
+                conv = TiledConv(width, (5, 5), kernel_init=init, name=f"Conv_{i}")
+            else:
+                conv = nn.Conv(width, (5, 5), (5, 5), "VALID", kernel_init=init, name=f"Conv_{i}")
+            x = nn.relu(conv(x))
+        return x.reshape((*lead, -1))
+
+
+# The torsos of frame-stack observations (`make_torso`'s `cnn`).
+FRAME_CNNS = ("nature", "data-efficient")
+
+
 ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
 
 
@@ -237,14 +300,15 @@ def _match_obs(obs: Any, leaves) -> tuple[dict[str, Any], tuple[int, ...]]:
     return given, lead
 
 
-def convolves_in_loops_slowly(obs_spec: Any) -> bool:
+def convolves_in_loops_slowly(obs_spec: Any, cnn: str = "nature") -> bool:
     """Whether the torso `make_torso` builds for `obs_spec` has a convolution whose weight
     gradient XLA:CPU runs slowly inside a rolled loop (PERF-NOTES): the Nature CNN and the
     dict encoder's GridCNN (`nn.Conv`); not the MinAtar CNN (`PatchConv` on CPU). The agents
-    keep such torsos out of rolled loops on CPU (agents.core.base `convolves_on_cpu`)."""
+    keep such torsos out of rolled loops on CPU (agents.core.base `convolves_on_cpu`).
+    `cnn`: `make_torso`'s; the data-efficient CNN's convolutions are `TiledConv`s there."""
     shape = _array_shape(obs_spec)
     if shape is not None:
-        return len(shape) == 3 and min(shape[1:]) >= 36
+        return len(shape) == 3 and min(shape[1:]) >= 36 and cnn == "nature"
     leaves = obs_leaves_with_paths(as_obs_spec(obs_spec, "obs_spec"))
     return any(len(s.shape) == 3 and s.num_values is None for _, s in leaves)
 
@@ -328,6 +392,7 @@ def make_torso(
     text: bool = False,
     activation: str = "relu",
     layer_norm: bool = False,
+    cnn: str = "nature",
 ) -> nn.Module:
     """The torso for an observation spec: the Nature CNN for frame stacks `[C, H, W]` of at
     least 36x36 pixels (envpool's Atari: `[4, 84, 84]`), the MinAtar CNN for smaller images
@@ -340,8 +405,23 @@ def make_torso(
       text: encode word-id leaves (MiniGrid's mission) with a GRU; off, they are left out.
       activation: the vector MLP's activation ("relu" or "tanh").
       layer_norm: a LayerNorm before every activation of the torso (array observations).
+      cnn: the torso of frame stacks: "nature" (`NatureCNN`) or "data-efficient"
+        (`DataEfficientCNN`, data-efficient Rainbow's); an error for other observations
+        when not "nature".
     """
+    if cnn not in FRAME_CNNS:
+        raise ValueError(f"cnn must be one of {', '.join(FRAME_CNNS)}, got {cnn!r}")
     shape = _array_shape(obs_spec)
+    frames = shape is not None and len(shape) == 3 and min(shape[1:]) >= 36
+    if cnn != "nature" and not frames:
+        raise ValueError(
+            f"cnn={cnn!r} is a torso for frame stacks [C, H, W] (Atari's); the observations "
+            f"here are {'a pytree' if shape is None else f'of shape {shape}'}"
+        )
+    if cnn == "data-efficient":
+        if layer_norm:
+            raise ValueError("layer_norm is not available for the data-efficient CNN")
+        return DataEfficientCNN()
     if shape is None:
         if layer_norm:
             raise ValueError("layer_norm is not available for dict observations' encoders")

@@ -328,9 +328,9 @@ class PrioritizedTraceReplay(SizedBuffer):
         # The slot becoming valid (once enough was written before): the one whose window now
         # ends in the written slot.
         s = (w - 1 - self.base._slots_ahead) % c
-        # The slot that stops being valid when the ring is full: the oldest sampleable one.
-        skip_oldest = 1 if self.base._context > 0 else 0
-        lost = (w + skip_oldest + self.base._slots_back) % c
+        # The slot that stops being valid: the oldest sampleable one, once newer writes reach
+        # its context frames (with the ring full, or filling its last ⌈(F − 1) / T⌉ slots).
+        lost = (w + self.base._lost_slots + self.base._slots_back) % c
         valid = self.base.valid_mask(base)
 
         assigned = lax.dynamic_update_slice(state.assigned, jnp.zeros((n, 1), jnp.bool_), (0, w))

@@ -418,12 +418,8 @@ class TraceReplay(SizedBuffer):
                     f"step_spec[{FRAME_RESET!r}] must be a bool scalar jax.ShapeDtypeStruct, "
                     f"got {reset_spec!r}"
                 )
-            if t < f - 1:
-                raise ValueError(
-                    f"trace_len={t} is shorter than the {f - 1} context frames of frame_stack={f}"
-                )
         c = self.capacity // (n * t)
-        need = 3 + self._slots_back + self._slots_ahead
+        need = 2 + max(self._lost_slots, 1) + self._slots_back + self._slots_ahead
         if c < need:
             raise ValueError(
                 f"capacity {self.capacity:,} holds only {c} traces per env; need at least "
@@ -462,6 +458,12 @@ class TraceReplay(SizedBuffer):
     @property
     def _context(self) -> int:
         return self.frame_stack - 1
+
+    @property
+    def _lost_slots(self) -> int:
+        """Oldest slots whose context frames a full ring has overwritten: ⌈(F − 1) / T⌉ (one
+        when T >= F − 1; a trace shorter than the context loses it to several newer slots)."""
+        return -(-self._context // self.trace_len)
 
     @property
     def _slots_back(self) -> int:
@@ -586,9 +588,15 @@ class TraceReplay(SizedBuffer):
         """Valid slots per env (the same for every env)."""
         c = self.traces_per_env
         unusable = 1 + self._slots_ahead + self._slots_back
-        full_valid = c - unusable - (1 if self._context > 0 else 0)
-        filling = jnp.maximum(state.count - unusable, 0)
+        full_valid = c - unusable - self._lost_slots
+        filling = jnp.maximum(state.count - unusable - self._lost_while_filling(state), 0)
         return jnp.where(state.count < c, filling, full_valid).astype(jnp.int32)
+
+    def _lost_while_filling(self, state: TraceReplayState) -> jax.Array:
+        """Before the ring is full, the first slots whose context frames (slot 0's: the ring's
+        tail) newer writes have overwritten: none while T >= F − 1."""
+        lost = self._lost_slots
+        return jnp.clip(state.count - (self.traces_per_env - lost), 0, lost)
 
     def num_valid(self, state: TraceReplayState) -> jax.Array:
         """Valid ``(env, slot)`` pairs."""
@@ -603,9 +611,9 @@ class TraceReplay(SizedBuffer):
 
     def _first_valid_slot(self, state: TraceReplayState) -> jax.Array:
         c, back = self.traces_per_env, self._slots_back
-        skip_oldest = 1 if self._context > 0 else 0
-        full = (state.write_slot + skip_oldest + back) % c
-        return jnp.where(state.count < c, back, full).astype(jnp.int32)
+        full = (state.write_slot + self._lost_slots + back) % c
+        filling = back + self._lost_while_filling(state)
+        return jnp.where(state.count < c, filling, full).astype(jnp.int32)
 
     def sample(
         self, state: TraceReplayState, key: jax.Array, batch_size: int, axis_name: str | None = None

@@ -147,7 +147,7 @@ def epsilon_greedy_actor(q_values, eval_epsilon: float = 0.001):
     return select_action, act
 
 
-def noisy_q_actor(q_values):
+def noisy_q_actor(q_values, eval_epsilon: float = 0.0):
     """The actor of a value-based agent with NoisyNet layers (Fortunato et al. 2018,
     arXiv:1706.10295): argmax Q under a noise draw, no ε.
 
@@ -156,7 +156,8 @@ def noisy_q_actor(q_values):
     the ε-greedy actor's (ε unused). Every step draws new noise, independently for each env
     (each env explores with its own perturbed network, as the paper's parallel actors do);
     it records nothing (`mu = ()`). `act(greedy)`: argmax of the noise-free network when
-    greedy, else of a noise draw."""
+    greedy, else ε-greedy with `eval_epsilon` on it (the evaluation of Dopamine's and
+    Kaixhin/Rainbow's noisy agents: the means, ε = 0.001)."""
 
     def noisy_q(params, obs, key):
         b = jax.tree.leaves(obs)[0].shape[0]
@@ -171,9 +172,10 @@ def noisy_q_actor(q_values):
         return ActorOutput(jnp.argmax(q, axis=-1).astype(jnp.int32), (), core)
 
     def act(greedy: bool):
+        eps = 0.0 if greedy else eval_epsilon
+
         def act_fn(params, obs, first, core, key):
-            q = q_values(params[0], obs, None) if greedy else noisy_q(params[0], obs, key)
-            return jnp.argmax(q, axis=-1).astype(jnp.int32), core
+            return epsilon_greedy(q_values(params[0], obs, None), eps, key), core
 
         return jax.jit(act_fn)
 

@@ -251,7 +251,10 @@ class RolloutAgent(OneMember):
         MiniGrid's conv, not the MinAtar CNN: `networks.convolves_in_loops_slowly`) and XLA
         runs on the CPU; PPO's `update_loop="auto"`, a population's member loop and the
         one-iteration path avoid those loops."""
-        slow = convolves_in_loops_slowly(self.env.spec.obs_spec)
+        # the frame torso a config picks (`cnn`, `networks.make_torso`'s), where it has one
+        slow = convolves_in_loops_slowly(
+            self.env.spec.obs_spec, getattr(self.config, "cnn", "nature")
+        )
         return slow and jax.default_backend() == "cpu"
 
     def init_learner(self, key):

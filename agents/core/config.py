@@ -136,6 +136,7 @@ ENV_KINDS = {
     "continuous": "continuous actions",
     "discrete": "discrete actions",
     "text": "observations with a mission (MiniGrid's)",
+    "frames": "frame-stack image observations (Atari's)",
 }
 
 

@@ -34,6 +34,7 @@ BUILTIN: dict[str, str] = {
 RUN_PRESET_FIELDS = frozenset(
     {
         "env",
+        "protocol",
         "total_steps",
         "checkpoint_every",
         "return_window",

@@ -69,7 +69,7 @@ class DQNAgent(AgentBase):
 
     def make_actor(self):
         if self.noisy:
-            return noisy_q_actor(self.noisy_q_values)
+            return noisy_q_actor(self.noisy_q_values, self.config.eval_epsilon)
         return epsilon_greedy_actor(self.q_values, self.config.eval_epsilon)
 
     def q_values(self, params, obs, first, core):

@@ -112,18 +112,33 @@ class DQNConfig(ReplayWindow):
     """Env step at which ε starts to decay (--eps-start before it; Dopamine and the MinAtar
     paper's DQN: when learning starts)."""
     eval_epsilon: float = 0.001
-    """ε of the sampled evaluation (the greedy one uses 0); the Atari protocol's 0.001."""
+    """ε of the sampled evaluation (the greedy one uses 0); the Atari protocol's 0.001. With
+    --noisy it acts on the noise-free means, as Dopamine's and Kaixhin/Rainbow's
+    evaluations of data-efficient Rainbow do."""
     noisy: bool = False
     """NoisyNet exploration (Fortunato et al. 2018, arXiv:1706.10295) instead of ε-greedy:
-    the Q head's linear layers get learnt factorised Gaussian noise (σ0 = 0.5; the torso's
-    layers stay deterministic, where the paper and Rainbow make every linear layer, the
-    Nature CNN's 512 units included, noisy), drawn anew
-    every acting step (independently per env) and every update (online and target networks
-    independently). ε is 0: the --eps-* schedule and --eval-epsilon are not used (an error
-    when given with --noisy; presets that set them still combine with it). Greedy
-    evaluation uses the noise-free means, sampled evaluation a noise draw."""
+    the Q head's linear layers get learnt factorised Gaussian noise (σ0 = --noisy-std; the
+    torso's layers stay deterministic, where the paper and Rainbow make every linear layer,
+    the Nature CNN's 512 units included, noisy; with --head-hidden and --cnn data-efficient
+    every linear layer is), drawn anew every acting step (independently per env) and every
+    update (online and target networks independently). Training's ε is 0: the --eps-*
+    schedule is not used (an error when given with --noisy; presets that set it still
+    combine with it). Greedy evaluation uses the noise-free means, sampled evaluation the
+    means ε-greedily with --eval-epsilon."""
+    noisy_std: float = 0.5
+    """NoisyNet's σ0: each noisy layer's σ starts at σ0/√(inputs) (Fortunato et al.: 0.5;
+    data-efficient Rainbow: 0.1)."""
     hidden: tuple[int, ...] = (128, 128)
-    """MLP torso widths for vector observations (Atari uses the Nature CNN)."""
+    """MLP torso widths for vector observations (frame stacks use --cnn)."""
+    cnn: Literal["nature", "data-efficient"] = "nature"
+    """The torso of frame-stack observations (Atari): the Nature CNN (3 convolutions and 512
+    units), or data-efficient Rainbow's (two 5x5 stride-5 convolutions, networks.DataEfficientCNN;
+    van Hasselt et al. 2019, arXiv:1906.05243)."""
+    head_hidden: int = 0
+    """Units of a hidden layer (ReLU) of the head's own in each stream (the dueling value and
+    advantage streams, or the one Q stream) before its output layer; noisy with --noisy
+    (data-efficient Rainbow: 256). 0: the streams are single linear layers on the torso's
+    features."""
     layer_norm: bool = False
     """A LayerNorm before every ReLU of the torso (networks.make_torso): it keeps Q-learning's
     values from diverging (Gallici et al. 2024, arXiv:2407.04811, §4; PQN relies on it)."""
@@ -142,18 +157,24 @@ class DQNConfig(ReplayWindow):
         **dict.fromkeys(("num_atoms", "v_min", "v_max"), "distributional"),
         "huber_delta": "!distributional",  # C51's loss is a cross-entropy
         **dict.fromkeys(
-            ("eps_start", "eps_end", "eps_decay_steps", "eps_decay_start", "eval_epsilon"),
-            "!noisy",
+            ("eps_start", "eps_end", "eps_decay_steps", "eps_decay_start"), "!noisy"
         ),
+        "noisy_std": "noisy",
         **dict.fromkeys(("rmsprop_decay", "rmsprop_eps", "rmsprop_momentum"), "optimizer=rmsprop"),
         "adam_eps": "optimizer=adam",
     }  # fmt: skip
+    # Flags of one kind of env only (agents.core.config.check_env_only).
+    ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames"}
 
     def __post_init__(self):
         check_positive_int(
             self, "num_envs", "trace_len", "batch_size", "buffer_size", "n_step",
             "target_update_period", "num_atoms",
         )  # fmt: skip
+        check(self.head_hidden >= 0, "head_hidden", self.head_hidden, ">= 0")
+        check(self.noisy_std > 0, "noisy_std", self.noisy_std, "> 0")
+        cnns = get_args(get_type_hints(type(self))["cnn"])
+        check(self.cnn in cnns, "cnn", self.cnn, "|".join(cnns))
         check_floats_finite(self)
         check_q_learning(self)
         check(self.num_atoms >= 2, "num_atoms", self.num_atoms, ">= 2")
@@ -270,6 +291,55 @@ PRESETS: dict[str, dict] = {
         "checkpoint_every": 250_000,
         "return_window": 100,
         "eval_episodes": 100,  # the grid's `final` (the other agents' MinAtar presets too)
+    },
+    # Data-efficient Rainbow (DER; van Hasselt et al. 2019, "When to use parametric models in
+    # reinforcement learning?", arXiv:1906.05243, Appendix F's table of the changes it makes
+    # to Rainbow) under the Atari 100k protocol (--protocol atari100k, envs/protocols.py):
+    # Rainbow's parts (double, dueling, C51 with 51 atoms on [−10, 10], prioritized replay
+    # with α 0.5 and β 0.4 → 1 over training, NoisyNet without ε) with DER's changes: the
+    # data-efficient network (two 5x5 stride-5 convolutions, then 256 noisy hidden units per
+    # dueling stream), σ0 0.1, 20-step returns, one update of 32 transitions per env step
+    # (replay ratio 32 with 1-step traces), learning from 1,600 steps, the target copied
+    # every 2,000 updates, Adam lr 1e-4 with ε 1.5e-4, a replay holding all 100k steps.
+    # One env (the protocol's agents act in one). Gradient norm clipped at 10 and the
+    # settings DER's table leaves out follow Kaixhin/Rainbow's README for DER (its
+    # --norm-clip default is 10). Dopamine's DER.gin uses 10-step returns "as done by SPR";
+    # the DER paper, and this preset, use 20. Evaluation: noise-free means, ε 0.001
+    # (Dopamine's epsilon_eval), over the protocol's 100 episodes.
+    "der": {
+        "env": "Pong-v5",
+        "protocol": "atari100k",
+        "total_steps": 100_000,
+        "eval_episodes": 100,
+        "num_envs": 1,
+        "trace_len": 1,
+        "batch_size": 32,
+        "replay_ratio": 32.0,
+        "buffer_size": 100_000,
+        "start_train_at": 1_600,
+        "discount": 0.99,
+        "n_step": 20,
+        "double": True,
+        "dueling": True,
+        "distributional": True,
+        "num_atoms": 51,
+        "v_min": -10.0,
+        "v_max": 10.0,
+        "noisy": True,
+        "noisy_std": 0.1,
+        "cnn": "data-efficient",
+        "head_hidden": 256,
+        "prioritized": True,
+        "priority_exponent": 0.5,
+        "importance_exponent": 0.4,
+        "importance_exponent_steps": 100_000,
+        "target_update_period": 2_000,
+        "lr": 1e-4,
+        "adam_eps": 1.5e-4,
+        "max_grad_norm": 10.0,
+        "eval_epsilon": 0.001,
+        "checkpoint_every": 20_000,
+        "return_window": 10,
     },
     # C51 (Bellemare et al. 2017, §5): 51 atoms on [−10, 10], Adam lr 2.5e-4 with ε 0.01/32,
     # otherwise the dqn-atari settings above (double selection and dueling as in Rainbow,

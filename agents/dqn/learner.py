@@ -133,21 +133,64 @@ class DQNLearner(Learner):
         """Feed-forward: the online network on x_0..x_{L−1} (gradient) and x_L..x_{L+n−1},
         the target network on x_1..x_{L+n−1}. Only what the targets read is computed.
         `noise`: (online, target) keys of --noisy's noise draws (the online passes share
-        one draw), or Nones."""
+        one draw), or Nones.
+
+        When the trace is shorter than the return (L < n: data-efficient Rainbow's L = 1,
+        n = 20), the look-ahead's 2n − 1 passes per sequence would dwarf the L learnt ones,
+        and only the bootstrap states are evaluated (`bootstrap_unroll`: 3L passes)."""
         L = self.config.learn_len
+        if L < self.config.n_step:
+            return self.bootstrap_unroll(params, target_params, batch, noise)
         k_online, k_target = noise
-
-        def apply(p, obs, key):
-            if key is None:
-                return self.network.apply(p, obs)
-            return self.network.apply(p, obs, noise_key=key)
-
-        ahead = jax.tree.map(sg, apply(params, batch.obs[L:], k_online))
+        ahead = jax.tree.map(sg, self._apply(params, batch.obs[L:], k_online))
         return Unrolled(
-            apply(params, batch.obs[:L], k_online),
+            self._apply(params, batch.obs[:L], k_online),
             ahead,
-            apply(target_params, batch.obs[1:], k_target),
+            self._apply(target_params, batch.obs[1:], k_target),
         )
+
+    def _apply(self, params, obs, key):
+        if key is None:
+            return self.network.apply(params, obs)
+        return self.network.apply(params, obs, noise_key=key)
+
+    def bootstrap_steps(self, mask) -> Array:
+        """`[L, B]` int32: the window step x_{t+m} each learnt step t bootstraps from in
+        `losses.n_step_returns` (m = n, or the first k in 1..n−1 whose step is masked: the
+        episode's final observation); t + 1 for a masked learnt step (its loss is masked
+        out, and the targets read no later step of it)."""
+        L, n = self.config.learn_len, self.config.n_step
+        t = jnp.arange(L, dtype=jnp.int32)[:, None]  # [L, 1]
+        k = jnp.arange(1, n, dtype=jnp.int32)[None, :]  # [1, n−1]
+        ends = mask[t + k] == 0  # [L, n−1, B]: step t+k ends the return
+        first = jnp.where(ends.any(axis=1), 1 + jnp.argmax(ends, axis=1), n)  # [L, B]
+        first = jnp.where(mask[:L] == 0, 1, first)
+        return (t + first).astype(jnp.int32)
+
+    def bootstrap_unroll(self, params, target_params, batch: TraceBatch, noise) -> Unrolled:
+        """`unroll`'s outputs with the networks evaluated at the learnt steps and at each
+        one's bootstrap step only (`bootstrap_steps`), scattered into `Unrolled`'s layout;
+        the steps the targets never read hold zeros. The targets and the loss are those of
+        the full unroll (up to float rounding: the batches of the passes differ)."""
+        L, n = self.config.learn_len, self.config.n_step
+        k_online, k_target = noise
+        steps = self.bootstrap_steps(batch.mask)  # [L, B] in 1 .. L+n−1
+        envs = jnp.arange(steps.shape[1])[None, :]
+        boot_obs = jax.tree.map(lambda x: x[steps, envs], batch.obs)  # [L, B, ...]
+        online = jax.tree.map(sg, self._apply(params, boot_obs, k_online))
+        target = self._apply(target_params, boot_obs, k_target)
+
+        def scatter(values, rows: int, first: int):
+            """`values` at window steps `steps` as rows `steps − first` of `rows` (zeros
+            elsewhere; those outside the rows dropped)."""
+            if values is None:
+                return None
+            out = jnp.zeros((rows, *values.shape[1:]), values.dtype)
+            return out.at[steps - first, envs].set(values, mode="drop")
+
+        learn = self._apply(params, batch.obs[:L], k_online)
+        ahead = jax.tree.map(lambda v: scatter(v, n, L), online)
+        return Unrolled(learn, ahead, jax.tree.map(lambda v: scatter(v, L + n - 1, 1), target))
 
     def targets(self, out: Unrolled, batch: TraceBatch):
         """The n-step targets of the L learnt steps: `[L, B]` (in h-space with value
@@ -267,9 +310,11 @@ class DQNLearner(Learner):
 
 def network_costs_per_step(config, updates_per_env_step: float) -> tuple[float, float]:
     """(forward+backward passes, forward passes) of frames per env step: per update,
-    batch·L learnt frames with gradient, batch·n online and batch·(L+n−1) target forwards;
-    plus one acting forward per env step."""
+    batch·L learnt frames with gradient, batch·n online and batch·(L+n−1) target forwards
+    (batch·L of each when L < n: `DQNLearner.bootstrap_unroll`); plus one acting forward per
+    env step."""
     b, L, n = config.batch_size, config.learn_len, config.n_step
     train = updates_per_env_step * b * L
-    fwd = 1.0 + updates_per_env_step * b * (n + L + n - 1)
+    ahead = 2 * L if L < n else n + L + n - 1  # DQNLearner.unroll: the bootstrap states only
+    fwd = 1.0 + updates_per_env_step * b * ahead
     return float(train), float(np.float64(fwd))

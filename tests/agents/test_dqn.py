@@ -7,6 +7,7 @@ The losses themselves are tested in tests/losses/test_value.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -176,12 +177,15 @@ def reference_targets(
 
 
 @pytest.mark.parametrize(
-    "n, double, rescale, c51",
-    [(1, True, False, False), (3, True, False, False), (3, False, False, False),
-     (3, True, True, False), (3, True, False, True), (2, False, False, True)],
+    "n, double, rescale, c51, T",
+    [(1, True, False, False, 4), (3, True, False, False, 4), (3, False, False, False, 4),
+     (3, True, True, False, 4), (3, True, False, True, 4), (2, False, False, True, 4),
+     # traces shorter than the return: only the bootstrap states are evaluated (DER: 1, 20)
+     (6, True, False, False, 1), (5, True, True, False, 2), (7, True, False, True, 1),
+     (4, False, False, True, 2)],
 )  # fmt: skip
-def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n, double, rescale, c51):
-    gamma, T, L_slots = 0.9, 4, 6
+def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n, double, rescale, c51, T):
+    gamma, L_slots = 0.9, 24 // T
     rng = np.random.default_rng(n)
     total = T * L_slots
     ends = [
@@ -359,7 +363,7 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
     from envs import make_env
 
     cfg = DQNConfig(num_envs=4, trace_len=2, batch_size=4, buffer_size=400, start_train_at=8,
-                    hidden=(16,), noisy=True, eps_start=1.0)  # fmt: skip
+                    hidden=(16,), noisy=True, eps_start=1.0, n_step=2)  # fmt: skip
     agent = DQNAgent(cfg, make_env("CartPole-v1", 4, 0))
     state = agent.init(jax.random.PRNGKey(0))
     net_params, epsilon = agent.policy_params(state.learner)
@@ -409,6 +413,23 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
         out.target.q_values, q(learner.target_params, obs[1:], k_target), 1e-6
     )
     assert not np.allclose(q(learner.params, obs, k_online), q(learner.params, obs, k_target))
+    # With traces shorter than the return (n = 3 > L = 2) only each step's bootstrap state
+    # x_{t+3} is evaluated, under the same two draws.
+    sparse = DQNLearner(dataclasses.replace(cfg, n_step=3), agent.network, dqn_optimizer)
+    mask = jnp.ones((L + 2, 5), jnp.float32)
+    out = sparse.unroll(
+        learner.params, learner.target_params, types.SimpleNamespace(obs=obs, mask=mask),
+        (k_online, k_target),
+    )  # fmt: skip
+    np.testing.assert_allclose(out.learn.q_values, q(learner.params, obs[:L], k_online), 1e-6)
+    for t in range(L):
+        boot = obs[t + 3 : t + 4]
+        np.testing.assert_allclose(
+            out.ahead.q_values[t + 3 - L], q(learner.params, boot, k_online)[0], 1e-6
+        )
+        np.testing.assert_allclose(
+            out.target.q_values[t + 2], q(learner.target_params, boot, k_target)[0], 1e-6
+        )
     # ... and `update` hands `unroll` two different keys, new ones at every update.
     seen = []
     unroll = agent.learner.unroll
@@ -433,12 +454,39 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
 def test_noisy_flags():
     from experiments.args import parse
 
-    # ε-greedy's flags given with --noisy are errors; a preset's ε schedule combines with it.
-    for extra in (["--eval-epsilon", "0.05"], ["--eps-end", "0.01"], ["--eps-decay-steps", "9"]):
+    # The training ε schedule's flags given with --noisy are errors; a preset's ε schedule
+    # combines with it. The evaluation's ε applies to the noise-free means.
+    for extra in (["--eps-start", "0.5"], ["--eps-end", "0.01"], ["--eps-decay-steps", "9"]):
         with pytest.raises(ValueError, match=rf"{extra[0]} needs --no-noisy"):
             parse(["--agent", "dqn", "--noisy", *extra])
     assert parse(["--agent", "dqn", "--preset", "dqn-atari", "--noisy"]).config.eps_end == 0.01
     assert DQNConfig(noisy=True, eps_end=0.01).noisy
+    assert (
+        parse(["--agent", "dqn", "--noisy", "--eval-epsilon", "0.05"]).config.eval_epsilon == 0.05
+    )
+
+
+def test_noisy_sampled_evaluation_is_epsilon_greedy_on_the_means():
+    """With --noisy, the sampled evaluation acts as Dopamine's and Kaixhin/Rainbow's
+    evaluation of data-efficient Rainbow: ε-greedy (--eval-epsilon) on the noise-free network;
+    the greedy one is its argmax."""
+    from agents.dqn.agent import DQNAgent
+    from envs import make_env
+
+    obs = jnp.asarray(np.random.default_rng(2).normal(size=(256, 4)), jnp.float32)
+    key = jax.random.PRNGKey(1)
+    for eps in (0.0, 1.0):
+        cfg = DQNConfig(num_envs=2, trace_len=2, batch_size=2, buffer_size=400, hidden=(8,),
+                        noisy=True, eval_epsilon=eps)  # fmt: skip
+        agent = DQNAgent(cfg, make_env("CartPole-v1", 2, 0))
+        params = agent.policy_params(agent.init(jax.random.PRNGKey(0)).learner)
+        means = np.asarray(jnp.argmax(agent.network.apply(params[0], obs).q_values, -1))
+        greedy, _ = agent.act(True)(params, obs, None, (), key)
+        sampled, _ = agent.act(False)(params, obs, None, (), key)
+        np.testing.assert_array_equal(np.asarray(greedy), means)
+        agree = np.mean(np.asarray(sampled) == means)
+        # ε = 0: the means' argmax (no noise draw); ε = 1: uniform over 2 actions
+        assert agree == 1.0 if eps == 0.0 else 0.35 < agree < 0.65, agree
 
 
 def test_annealed_learning_rate_reaches_zero_at_anneal_steps():

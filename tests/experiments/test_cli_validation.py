@@ -133,6 +133,7 @@ ZERO_OK = {
         "eps_decay_start",
         "importance_exponent_steps",
         "anneal_steps",
+        "head_hidden",
     },
     get_agent("r2d1").config_cls: {
         "anneal_steps",
@@ -375,7 +376,6 @@ EXPLICIT_TRAIN = [
     (["--agent", "td3", "--noisy"], "--noisy"),
     (["--agent", "r2d1", "--noisy"], "--noisy"),
     (["--agent", "dqn", "--noisy", "--env", "Pendulum-v1"], "Pendulum-v1"),
-    (["--agent", "dqn", "--noisy", "--eval-epsilon", "0.05"], "--eval-epsilon"),
     (["--agent", "sac", "--obs-clip", "3"], "--obs-clip"),
     (["--agent", "td3", "--rnd-lr", "0.001"], "--rnd-lr"),
     (["--agent", "sac", "--rnd-features", "32"], "--rnd-features"),
@@ -433,6 +433,20 @@ EXPLICIT_TRAIN = [
      "--num-threads 100,000 is more than the 4 envs it steps"),
     (["--agent", "ppo", "--env", "MiniGrid-Empty-5x5-v0", "--num-threads", "2"],
      "--num-threads needs an envpool env: --env MiniGrid-Empty-5x5-v0 is a gymnasium env"),
+    # The Atari 100k protocol (envs/protocols.py): its games, its budget, its evaluation.
+    (["--protocol", "atari99k"], '--protocol must be "none" or "atari100k"'),
+    (["--agent", "dqn", "--preset", "der", "--env", "Tennis-v5"],
+     "--protocol atari100k runs one of its 26 games as <Game>-v5; 'Tennis-v5' is not one"),
+    (["--agent", "dqn", "--preset", "der", "--env", "pong-v5"], "did you mean Pong-v5?"),
+    (["--agent", "dqn", "--preset", "der", "--env", "Pong-v4"], "'Pong-v4' is not one"),
+    (["--protocol", "atari100k"], "'CartPole-v1' is not one"),  # not an Atari env
+    (["--agent", "dqn", "--preset", "der", "--eval-episodes", "0"],
+     "--eval-episodes must be >= 1 with --protocol atari100k"),
+    (["--agent", "dqn", "--preset", "der", "--total-steps", "50000"],
+     "--total-steps 50000 differs from --protocol atari100k's 100000"),
+    (["--agent", "dqn", "--cnn", "data-efficient"],
+     "--cnn applies to frame-stack image observations (Atari's) only; CartPole-v1 has none"),
+    (["--agent", "dqn", "--noisy-std", "0.1"], "--noisy-std needs --noisy"),
 ]  # fmt: skip
 
 

@@ -113,3 +113,73 @@ def test_q_head_against_numpy(dueling, num_atoms):
         want = logits[..., 0]
         assert out.q_logits is None
     np.testing.assert_allclose(out.q_values, want, rtol=1e-5, atol=1e-5)
+
+
+def _strided_conv_np(x, kernel, bias, k):
+    """A VALID convolution of stride k = kernel size, written from its definition: output
+    pixel (i, j) is the k x k patch at (k·i, k·j) contracted with the kernel [k, k, C, F]."""
+    n, rows, cols, _ = x.shape
+    h, w = rows // k, cols // k
+    out = np.zeros((n, h, w, kernel.shape[-1]), np.float64)
+    for i in range(h):
+        for j in range(w):
+            patch = x[:, k * i : k * i + k, k * j : k * j + k, :].astype(np.float64)
+            out[:, i, j] = np.einsum("nabc,abcf->nf", patch, kernel) + bias
+    return out
+
+
+@pytest.mark.parametrize("shape, k", [((2, 13, 11, 3), 5), ((1, 84, 84, 4), 5), ((3, 7, 9, 2), 3)])
+def test_tiled_conv_is_the_strided_convolution(shape, k):
+    """TiledConv (networks.torsos): the VALID convolution of stride = kernel size as tiles
+    times a matrix; rows and columns that fill no whole tile dropped as VALID drops them."""
+    from networks import TiledConv
+
+    rng = np.random.default_rng(sum(shape))
+    x = rng.normal(size=shape).astype(np.float32)
+    conv = TiledConv(6, (k, k))
+    params = conv.init(jax.random.PRNGKey(0), x)
+    p = params["params"]
+    bias = rng.normal(size=6).astype(np.float32)  # a non-zero bias, as after training
+    params = {"params": {"kernel": p["kernel"], "bias": jnp.asarray(bias)}}
+    got = np.asarray(conv.apply(params, x))
+    want = _strided_conv_np(x, np.asarray(p["kernel"], np.float64), bias, k)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_data_efficient_rainbow_network():
+    """DER's network (van Hasselt et al. 2019): two 5x5 stride-5 convolutions (32, 64) on
+    84x84 frames give 64·3·3 = 576 features; each dueling stream has 256 noisy hidden units;
+    σ starts at σ0/√inputs with σ0 = 0.1; C51 logits [.., A, 51]."""
+    from networks import QNetwork
+
+    atoms = tuple(np.linspace(-10, 10, 51).tolist())
+    net = QNetwork((4, 84, 84), 6, dueling=True, num_atoms=51, atoms=atoms, noisy=True,
+                   cnn="data-efficient", head_hidden=256, noisy_std=0.1)  # fmt: skip
+    obs = jnp.asarray(np.random.default_rng(0).integers(0, 256, (3, 4, 84, 84)), jnp.uint8)
+    params = net.init(jax.random.PRNGKey(0), obs)
+    p = params["params"]
+    convs = p["DataEfficientCNN_0"]
+    assert convs["Conv_0"]["kernel"].shape == (5, 5, 4, 32)
+    assert convs["Conv_1"]["kernel"].shape == (5, 5, 32, 64)
+    head = p["QHead_0"]
+    assert head["advantage_hidden"]["mu_kernel"].shape == (576, 256)
+    assert head["value_hidden"]["mu_kernel"].shape == (576, 256)
+    assert head["advantage"]["mu_kernel"].shape == (256, 6 * 51)
+    assert head["value"]["mu_kernel"].shape == (256, 51)
+    np.testing.assert_allclose(head["advantage_hidden"]["sigma_kernel"], 0.1 / np.sqrt(576))
+    np.testing.assert_allclose(head["advantage"]["sigma_kernel"], 0.1 / np.sqrt(256))
+    out = net.apply(params, obs, noise_key=jax.random.PRNGKey(1))
+    assert out.q_values.shape == (3, 6) and out.q_logits.shape == (3, 6, 51)
+    # the hidden layers are noisy too: another draw changes Q, the means are deterministic
+    other = net.apply(params, obs, noise_key=jax.random.PRNGKey(2)).q_values
+    assert not np.allclose(out.q_values, other)
+    np.testing.assert_array_equal(net.apply(params, obs).q_values, net.apply(params, obs).q_values)
+
+
+def test_the_frame_torso_choice_is_refused_for_other_observations():
+    from networks import make_torso
+
+    with pytest.raises(ValueError, match="is a torso for frame stacks"):
+        make_torso((4,), (8,), cnn="data-efficient")
+    with pytest.raises(ValueError, match="cnn must be one of"):
+        make_torso((4, 84, 84), cnn="resnet")

@@ -72,7 +72,8 @@ class Reference:
 
     def __init__(self, replay):
         self.n, self.c = replay.num_envs, replay.traces_per_env
-        self.stack = replay.base.frame_stack > 1
+        self.t, self.context = replay.base.trace_len, replay.base.frame_stack - 1
+        self.adds = 0
         self.k = replay.neighbours
         self.decay = replay.decay
         self.at_max = replay.new_at_max
@@ -83,15 +84,13 @@ class Reference:
         self.write_slot = 0
 
     def valid(self):
-        c, w = self.c, self.write_slot
+        """Trace j (the j-th add, in slot j mod c) is valid once the next one is written and
+        while the ring, which holds the last c·T steps written, still holds its first context
+        frame, global step j·T − (F − 1) (slot 0's sit at the ring's tail until overwritten)."""
+        c, n = self.c, self.adds
         mask = np.zeros(c, bool)
-        if self.count < c:
-            mask[: max(self.count - 1, 0)] = True
-        else:
-            mask[:] = True
-            mask[(w - 1) % c] = False  # newest
-            if self.stack:
-                mask[w] = False  # oldest, lost its context frames
+        for j in range(max(n - c, 0), n - 1):
+            mask[j % c] = j * self.t - self.context >= (n - c) * self.t
         return mask
 
     def lazy(self, env, s, valid):
@@ -118,6 +117,7 @@ class Reference:
         self.assigned[:, w] = False
         wrote_before = self.count >= 1
         self.count = min(self.count + 1, self.c)
+        self.adds += 1
         self.write_slot = (w + 1) % self.c
         if wrote_before:
             s = (w - 1) % self.c
@@ -169,6 +169,8 @@ CONFIGS = {
     "B": {"num_envs": 1, "traces_per_env": 3, "frame_stack": 1, "neighbours": 0},
     "C": {"num_envs": 2, "traces_per_env": 7, "frame_stack": 1, "neighbours": 3, "decay": 0.5},
     "D": {"num_envs": 2, "traces_per_env": 5, "frame_stack": 2, "new_at_max": True},
+    # DER's replay: 1-step traces, 4 stacked frames (3 context frames in the 3 slots before)
+    "E": {"num_envs": 2, "traces_per_env": 6, "frame_stack": 4, "trace_len": 1, "new_at_max": True},
 }
 
 

@@ -126,11 +126,14 @@ class Rollouts:
 
     def valid_traces(self):
         """Trace numbers (per env) the replay may return: a numpy reference of the rule."""
-        c = self.replay.traces_per_env
+        # Trace j (global steps j*T .. j*T + T) is valid once the next one is written, and
+        # while the ring, which holds the last c*T steps written (before it wraps, also the
+        # F - 1 frames before step 0, at its tail), still holds its first context frame,
+        # global step j*T - (F - 1).
+        c, t, k = self.replay.traces_per_env, self.replay.trace_len, self.replay.frame_stack - 1
         n_written = self.num_adds
-        oldest_invalid = 1 if self.replay.frame_stack > 1 else 0
-        lo = max(0, n_written - c + oldest_invalid)
-        return list(range(lo, n_written - 1))
+        alive_from = (n_written - c) * t  # the oldest global step still in the ring
+        return [j for j in range(n_written - 1) if j * t - k >= alive_from]
 
 
 @functools.cache
@@ -215,7 +218,7 @@ def gather_all_valid(replay, state, rollouts):
 configs = st.fixed_dictionaries(
     {
         "num_envs": st.integers(1, 3),
-        "trace_len": st.integers(3, 5),
+        "trace_len": st.integers(1, 5),  # shorter than 3 context frames too (DER's T = 1)
         "traces_per_env": st.integers(3, 5),
         "frame_stack": st.sampled_from([1, 2, 4]),
         "num_adds": st.integers(2, 13),
@@ -229,8 +232,10 @@ configs = st.fixed_dictionaries(
 @settings(max_examples=15, deadline=None)
 @given(cfg=configs)
 def test_sample_returns_only_written_valid_traces_rebuilt_exactly(cfg):
+    t, k = cfg["trace_len"], cfg["frame_stack"] - 1
+    lost = -(-k // t)  # slots a full ring's context reaches into
     replay = make_replay(
-        cfg["num_envs"], cfg["trace_len"], cfg["traces_per_env"], cfg["frame_stack"]
+        cfg["num_envs"], t, cfg["traces_per_env"] + max(lost - 1, 0), cfg["frame_stack"]
     )
     rng = np.random.default_rng(cfg["seed"])
     rollouts = Rollouts(replay, rng, cfg["reset_prob"], cfg["first_is_reset"])
@@ -247,9 +252,11 @@ def test_sample_returns_only_written_valid_traces_rebuilt_exactly(cfg):
     assert seen == expected
 
 
-@pytest.mark.parametrize("frame_stack", [1, 4])
-def test_ring_wraps_and_every_valid_slot_is_sampled(frame_stack):
-    n, t, c = 2, 4, 5
+@pytest.mark.parametrize("t, frame_stack", [(4, 1), (4, 4), (1, 4)])
+def test_ring_wraps_and_every_valid_slot_is_sampled(t, frame_stack):
+    """Through several wraps of the ring; with 1-step traces and 4 stacked frames (DER's
+    replay) a trace's 3 context frames lie in the 3 slots before it."""
+    n, c = 2, 5
     replay = make_replay(n, t, c, frame_stack)
     rollouts = Rollouts(replay, np.random.default_rng(0))
     _, sample, _ = jitted(replay)
@@ -265,7 +272,7 @@ def test_ring_wraps_and_every_valid_slot_is_sampled(frame_stack):
         if i < 2:
             continue
         valid = rollouts.valid_traces()
-        full_valid = c - 2 if frame_stack > 1 else c - 1
+        full_valid = c - 1 - -(-(frame_stack - 1) // t)  # the newest, and the context's
         assert len(valid) == min(i - 1, full_valid)
         assert valid[-1] == i - 2  # the newest complete trace
         batch = sample(state, jax.random.key(i), batch_size=256)
