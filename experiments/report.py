@@ -1079,6 +1079,11 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
         save_figure(fig, out / "sample_efficiency.png")
         md += ["![sample efficiency](sample_efficiency.png)", ""]
 
+    from experiments import atari100k
+
+    lines, data["atari100k"] = atari100k.section(results, mean_ci95, _fmt)
+    md += lines
+
     pub = published(results)
     md += ["## Published scores", ""]
     if pub:

@@ -764,3 +764,44 @@ def test_log_axis_labels_are_plain_numbers_without_mathtext():
         plt.close(fig)
     assert ax.get_xscale() == "log"
     assert {"100", "1000"} <= set(labels) and not any("$" in t for t in labels), labels
+
+
+def test_atari100k_reference_reproduces_the_published_aggregates():
+    """The reference file's per-game rows give the aggregates their papers report (DER mean
+    0.285, median 0.161; OTR 0.264 / 0.204; DrQ 0.357 / 0.268; SPR 0.704 / 0.415), and its
+    random and human scores are the Atari-57 table's."""
+    from experiments import atari100k
+
+    got = atari100k.published_aggregates()
+    want = {"DER": (0.285, 0.161), "OTR": (0.264, 0.204), "DrQ": (0.357, 0.268),
+            "SPR": (0.704, 0.415)}  # fmt: skip
+    for name, (mean, median) in want.items():
+        assert got[name]["mean"] == pytest.approx(mean, abs=6e-4), name
+        assert got[name]["median"] == pytest.approx(median, abs=6e-4), name
+    table = atari100k.load_table()
+    for game, row in table.items():
+        assert report.load_atari_scores()[report.atari_game(f"{game}-v5")] == (
+            row["random"],
+            row["human"],
+        )
+
+
+def test_atari100k_section_sets_our_runs_beside_the_published_rows(tmp_path, capsys):
+    """Runs under --protocol atari100k get the per-game table beside DER/OTR/DrQ/SPR, the
+    published DER flagged where it falls outside our seeds, and human-normalised aggregates
+    (mean of per-game means) beside the published ones; runs without the protocol none."""
+    for seed, (pong, alien) in enumerate([(-21.0, 700.0), (-20.5, 900.0), (-21.0, 800.0)]):
+        for env, final in (("Pong-v5", pong), ("Alien-v5", alien)):
+            real_run(tmp_path / "runs", f"dqn-{env}-seed{seed}", env=env, seed=seed, final=final,
+                     agent="dqn", run={"protocol": "atari100k"})  # fmt: skip
+    real_run(tmp_path / "runs", "ppo-CartPole-v1-seed0")
+    out = report.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--reps", "50"])
+    text = out.read_text()
+    data = json.loads((tmp_path / "out" / "report.json").read_text())["atari100k"]
+    assert "## Atari 100k" in text and "| Alien | 800.0 ± 248.4 |" in text  # t(2)·100/√3
+    # Pong's published DER -19.3 lies outside our seeds' -21 .. -20.5; Alien's 739.9 inside.
+    assert data["outside_der"] == ["Pong (dqn: -21.0 .. -20.5)"] and " !" in text
+    hn = lambda s, r, h: (s - r) / (h - r)  # noqa: E731
+    want = np.mean([hn(-62.5 / 3, -20.7, 14.6), hn(800.0, 227.8, 7127.7)])
+    assert data["ours"]["dqn"]["mean"] == pytest.approx(want) and data["ours"]["dqn"]["games"] == 2
+    assert "| DER (published) | 26 | 0.285 | 0.161 |" in text
