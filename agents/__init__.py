@@ -5,4 +5,4 @@
 (`pip install reactor-jax`); CHANGELOG.md says what changed between versions.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0.dev0"

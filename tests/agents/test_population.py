@@ -377,12 +377,17 @@ def test_member_loop_is_chosen_for_images_on_cpu():
     from agents.core.programs import member_loop_map
     from envs import ArraySpec
 
-    def convolves(obs_spec):
-        stub = SimpleNamespace(env=SimpleNamespace(spec=SimpleNamespace(obs_spec=obs_spec)))
+    def convolves(obs_spec, **config):
+        stub = SimpleNamespace(
+            env=SimpleNamespace(spec=SimpleNamespace(obs_spec=obs_spec)),
+            config=SimpleNamespace(**config),
+        )
         return RolloutAgent.convolves_on_cpu.fget(stub)
 
     assert jax.default_backend() == "cpu"
     assert convolves(ArraySpec((4, 84, 84), np.uint8))  # Atari frames
+    # data-efficient Rainbow's torso: its stride-5 convolutions are TiledConv's matmuls
+    assert not convolves(ArraySpec((4, 84, 84), np.uint8), cnn="data-efficient")
     assert convolves(
         {"image": ArraySpec((7, 7, 3), np.uint8), "direction": ArraySpec((), np.int32)}
     )
