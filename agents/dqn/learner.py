@@ -182,11 +182,13 @@ class DQNLearner(Learner):
 
         def scatter(values, rows: int, first: int):
             """`values` at window steps `steps` as rows `steps − first` of `rows` (zeros
-            elsewhere; those outside the rows dropped)."""
+            elsewhere); a step before `first` is dropped (its row index is set past the end:
+            a negative one would count from the end)."""
             if values is None:
                 return None
             out = jnp.zeros((rows, *values.shape[1:]), values.dtype)
-            return out.at[steps - first, envs].set(values, mode="drop")
+            row = jnp.where(steps >= first, steps - first, rows)
+            return out.at[row, envs].set(values, mode="drop")
 
         learn = self._apply(params, batch.obs[:L], k_online)
         ahead = jax.tree.map(lambda v: scatter(v, n, L), online)

@@ -633,3 +633,46 @@ def test_layer_norm_flag_reaches_the_torso_and_the_cartpole_default_copies_every
         names = {k for path in jax.tree_util.tree_flatten_with_path(params)[0] for k in path[0]}
         assert any("LayerNorm" in str(k) for k in names) == on
     assert get_agent("dqn").make_config().target_update_period == 500
+
+
+@pytest.mark.parametrize("L, n, c51", [(2, 5, False), (3, 4, True), (1, 6, False)])
+def test_bootstrap_unroll_gives_the_dense_unrolls_targets(L, n, c51):
+    """With L < n the learner evaluates only each learnt step's bootstrap state: its targets
+    equal those of the dense unroll (every window state evaluated), for episodes cut anywhere
+    in the window, right after a learnt step included (a bootstrap inside the learnt part)."""
+    from agents.dqn.learner import Unrolled
+
+    rng = np.random.default_rng(L * 10 + n)
+    atoms = np.linspace(-2.0, 2.0, 5)
+    net = LinearC51(atoms) if c51 else LinearQ()
+    cfg = DQNConfig(trace_len=L, n_step=n, batch_size=64, hidden=(4,), distributional=c51,
+                    **(dict(num_atoms=5, v_min=-2.0, v_max=2.0) if c51 else {}))  # fmt: skip
+    learner = DQNLearner(cfg, net, dqn_optimizer)
+    W, B = L + n - 1, 64
+    obs = jnp.asarray(rng.normal(size=(W + 1, B, 3)), jnp.float32)
+    mask = (rng.random((W, B)) > 0.25).astype(np.float32)  # cuts at every position
+    if L == 3 and n == 4:  # x_1 ends step 0's return inside the learnt part, x_5 step 2's
+        mask[:, :8] = np.array([1, 0, 1, 1, 1, 0], np.float32)[:, None]
+    batch = TraceBatch(
+        obs=obs, first=jnp.zeros((W + 1, B), bool), action=jnp.zeros((W, B), jnp.int32),
+        mu=(), reward=jnp.asarray(rng.normal(size=(W, B)), jnp.float32),
+        discount=jnp.asarray(rng.choice([0.0, 0.9], (W, B), p=[0.2, 0.8]), jnp.float32),
+        mask=jnp.asarray(mask), core_state=(), is_weight=jnp.ones(B, jnp.float32),
+    )  # fmt: skip
+    width = 2 * len(atoms) if c51 else 2
+    w_on, w_tg = (jnp.asarray(rng.normal(size=(3, width)), jnp.float32) for _ in "ab")
+    dense = Unrolled(net.apply(w_on, obs[:L]), net.apply(w_on, obs[L:]), net.apply(w_tg, obs[1:]))
+    sparse = learner.unroll(w_on, w_tg, batch)
+    keep = mask[:L] > 0
+    got, want = (np.asarray(learner.targets(u, batch)) for u in (sparse, dense))
+    np.testing.assert_allclose(got[keep], want[keep], rtol=1e-5, atol=1e-6)
+    steps = np.asarray(learner.bootstrap_steps(batch.mask))  # [L, B]
+    if L > 1:  # the case is covered: a bootstrap inside the learnt part
+        assert (steps < L).any()
+    # The look-ahead rows no learnt step bootstraps from hold zeros (a bootstrap inside the
+    # learnt part writes none of them).
+    read = np.zeros((n, B), bool)
+    for t, b in zip(*np.nonzero(steps >= L), strict=True):
+        read[steps[t, b] - L, b] = True
+    ahead = np.asarray(sparse.ahead.q_values)
+    assert (ahead[~read] == 0).all() and (ahead[read] != 0).all()
