@@ -424,6 +424,7 @@ def parse(
     elif name is None:  # a resumed run: its saved agent
         name = run_default.agent
     spec = lookup(name, preset)
+    argv = renamed_flags(argv, spec.config_cls)
     check_flags(argv, spec)
     if run_default is None:
         preset = spec.default_preset if preset is None else preset
@@ -448,6 +449,23 @@ def parse(
     )
     check_given_apply(argv, args)
     return args
+
+
+def renamed_flags(argv: list[str], config_cls) -> list[str]:
+    """`argv` with the agent config's deprecated flags (`DEPRECATED_FLAGS`: old field -> new
+    field) under their new names, each named once on stderr (they go in the next release)."""
+    table = getattr(config_cls, "DEPRECATED_FLAGS", {})
+    out = []
+    for word in argv:
+        name, eq, value = word.partition("=")
+        old = name[2:].replace("-", "_") if name.startswith("--") else None
+        if old in table:
+            new = flag(table[old])
+            print(f"warning: {name} is deprecated: it is {new} now (the old name goes in 0.4)",
+                  file=sys.stderr)  # fmt: skip
+            word = new + eq + value
+        out.append(word)
+    return out
 
 
 def protocol_run_values(run, given) -> Any:

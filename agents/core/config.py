@@ -280,9 +280,12 @@ def from_dict(cls, data: Any, where: str, *, ignore_unknown: bool = False):
         raise ValueError(f"{where}: {err}") from None
 
 
-def check_importance_annealing(config) -> None:
-    """`importance_exponent_steps` (prioritized replay's β annealing, DQN and R2D1): >= 0 (its
-    `ONLY_WITH` entry ties it to --prioritized)."""
+def check_prioritized_replay(config) -> None:
+    """The prioritized-replay flags every agent with PER shares (DQN, R2D1, SAC, TD3):
+    α = `priority_exponent` and β = `importance_exponent` in [0, 1], and β's annealing
+    `importance_exponent_steps` >= 0 (their `ONLY_WITH` entries tie them to --prioritized)."""
+    for name in ("priority_exponent", "importance_exponent"):
+        check(0.0 <= getattr(config, name) <= 1.0, name, getattr(config, name), "in [0, 1]")
     steps = config.importance_exponent_steps
     check(steps >= 0, "importance_exponent_steps", steps, ">= 0")
 
@@ -295,9 +298,8 @@ def check_q_learning(config) -> None:
     check(c.replay_ratio > 0, "replay_ratio", c.replay_ratio, "> 0")
     check(0.0 < c.discount <= 1.0, "discount", c.discount, "in (0, 1]")
     check(c.huber_delta >= 0, "huber_delta", c.huber_delta, ">= 0")
-    check_importance_annealing(c)
-    for name in ("priority_exponent", "importance_exponent", "priority_eta"):
-        check(0.0 <= getattr(c, name) <= 1.0, name, getattr(c, name), "in [0, 1]")
+    check_prioritized_replay(c)
+    check(0.0 <= c.priority_eta <= 1.0, "priority_eta", c.priority_eta, "in [0, 1]")
     check(c.lr > 0, "lr", c.lr, "> 0")
     check(c.anneal_steps >= 0, "anneal_steps", c.anneal_steps, ">= 0 (0: constant)")
     check(c.adam_eps > 0, "adam_eps", c.adam_eps, "> 0")

@@ -15,8 +15,10 @@ step 0 is the sampled transition.
 Prioritized replay keeps one priority per slot (the replay's sum tree): the |TD| of the
 transition learnt from it, to the power α (Schaul et al. 2016); with --trace-len 1 a slot is a
 transition and this is exact PER. The replay's IS weights 1/(N·P(i)), normalised by the batch
-maximum, are raised to β, which is annealed linearly from --per-beta to 1 over
---per-beta-steps env steps. New slots get the maximum priority of the slots learnt so far.
+maximum, are raised to β, which is annealed linearly from --importance-exponent to 1 over
+--importance-exponent-steps env steps (DQN's flags; --per-alpha, --per-beta and
+--per-beta-steps are their former names here). New slots get the maximum priority of the
+slots learnt so far.
 
 Many updates per env step run as one `lax.scan` over updates (`AgentBase.updates_per_program`
 = the updates of one iteration): one dispatch per iteration.
@@ -60,6 +62,7 @@ from agents.core.config import (
     check_floats_finite,
     check_only_with,
     check_positive_int,
+    check_prioritized_replay,
     check_trace_replay,
 )
 from agents.core.learning import TraceBatch, per_importance_exponent, sample_key
@@ -102,12 +105,15 @@ class OffPolicyConfig(ReplayWindow):
     """Update the actor (and α) every this many critic updates (TD3: 2)."""
     prioritized: bool = False
     """Prioritized replay (proportional, one priority per slot; module docstring)."""
-    per_alpha: float = 0.6
-    """PER priority exponent α: priorities are |TD|^α."""
-    per_beta: float = 0.4
-    """PER importance-sampling exponent β at the start, annealed linearly to 1."""
-    per_beta_steps: int = 100_000
-    """Env steps over which β reaches 1."""
+    priority_exponent: float = 0.6
+    """α: a slot's priority is |TD|^α (Schaul et al. 2016: 0.6). The flag DQN and R2D1 have
+    (formerly --per-alpha here)."""
+    importance_exponent: float = 0.4
+    """β at the start: the loss is weighted by (1 / (N·P(i)))^β, normalised by its batch
+    maximum, β rising linearly to 1 over --importance-exponent-steps (formerly --per-beta)."""
+    importance_exponent_steps: int = 100_000
+    """Env steps over which β rises to 1 (0: held at --importance-exponent; formerly
+    --per-beta-steps)."""
     normalize_obs: bool = False
     """Normalise observations by a running mean and variance, clipped to ±--obs-clip, for
     the actor and the critics. The statistics are learner state (checkpointed: they survive
@@ -129,8 +135,21 @@ class OffPolicyConfig(ReplayWindow):
 
     # Flags that do nothing without their switch (agents.core.config.check_only_with); SAC and TD3
     # extend the table.
+    # The prioritized-replay flags' former names (issue 66: one vocabulary with DQN's): old
+    # run folders load under the new names, and the old flags still parse, with a
+    # deprecation line, until 0.4 (experiments.args).
+    RENAMED: ClassVar[dict[str, str]] = {
+        "per_alpha": "priority_exponent",
+        "per_beta": "importance_exponent",
+        "per_beta_steps": "importance_exponent_steps",
+    }
+    DEPRECATED_FLAGS: ClassVar[dict[str, str]] = RENAMED
+
     ONLY_WITH: ClassVar[dict[str, str]] = {
-        **dict.fromkeys(("per_alpha", "per_beta", "per_beta_steps"), "prioritized"),
+        **dict.fromkeys(
+            ("priority_exponent", "importance_exponent", "importance_exponent_steps"),
+            "prioritized",
+        ),
         "obs_clip": "normalize_obs",
         **dict.fromkeys(("rnd_lr", "rnd_features"), "rnd_coef>0"),
     }
@@ -138,7 +157,7 @@ class OffPolicyConfig(ReplayWindow):
     def __post_init__(self):
         check_positive_int(
             self, "num_envs", "trace_len", "batch_size", "buffer_size", "n_step", "policy_delay",
-            "per_beta_steps", "rnd_features",
+            "rnd_features",
         )  # fmt: skip
         check_floats_finite(self)
         check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")
@@ -149,8 +168,7 @@ class OffPolicyConfig(ReplayWindow):
         check(self.critic_lr > 0, "critic_lr", self.critic_lr, "> 0")
         check(self.max_grad_norm >= 0, "max_grad_norm", self.max_grad_norm, ">= 0")
         check(all(h >= 1 for h in self.hidden), "hidden", self.hidden, "widths >= 1")
-        check(self.per_alpha >= 0, "per_alpha", self.per_alpha, ">= 0")
-        check(0.0 <= self.per_beta <= 1.0, "per_beta", self.per_beta, "in [0, 1]")
+        check_prioritized_replay(self)
         check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
         check(self.rnd_coef >= 0, "rnd_coef", self.rnd_coef, ">= 0")
         check(self.rnd_lr > 0, "rnd_lr", self.rnd_lr, "> 0")
@@ -190,8 +208,11 @@ def window_at(batch: TraceBatch, offset, length: int) -> TraceBatch:
 
 
 def per_beta(config, env_steps):
-    """β after `env_steps` env steps: linear from --per-beta to 1 over --per-beta-steps."""
-    return per_importance_exponent(config.per_beta, config.per_beta_steps, env_steps)
+    """β after `env_steps` env steps: linear from --importance-exponent to 1 over
+    --importance-exponent-steps."""
+    return per_importance_exponent(
+        config.importance_exponent, config.importance_exponent_steps, env_steps
+    )
 
 
 class ActingParams(NamedTuple):
@@ -334,7 +355,7 @@ class OffPolicyAgent(AgentBase):
         )
         metrics = {**metrics, **extra}
         if self.config.prioritized:
-            priorities = jnp.power(td + 1e-6, self.config.per_alpha)
+            priorities = jnp.power(td + 1e-6, self.config.priority_exponent)
             replay = self.replay.set_priorities(replay, info.env_index, info.slot, priorities)
         replay = self.after_update(learner, replay, batch, info, offset, *computed)
         return learner, replay, metrics

@@ -387,8 +387,8 @@ def test_prioritized_agents_normalise_weights_over_every_device(
     want = inverse / inverse.max()
     per_device = (inverse.reshape(2, b) / inverse.reshape(2, b).max(axis=1, keepdims=True)).ravel()
     assert np.abs(per_device - want).max() > 0.05  # the two rules differ on these draws
-    # SAC and TD3 raise the weights to β before their learner (β = --per-beta at env step 0);
-    # DQN, R2D1 and Reactor hand them on as sampled.
-    beta = cfg.per_beta if isinstance(agent, OffPolicyAgent) else 1.0
+    # SAC and TD3 raise the weights to β before their learner (β = --importance-exponent at
+    # env step 0); DQN, R2D1 and Reactor hand them on as sampled.
+    beta = cfg.importance_exponent if isinstance(agent, OffPolicyAgent) else 1.0
     np.testing.assert_allclose(got, want**beta, rtol=1e-5)
     assert seen and set(seen) == {DATA}  # the one sampling call, given the mesh axis

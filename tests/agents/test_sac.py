@@ -297,7 +297,9 @@ def test_discrete_vtrace_targets_match_the_soft_bellman_reference():
 
 
 def test_per_is_weights_are_annealed_powers_of_the_sampling_probabilities(pendulum):
-    cfg = SACConfig(**TINY, prioritized=True, per_beta=0.4, per_beta_steps=1000)
+    cfg = SACConfig(
+        **TINY, prioritized=True, importance_exponent=0.4, importance_exponent_steps=1000
+    )
     agent = SACAgent(cfg, pendulum)
     state = agent.init(jax.random.PRNGKey(0))
     state = _fill(agent, state, _stream(2, 20, np.random.default_rng(0)), 5)
@@ -636,3 +638,42 @@ def test_td3_update_targets_loss_and_delayed_policy_step(pendulum):
         assert moved(after.target_params, before.target_params) == policy_step, step
         before = after
         new, *_ = update(new, batch)
+
+
+@pytest.mark.parametrize("agent", ["sac", "td3"])
+def test_prioritized_replay_flags_are_dqns_and_the_former_names_still_parse(
+    agent, capsys, tmp_path
+):
+    """One vocabulary for prioritized replay (issue 66): SAC and TD3 take DQN's
+    --priority-exponent / --importance-exponent / --importance-exponent-steps; their former
+    --per-alpha / --per-beta / --per-beta-steps parse to them with one deprecation line each,
+    and a run folder saved under the former names loads under the new ones."""
+    from experiments.args import parse
+    from experiments.common import load_run
+
+    argv = ["--agent", agent, "--prioritized", "--per-alpha", "0.5", "--per-beta=0.3",
+            "--per-beta-steps", "7"]  # fmt: skip
+    cfg = parse(argv).config
+    assert (cfg.priority_exponent, cfg.importance_exponent) == (0.5, 0.3)
+    assert cfg.importance_exponent_steps == 7
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"warning: --{old} is deprecated: it is --{new} now (the old name goes in 0.4)"
+        for old, new in (("per-alpha", "priority-exponent"), ("per-beta", "importance-exponent"),
+                         ("per-beta-steps", "importance-exponent-steps"))
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="--priority-exponent must be in"):
+        parse(["--agent", agent, "--prioritized", "--per-alpha", "1.5"])
+    # DQN never had the former names: they stay another agent's flags there
+    with pytest.raises(ValueError, match="--per-alpha"):
+        parse(["--agent", "dqn", "--per-alpha", "0.5"])
+    import dataclasses
+    import json
+
+    args = parse(["--agent", agent, "--prioritized", "--priority-exponent", "0.7"])
+    saved = dataclasses.asdict(args.config)
+    for old, new in type(args.config).RENAMED.items():
+        saved[old] = saved.pop(new)
+    run = dataclasses.asdict(args.run)
+    (tmp_path / "config.json").write_text(json.dumps({"run": run, "agent_config": saved}))
+    assert load_run(tmp_path).config == args.config

@@ -144,8 +144,8 @@ ZERO_OK = {
         "eps_decay_start",
         "burn_in",
     },
-    get_agent("sac").config_cls: {"start_train_at", "burn_in"},
-    get_agent("td3").config_cls: {"start_train_at"},
+    get_agent("sac").config_cls: {"start_train_at", "burn_in", "importance_exponent_steps"},
+    get_agent("td3").config_cls: {"start_train_at", "importance_exponent_steps"},
     get_agent("ppo").config_cls: {"anneal_steps", "lstm_size", "recurrence", "microbatch_traces"},
     get_agent("a2c").config_cls: {
         "anneal_steps",
@@ -167,8 +167,7 @@ NEGATIVE_OK = {"v_min", "v_max", "target_entropy", "log_std_min", "log_std_max",
 UNIT_INTERVAL = {
     "discount", "retrace_lambda", "tau", "uniform_mix", "adam_b1", "adam_b2", "priority_epsilon",
     "priority_exponent", "importance_exponent", "priority_eta", "eps_start", "eps_end",
-    "eval_epsilon",
-    "per_beta", "target_entropy_scale",
+    "eval_epsilon", "target_entropy_scale",
     "gae_lambda", "rmsprop_alpha", "td_lambda",
 }  # fmt: skip
 # Tuples of ints that may be empty (every other one must refuse no values).
@@ -231,7 +230,7 @@ SHARED_CHECKS = {
     "check_positive_int": set(BUILTIN),
     "check_trace_replay": {"acer", "dqn", "r2d1", "reactor"},
     "check_q_learning": {"dqn", "r2d1"},
-    "check_importance_annealing": {"dqn", "r2d1"},
+    "check_prioritized_replay": {"dqn", "r2d1", "sac", "td3"},
     "OnPolicyConfig.__post_init__": {"ppo", "a2c"},
     "_import_function": {"ppo", "a2c"},  # PPO's and A2C's hooks (agents.core.hooks)
     "OffPolicyConfig.__post_init__": {"sac", "td3"},

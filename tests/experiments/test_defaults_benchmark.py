@@ -51,16 +51,36 @@ def test_the_committed_benchmark_ran_todays_default(agent):
         a=agent
     )
     entry = COMMITTED[agent]
+    committed = as_named_today(agent, entry["default_command"])
+    today = default_command(agent)
     changed = sorted(
         f"{part}.{k}"
         for part in ("run", "config")
-        for k in default_command(agent)[part].keys() | entry["default_command"][part].keys()
-        if default_command(agent)[part].get(k) != entry["default_command"][part].get(k)
+        for k in today[part].keys() | committed[part].keys()
+        if today[part].get(k) != committed[part].get(k)
     )
-    assert entry["default_hash"] == default_hash(agent), (
-        f"{agent}'s default changed since its benchmark ({', '.join(changed) or 'fingerprint'}): "
-        + RERUN.format(a=agent)
+    assert not changed, (
+        f"{agent}'s default changed since its benchmark ({', '.join(changed)}): "
+        + (RERUN.format(a=agent))
     )
+    if committed == entry["default_command"]:  # nothing renamed: the recorded fingerprint holds
+        assert entry["default_hash"] == default_hash(agent)
+
+
+def as_named_today(agent: str, command: dict) -> dict:
+    """A committed `default_command` with its config fields under today's names (the agent
+    config's `RENAMED` table: a renamed field is the same field) and without the options
+    added since at their neutral values (`experiments.bench_defaults.ADDED_NEUTRAL`)."""
+    from agents.core.config import renamed_fields
+    from agents.core.registry import get_agent
+    from experiments.bench_defaults import ADDED_NEUTRAL
+
+    config = renamed_fields(command["config"], get_agent(agent).config_cls)
+    parts = {"run": command["run"], "config": config}
+    return {
+        part: {k: v for k, v in values.items() if ADDED_NEUTRAL[part].get(k, object()) != v}
+        for part, values in parts.items()
+    }
 
 
 @pytest.mark.parametrize(
