@@ -17,6 +17,7 @@ gradient inside a rolled `lax.scan` is 13-100x slower on XLA:CPU (jax-ml/jax#128
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -251,6 +252,31 @@ def burn_in_state(run, params, state0, steps: int):
         return state0
     _, state = run(params, 0, steps, state0)
     return jax.tree.map(jax.lax.stop_gradient, state)
+
+
+def updates_owed(
+    iteration: int,
+    env_steps: int,
+    steps_per_iteration: int,
+    *,
+    start_train_at: int,
+    updates_per_env_step: float,
+    warmup_iterations: int = 1,
+) -> int:
+    """The replay updates an iteration owes (issue 66: the one update schedule of DQN, R2D1,
+    the Reactor, SAC and TD3): `updates_per_env_step` per env step after `start_train_at`,
+    counted as floor(steps · rate) of the env steps before and after the iteration, none in
+    the first `warmup_iterations` (until a trace and the look-ahead it needs are written). A
+    pure function of the counts before the iteration, so a resumed run and every process
+    agree. The 1e-9 keeps a rate that is a float's rounding of 1/k (the Reactor's one update
+    per k env steps) from landing below a whole number."""
+    if iteration < warmup_iterations:
+        return 0
+
+    def owed(steps: int) -> int:
+        return math.floor(max(0, steps - start_train_at) * updates_per_env_step + 1e-9)
+
+    return owed(env_steps + steps_per_iteration) - owed(env_steps)
 
 
 def per_importance_exponent(start: float, steps: int, env_steps):

@@ -65,7 +65,7 @@ from agents.core.config import (
     check_prioritized_replay,
     check_trace_replay,
 )
-from agents.core.learning import TraceBatch, per_importance_exponent, sample_key
+from agents.core.learning import TraceBatch, per_importance_exponent, sample_key, updates_owed
 from agents.core.normalization import RunningStats, normalize
 from agents.core.rnd import RND
 from replay import PrioritizedTraceReplay, TraceReplay
@@ -319,14 +319,11 @@ class OffPolicyAgent(AgentBase):
         """update_to_data updates per env step from start_train_at on, once a slot and its
         look-ahead can be sampled; a pure function of the counts (resume-safe)."""
         cfg = self.config
-        if iteration < 1 + (cfg.lookback + cfg.lookahead) // cfg.trace_len:
-            return 0
-        return self._owed(env_steps + self.steps_per_iteration) - self._owed(env_steps)
-
-    def _owed(self, env_steps: int) -> int:
-        cfg = self.config
-        steps = max(0, env_steps - cfg.start_train_at)
-        return math.floor(steps * cfg.update_to_data + 1e-9)
+        return updates_owed(
+            iteration, env_steps, self.steps_per_iteration, start_train_at=cfg.start_train_at,
+            updates_per_env_step=cfg.update_to_data,
+            warmup_iterations=1 + (cfg.lookback + cfg.lookahead) // cfg.trace_len,
+        )  # fmt: skip
 
     def sample_batch(self, learner, replay, key, axis_name=None):
         """B transitions with their n-step windows (module docstring): (TraceBatch, info,

@@ -18,7 +18,6 @@ transition instead of 2n, at the price of learning 4 consecutive transitions tog
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import ClassVar
 
 import jax.numpy as jnp
@@ -27,6 +26,7 @@ from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_act
 from agents.core.base import AgentBase
 from agents.core.config import module_from_config
 from agents.core.costs import network_pass_costs
+from agents.core.learning import updates_owed
 from agents.dqn.config import DQNConfig
 from agents.dqn.learner import METRICS, DQNLearner, dqn_optimizer, network_costs_per_step
 from networks import QNetwork
@@ -115,20 +115,15 @@ class DQNAgent(AgentBase):
         step, from `start_train_at` on, once a trace and its look-ahead can be sampled. A pure
         function of the step count (resume-safe, the same in every process)."""
         cfg = self.config
-        slots_needed = 1 + (cfg.lookback + cfg.lookahead) // cfg.trace_len
-        if iteration < slots_needed:
-            return 0
-        return self._owed(env_steps + self.steps_per_iteration) - self._owed(env_steps)
+        return updates_owed(
+            iteration, env_steps, self.steps_per_iteration, start_train_at=cfg.start_train_at,
+            updates_per_env_step=self.updates_per_env_step(),
+            warmup_iterations=1 + (cfg.lookback + cfg.lookahead) // cfg.trace_len,
+        )  # fmt: skip
 
     def updates_per_env_step(self) -> float:
         cfg = self.config
         return cfg.replay_ratio / (cfg.batch_size * cfg.learn_len)
-
-    def _owed(self, env_steps: int) -> int:
-        cfg = self.config
-        if env_steps < cfg.start_train_at:
-            return 0
-        return math.floor((env_steps - cfg.start_train_at) * self.updates_per_env_step() + 1e-9)
 
 
 def network_costs(agent: DQNAgent) -> dict:

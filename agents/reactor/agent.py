@@ -17,7 +17,6 @@ deterministic, for debugging and tests.
 
 from __future__ import annotations
 
-import math
 import queue
 import threading
 import time
@@ -27,6 +26,7 @@ import jax.numpy as jnp
 
 from agents.core.base import ACTOR_CRITIC_TUNABLE, AgentBase
 from agents.core.config import module_from_config
+from agents.core.learning import updates_owed
 from agents.core.programs import copy_tree
 from agents.core.rollout import time_major
 from agents.reactor.config import ReactorConfig
@@ -84,15 +84,11 @@ class ReactorAgent(AgentBase):
     def updates_due(self, iteration: int, env_steps: int) -> int:
         """Learner updates owed by this iteration's env steps (a sequence becomes sampleable
         once the next one is written, so none in iteration 0)."""
-        if iteration < 1:
-            return 0
-        return self._owed(env_steps + self.steps_per_iteration) - self._owed(env_steps)
-
-    def _owed(self, env_steps: int) -> int:
         cfg = self.config
-        if env_steps < cfg.start_train_at:
-            return 0
-        return math.floor((env_steps - cfg.start_train_at) / cfg.env_steps_per_update)
+        return updates_owed(
+            iteration, env_steps, self.steps_per_iteration, start_train_at=cfg.start_train_at,
+            updates_per_env_step=1.0 / cfg.env_steps_per_update,
+        )  # fmt: skip
 
     @property
     def host_driven(self) -> str | None:
