@@ -105,6 +105,24 @@ def make_trace_replay(
     )
 
 
+def window_replay(trace_replay, config, *, new_at_max: bool = True):
+    """The replay of an agent with a `ReplayWindow` config (DQN, R2D1, SAC, TD3): the uniform
+    trace replay with the config's look-back and look-ahead, wrapped in proportional
+    prioritization (Schaul et al. 2016, no uniform mixing) with --prioritized. `new_at_max`:
+    a new trace gets the largest priority so far (Schaul et al.'s Algorithm 1), else its env's
+    recent ones (`replay.PrioritizedTraceReplay`)."""
+    import dataclasses
+
+    from replay import PrioritizedTraceReplay
+
+    windowed = dataclasses.replace(
+        trace_replay, lookback=config.lookback, lookahead=config.lookahead
+    )
+    if not config.prioritized:
+        return windowed
+    return PrioritizedTraceReplay(windowed, epsilon=0.0, new_at_max=new_at_max)
+
+
 # What a population may vary in the actor-critic agents' configs (ACER, Reactor): fields
 # read only as numbers in their learners, and the discount the rollout writes.
 ACTOR_CRITIC_TUNABLE: dict[str, tuple[float, float]] = {

@@ -46,7 +46,6 @@ SAC, TD3 and DDPG all get it from this seam. ICM is not implemented.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
@@ -55,7 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agents.core.base import AgentBase
+from agents.core.base import AgentBase, window_replay
 from agents.core.config import (
     ReplayWindow,
     check,
@@ -68,7 +67,7 @@ from agents.core.config import (
 from agents.core.learning import TraceBatch, per_importance_exponent, sample_key, updates_owed
 from agents.core.normalization import RunningStats, normalize
 from agents.core.rnd import RND
-from replay import PrioritizedTraceReplay, TraceReplay
+from replay import TraceReplay
 
 
 @dataclass(frozen=True)
@@ -265,11 +264,7 @@ class OffPolicyAgent(AgentBase):
         super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)
 
     def make_replay(self, trace_replay: TraceReplay):
-        cfg = self.config
-        windowed = dataclasses.replace(trace_replay, lookback=cfg.lookback, lookahead=cfg.lookahead)
-        if not cfg.prioritized:
-            return windowed
-        return PrioritizedTraceReplay(windowed, epsilon=0.0, new_at_max=True)
+        return window_replay(trace_replay, self.config)
 
     def _build_acting(self, config, env, seed: int, mesh) -> None:
         """RND's networks too: their state is part of the learner's (`init_learner`)."""

@@ -17,20 +17,19 @@ transition instead of 2n, at the price of learning 4 consecutive transitions tog
 
 from __future__ import annotations
 
-import dataclasses
 from typing import ClassVar
 
 import jax.numpy as jnp
 
 from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
-from agents.core.base import AgentBase
+from agents.core.base import AgentBase, window_replay
 from agents.core.config import module_from_config
 from agents.core.costs import network_pass_costs
 from agents.core.learning import updates_owed
 from agents.dqn.config import DQNConfig
 from agents.dqn.learner import METRICS, DQNLearner, dqn_optimizer, network_costs_per_step
 from networks import QNetwork
-from replay import PrioritizedTraceReplay, TraceReplay
+from replay import TraceReplay
 
 
 class DQNAgent(AgentBase):
@@ -92,12 +91,7 @@ class DQNAgent(AgentBase):
         return learner.params, self.epsilon(learner.env_steps)
 
     def make_replay(self, trace_replay: TraceReplay):
-        cfg = self.config
-        windowed = dataclasses.replace(trace_replay, lookback=cfg.lookback, lookahead=cfg.lookahead)
-        if not cfg.prioritized:
-            return windowed
-        # Proportional prioritization (Schaul et al. 2016) with no uniform mixing.
-        return PrioritizedTraceReplay(windowed, epsilon=0.0, new_at_max=self.new_traces_at_max)
+        return window_replay(trace_replay, self.config, new_at_max=self.new_traces_at_max)
 
     def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
         learner, replay, metrics = super().absorb(learner, replay, traj, axis_name)
