@@ -105,6 +105,9 @@ def _train(argv: list[str]) -> None:
 
 
 def run_agent(agent: str, args: Args) -> dict:
+    # What the default is, read before the runs: a run takes up to hours, and the record must
+    # describe the code that trained (nor may a change to the files meanwhile break it).
+    command, fingerprint = default_command(agent), default_hash(agent)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         mode = "processes" if args.processes else "population"
@@ -134,8 +137,8 @@ def run_agent(agent: str, args: Args) -> dict:
     solved = int((returns >= threshold).sum()) if threshold is not None else None
     return {
         "solved_rate_ci": None if solved is None else success_interval(solved, len(returns)),
-        "default_hash": default_hash(agent),
-        "default_command": default_command(agent),
+        "default_hash": fingerprint,
+        "default_command": command,
         "mode": mode,
         "num_seeds": args.num_seeds,
         "env": env,
