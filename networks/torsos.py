@@ -20,6 +20,16 @@ import numpy as np
 from envs.core import ArraySpec, as_obs_spec, obs_leaves_with_paths
 
 
+def frames_nhwc(obs, channels_first: bool = True):
+    """uint8 frame stacks `[..., C, H, W]` (envpool's; `[..., H, W, C]` when not
+    `channels_first`) as float32 `[N, H, W, C]` in [0, 1], the leading axes flattened: the
+    input of the frame torsos, scaled inside so that the replay and the actor keep uint8."""
+    x = obs.reshape((-1, *obs.shape[-3:]))
+    if channels_first:
+        x = jnp.transpose(x, (0, 2, 3, 1))
+    return x.astype(jnp.float32) / 255.0
+
+
 class NatureCNN(nn.Module):
     """The DQN torso (Mnih et al. 2015): 3 convolutions and a dense layer.
 
@@ -38,11 +48,7 @@ class NatureCNN(nn.Module):
 
     @nn.compact
     def __call__(self, obs):
-        lead = obs.shape[:-3]
-        x = obs.reshape((-1, *obs.shape[-3:]))
-        if self.channels_first:
-            x = jnp.transpose(x, (0, 2, 3, 1))
-        x = x.astype(jnp.float32) / 255.0
+        lead, x = obs.shape[:-3], frames_nhwc(obs, self.channels_first)
         init = nn.initializers.orthogonal(jnp.sqrt(2.0))
         act = _normed_relu(self.layer_norm)
         x = act(nn.Conv(32, (8, 8), (4, 4), padding="VALID", kernel_init=init)(x))
@@ -97,11 +103,7 @@ class DataEfficientCNN(nn.Module):
 
     @nn.compact
     def __call__(self, obs):
-        lead = obs.shape[:-3]
-        x = obs.reshape((-1, *obs.shape[-3:]))
-        if self.channels_first:
-            x = jnp.transpose(x, (0, 2, 3, 1))
-        x = x.astype(jnp.float32) / 255.0
+        lead, x = obs.shape[:-3], frames_nhwc(obs, self.channels_first)
         init = nn.initializers.orthogonal(jnp.sqrt(2.0))
         for i, width in enumerate(self.filters):
             if jax.default_backend() == "cpu":
