@@ -1,2 +1,3 @@
-"""Thin CLI scripts: training, evaluation, plots and benchmarks. Nothing imports this package
-except its own scripts."""
+"""The scripts a user runs: train, evaluate, plot, plot_population, sweep, report and
+random_scores. The training engine they share is the `engine` package; the benchmarks are in
+`benchmarks/`."""

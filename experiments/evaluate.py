@@ -22,20 +22,16 @@ from agents.core.config import flag
 from agents.core.evaluation import MAX_EPISODES, EvaluationError, eval_feedback, evaluate
 from agents.core.hooks import check_given_again
 from agents.core.registry import get_agent
-from envs import clips_rewards, make_eval_env
-from envs.gymnax_env import PREFIX as GYMNAX
-from envs.gymnax_render import FrameRenderer, video_refusal
-from envs.partial import PARTIAL_OBS
-from experiments.args import cli
-from experiments.checkpoint import CheckpointError
-from experiments.common import (
+from engine.args import cli
+from engine.checkpoint import CheckpointError
+from engine.common import (
     env_options,
     load_run,
     restore_learner,
     trained_hooks,
     use_compile_cache,
 )
-from experiments.runfolder import (
+from engine.runfolder import (
     UnsafePathError,
     WriteError,
     atomic_path,
@@ -44,6 +40,10 @@ from experiments.runfolder import (
     one_line,
     write_json_atomic,
 )
+from envs import clips_rewards, make_eval_env
+from envs.gymnax_env import PREFIX as GYMNAX
+from envs.gymnax_render import FrameRenderer, video_refusal
+from envs.partial import PARTIAL_OBS
 
 
 @dataclass(frozen=True)

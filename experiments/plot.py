@@ -19,8 +19,8 @@ from typing import Literal
 
 import tyro
 
-from experiments.args import cli
-from experiments.runfolder import UnsafePathError, WriteError, atomic_path
+from engine.args import cli
+from engine.runfolder import UnsafePathError, WriteError, atomic_path
 
 
 @dataclass(frozen=True)

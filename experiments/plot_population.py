@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import tyro
 
-from experiments.args import check_output_file, cli
+from engine.args import check_output_file, cli
+from engine.runfolder import check_file_target
 from experiments.plot import literal, read_metrics, save_figure
-from experiments.runfolder import check_file_target
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.runfolder import (
+from engine.runfolder import (
     WriteError,
     atomic_file,
     atomic_path,

@@ -78,7 +78,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from experiments.runfolder import (
+from engine.runfolder import (
     RunFolderLocked,
     RunLock,
     UnsafePathError,
@@ -105,7 +105,7 @@ MAX_RUNS = 10_000
 # Command lines checked by train's parser before a sweep starts (all of them in a grid this
 # small; else each agent x env with every grid value once, and each run as it comes up).
 CHECK_ALL = 128
-# Seeds are < 2**30 (experiments.args.RunArgs: envpool's int32 env seeds are derived from it).
+# Seeds are < 2**30 (engine.args.RunArgs: envpool's int32 env seeds are derived from it).
 MAX_SEED = 2**30
 SPEC_FIELDS = ("name", "agents", "envs", "seeds", "set", "grid", "slots", "cpus", "devices",
                "device_env", "retries", "root")  # fmt: skip
@@ -296,7 +296,7 @@ def _scalar(value) -> bool:
 
 def _check_overrides(values, where: str, agent_fields: set[str] | None) -> dict:
     _need(isinstance(values, dict), where, f"must be a mapping of flag: value, got {values!r}")
-    from experiments.args import RunArgs
+    from engine.args import RunArgs
 
     run_fields = {f.name for f in dataclasses.fields(RunArgs)}
     for key, value in values.items():
@@ -518,7 +518,7 @@ def check_sweep(sweep: Sweep) -> Sweep:
 
 def check_run(run: Run) -> None:
     """Parse the run's command line with experiments.train's parser (builds nothing)."""
-    from experiments.args import parse
+    from engine.args import parse
 
     printed = io.StringIO()
     try:

@@ -1,8 +1,8 @@
 """Train an agent: `python -m experiments.train [--agent NAME] [--preset NAME] [flags]`.
 
 With no arguments it trains ACER on CartPole-v1 and evaluates it at the end. The flags are
-the run options (experiments/args.py) and the chosen agent's config fields; see
-`--help` and `--agent reactor --help`. The loop itself is experiments/runner.py.
+the run options (engine/args.py) and the chosen agent's config fields; see
+`--help` and `--agent reactor --help`. The loop itself is engine/runner.py.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ import sys
 from pathlib import Path
 
 from agents.core.evaluation import EvaluationError
-from experiments.args import flag_value, parse_train_args, resume_args
-from experiments.checkpoint import CheckpointError, holds_intact_step
-from experiments.common import load_run, trained_hooks, use_compile_cache
-from experiments.runfolder import (
+from engine.args import flag_value, parse_train_args, resume_args
+from engine.checkpoint import CheckpointError, holds_intact_step
+from engine.common import load_run, trained_hooks, use_compile_cache
+from engine.runfolder import (
     RunFolderLocked,
     check_run_dir_writable,
     read_json,
     summary_member_steps,
 )
-from experiments.runner import Runner, init_distributed, resolve_run_dir
+from engine.runner import Runner, init_distributed, resolve_run_dir
 
 
 def parse(argv: list[str]):

@@ -45,7 +45,7 @@ MUTATIONS = [
     Mutation(
         "sweep-lr-wrong-field",
         "--sweep-lr's values are read into another field (discount) instead of lr",
-        "experiments/args.py",
+        "engine/args.py",
         'specs["lr"] = run.sweep_lr',
         'specs["discount"] = run.sweep_lr',
         ("tests/experiments/test_cli_validation.py", "tests/agents/test_population.py"),
@@ -53,7 +53,7 @@ MUTATIONS = [
     Mutation(
         "resume-reinitialises-learner",
         "a resumed run keeps its freshly initialised learner instead of the checkpoint's",
-        "experiments/common.py",
+        "engine/common.py",
         'return _with_episode_fields(restored["learner"], learner), meta, step',
         "return learner, meta, step",
         ("tests/experiments/test_every_agent_end_to_end.py",),
@@ -142,7 +142,7 @@ MUTATIONS = [
     Mutation(
         "cem-std-max-unchecked",
         "--cem-std-max accepts any positive value, infinity included",
-        "experiments/args.py",
+        "engine/args.py",
         'need(0 < self.cem_std_max < math.inf, "cem_std_max", "> 0 and finite")',
         'need(0 < self.cem_std_max, "cem_std_max", "> 0 and finite")',
         ("tests/experiments/test_cli_validation.py",),

@@ -15,11 +15,12 @@ import rlax
 from packaging.requirements import Requirement
 
 import agents
-from experiments import bench_losses as bench
+from benchmarks import bench_losses as bench
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-LIBRARY_PACKAGES = {"agents", "networks", "replay", "envs", "experiments"}
+LIBRARY_PACKAGES = {"agents", "networks", "replay", "envs", "engine", "experiments"}
+# benchmarks/ stays in the repository: it measures against the peers in ../shared/peers.
 # The light install (the losses, networks and replay) must not pull these.
 HEAVY = {"envpool", "gymnasium", "gymnax", "minatar", "minigrid", "tyro", "rliable"}
 
@@ -172,7 +173,7 @@ def test_a_run_names_its_backend_and_devices():
 
     import jax
 
-    from experiments.runner import devices_line
+    from engine.runner import devices_line
 
     line = devices_line(types.SimpleNamespace(mesh=None))
     assert line.startswith(f"jax {jax.__version__} on {jax.default_backend()}: 1 device(s) (")

@@ -1,13 +1,12 @@
 """ACER (Wang et al. 2017): config, actor, learner and agent; registered as `--agent acer`."""
 
-from agents.acer.agent import ACERAgent, network_costs
+from agents.acer.agent import ACERAgent
 from agents.acer.config import PRESETS, ACERConfig
 from agents.core.registry import AgentSpec
 
 DESCRIPTION = "ACER: Retrace critic, truncated IS with bias correction, trust region"
 SPEC = AgentSpec(
     "acer", ACERConfig, ACERAgent, PRESETS, "acer-classic", DESCRIPTION, dict_obs=True,
-    bench_compare="replay_ratio=0,4", network_costs=network_costs,
 )  # fmt: skip
 
 __all__ = ["SPEC", "ACERAgent", "ACERConfig"]

@@ -28,7 +28,6 @@ from agents.acer.learner import METRICS, ACERLearner
 from agents.core.actors import gaussian_actor
 from agents.core.base import ACTOR_CRITIC_TUNABLE, AgentBase
 from agents.core.config import ConfigError, flag
-from agents.core.costs import network_pass_costs
 from agents.core.learning import TraceBatch
 from agents.core.parallel import check_divisible
 from networks import ACERNetwork, GaussianSDNNetwork
@@ -130,16 +129,3 @@ def check_action_space(config: ACERConfig, spec) -> None:
     low, high = spec.action_low, spec.action_high
     if low is None or not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
         raise ConfigError(f"continuous ACER needs finite action bounds; {spec.env_id} has none")
-
-
-def network_costs(agent: ACERAgent) -> dict:
-    """The cost model of experiments.bench_throughput (agents.core.costs): per env step ACER
-    runs (1 + replay_ratio)·(T+1)/T forward+backward passes (one on-policy and replay_ratio
-    replayed traces of T+1 observations per T steps), as many forward passes of the averaged
-    network with the trust region, and one acting forward pass. Feed-forward, array
-    observations and discrete actions only."""
-    cfg = agent.config
-    if cfg.lstm_size or agent.env.spec.pytree_obs or agent.continuous:
-        return {}
-    n_train = (1 + cfg.replay_ratio) * (cfg.trace_len + 1) / cfg.trace_len
-    return network_pass_costs(agent, 1 + (n_train if cfg.trust_region else 0), n_train)

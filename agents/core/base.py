@@ -155,9 +155,9 @@ class RolloutAgent(OneMember):
     # or shapes), and `discount`, which the population's rollout writes into the traces.
     tunable: ClassVar[dict[str, tuple[float, float]]] = {}
 
-    # experiments.bench_throughput reads `self.wait_s`: the seconds the learner waited on
+    # benchmarks.bench_throughput reads `self.wait_s`: the seconds the learner waited on
     # other threads, by what it waited for (set in __init__). Its default `--compare` and the
-    # cost model are the registry's (`AgentSpec.bench_compare`, `AgentSpec.network_costs`).
+    # cost model are the benchmark's (benchmarks.costs: `COMPARE`, `COST_MODELS`).
 
     def population_conflict(self) -> str | None:
         """Why this configured agent cannot be a population member (None: it can)."""

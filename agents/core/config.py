@@ -34,7 +34,7 @@ def check(ok: bool, name: str, value: Any, allowed: str) -> None:
         raise ConfigError(f"{flag(name)} must be {allowed}, got {value!r}")
 
 
-# "Only with" tables. A config (or experiments.args.RunArgs) may declare, next to its fields,
+# "Only with" tables. A config (or engine.args.RunArgs) may declare, next to its fields,
 #
 #     ONLY_WITH: ClassVar[dict[str, str]] = {"priority_exponent": "prioritized", ...}
 #
@@ -128,7 +128,7 @@ def renamed_fields(saved: dict, config_cls) -> dict:
 #
 # mapping a field to the kind of env without which it has no effect: "continuous" actions,
 # "discrete" actions, or "text" (observations with a mission: MiniGrid's). `check_env_only`
-# (experiments.preflight, once the env's spec is known) turns such a field, given as a flag
+# (engine.preflight, once the env's spec is known) turns such a field, given as a flag
 # or set to another value than its default, for an env of another kind, into a one-line
 # error.
 

@@ -17,7 +17,7 @@ one-line `ValueError` naming the flag, the hook and the original error.
 
 Hooks come only from the command line (or Python): a run folder's config.json records the
 names a run was trained with, but loading it never imports them
-(experiments.common.load_run).
+(engine.common.load_run).
 """
 
 from __future__ import annotations

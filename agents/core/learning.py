@@ -312,7 +312,7 @@ def episode_fields(state) -> tuple[str, ...]:
     rather than of its learning, as its class's `EPISODE_FIELDS` names them (PPO's per-env
     discounted returns): PBT leaves them with each member when it copies a parent's learner
     (agents/core/population.py), and a checkpoint saved before such a field existed restores
-    it as zeros (experiments.common.restore_checkpoint; a resumed run starts new episodes)."""
+    it as zeros (engine.common.restore_checkpoint; a resumed run starts new episodes)."""
     return tuple(getattr(type(state), "EPISODE_FIELDS", ()))
 
 

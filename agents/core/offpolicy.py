@@ -136,7 +136,7 @@ class OffPolicyConfig(ReplayWindow):
     # extend the table.
     # The prioritized-replay flags' former names (issue 66: one vocabulary with DQN's): old
     # run folders load under the new names, and the old flags still parse, with a
-    # deprecation line, until 0.4 (experiments.args).
+    # deprecation line, until 0.4 (engine.args).
     RENAMED: ClassVar[dict[str, str]] = {
         "per_alpha": "priority_exponent",
         "per_beta": "importance_exponent",

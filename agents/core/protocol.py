@@ -1,7 +1,7 @@
-"""The agent protocol: everything `experiments/` knows about an agent.
+"""The agent protocol: everything the engine (`engine/`) knows about an agent.
 
 An agent is a folder under `agents/` (config, actor, learner, agent) plus one line in
-`agents/core/registry.py`. The training runner (`experiments/runner.py`), `evaluate`, `plot` and
+`agents/core/registry.py`. The training runner (`engine/runner.py`), `evaluate`, `plot` and
 the benchmarks talk to it only through `Agent` below; none of them branches on an agent's
 name. `AgentBase` (agents/core/base.py) implements most of it for agents that collect time-major
 rollouts into a trace replay, but an agent may implement the protocol from scratch (the
@@ -58,7 +58,7 @@ ActFn = Callable[[Any, Array, Array, Any, Array], tuple[Array, Any]]
 
 class TrainState(NamedTuple):
     """Everything that changes while training. A checkpoint holds `learner`; with
-    `--exact-resume` (experiments/checkpoint.py) also `replay` and `actor`."""
+    `--exact-resume` (engine/checkpoint.py) also `replay` and `actor`."""
 
     learner: Any  # NamedTuple with a `params` field (and whatever else the learner keeps)
     replay: Any  # the replay state (a pytree of device arrays)

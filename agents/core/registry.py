@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ BUILTIN: dict[str, str] = {
     "pqn": "agents.pqn",
 }
 
-# Run options (experiments/args.py RunArgs) a preset may set besides the agent's config.
+# Run options (engine/args.py RunArgs) a preset may set besides the agent's config.
 RUN_PRESET_FIELDS = frozenset(
     {
         "env",
@@ -60,11 +60,6 @@ class AgentSpec:
       description: one line for `--help`.
       dict_obs: whether it takes dict (pytree) observations such as MiniGrid's; the runner
         refuses an env that has them, before anything is built, for an agent that does not.
-      bench_compare: experiments.bench_throughput's default `--compare` ("field=a,b"; "" for
-        none).
-      network_costs: the agent's compute-bound cost model for experiments.bench_throughput,
-        `network_costs(agent) -> {name: agents.core.costs.NetworkCost}` ({} where it does not
-        apply), or None for none.
     """
 
     name: str
@@ -74,8 +69,6 @@ class AgentSpec:
     default_preset: str | None = None
     description: str = ""
     dict_obs: bool = False
-    bench_compare: str = ""
-    network_costs: Callable[[Any], dict] | None = None
 
     def __post_init__(self):
         check_only_with_table(self.config_cls)

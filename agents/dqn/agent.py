@@ -24,10 +24,9 @@ import jax.numpy as jnp
 from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
 from agents.core.base import AgentBase, window_replay
 from agents.core.config import module_from_config
-from agents.core.costs import network_pass_costs
 from agents.core.learning import updates_owed
 from agents.dqn.config import DQNConfig
-from agents.dqn.learner import METRICS, DQNLearner, dqn_optimizer, network_costs_per_step
+from agents.dqn.learner import METRICS, DQNLearner, dqn_optimizer
 from networks import QNetwork
 from replay import TraceReplay
 
@@ -118,13 +117,3 @@ class DQNAgent(AgentBase):
     def updates_per_env_step(self) -> float:
         cfg = self.config
         return cfg.replay_ratio / (cfg.batch_size * cfg.learn_len)
-
-
-def network_costs(agent: DQNAgent) -> dict:
-    """The cost model of experiments.bench_throughput (agents.core.costs): per env step, one
-    acting forward pass, and per update batch·L frames forward+backward with Adam, batch·n
-    online and batch·(L+n−1) target forward passes (agents.dqn.learner.network_costs_per_step)."""
-    if agent.env.spec.pytree_obs:
-        return {}
-    n_train, n_fwd = network_costs_per_step(agent.config, agent.updates_per_env_step())
-    return network_pass_costs(agent, n_fwd, n_train)

@@ -26,7 +26,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from agents import losses
@@ -308,15 +307,3 @@ class DQNLearner(Learner):
             params=step.params, target_params=target, opt_state=step.opt_state, step=count
         )
         return new_state, metrics, step.per_sequence
-
-
-def network_costs_per_step(config, updates_per_env_step: float) -> tuple[float, float]:
-    """(forward+backward passes, forward passes) of frames per env step: per update,
-    batch·L learnt frames with gradient, batch·n online and batch·(L+n−1) target forwards
-    (batch·L of each when L < n: `DQNLearner.bootstrap_unroll`); plus one acting forward per
-    env step."""
-    b, L, n = config.batch_size, config.learn_len, config.n_step
-    train = updates_per_env_step * b * L
-    ahead = 2 * L if L < n else n + L + n - 1  # DQNLearner.unroll: the bootstrap states only
-    fwd = 1.0 + updates_per_env_step * b * ahead
-    return float(train), float(np.float64(fwd))

@@ -2,13 +2,12 @@
 learner (agents/ppo/learner.py) is shared with A2C (agents/a2c/)."""
 
 from agents.core.registry import AgentSpec
-from agents.ppo.agent import PPOAgent, network_costs
+from agents.ppo.agent import PPOAgent
 from agents.ppo.config import PRESETS, OnPolicyConfig, PPOConfig
 
 DESCRIPTION = "PPO: clipped surrogate, GAE, epochs x minibatches; discrete or Gaussian"
 SPEC = AgentSpec(
     "ppo", PPOConfig, PPOAgent, PRESETS, "ppo-classic", DESCRIPTION, dict_obs=True,
-    bench_compare="epochs=1,4", network_costs=network_costs,
 )  # fmt: skip
 
 __all__ = ["SPEC", "OnPolicyConfig", "PPOAgent", "PPOConfig"]

@@ -17,7 +17,6 @@ import optax
 from agents.core.actors import logp_value_actor
 from agents.core.base import ACTOR_CRITIC_TUNABLE, RolloutAgent
 from agents.core.config import ConfigError, module_from_config
-from agents.core.costs import network_pass_costs
 from agents.core.hooks import call_hook, config_hook
 from agents.core.parallel import DATA, ROLLOUT_SPECS, P, check_divisible
 from agents.core.programs import Program
@@ -211,14 +210,3 @@ class PPOAgent(RolloutAgent):
             "rollout": self.rollout, "prepare": self._prepare, "minibatch": self._minibatch,
             **({"refresh": self._refresh} if self.recurrent else {}),
         }  # fmt: skip
-
-
-def network_costs(agent: PPOAgent) -> dict:
-    """The cost model of experiments.bench_throughput (agents.core.costs), PPO's and A2C's:
-    per env step `epochs` forward+backward passes (each sample once per epoch), one acting
-    forward pass and 1/T bootstrap forward passes. Feed-forward only."""
-    shape = _array_shape(agent.network.obs_spec)
-    if agent.recurrent or shape is None:
-        return {}
-    cfg = agent.config
-    return network_pass_costs(agent, 1 + 1 / cfg.trace_len, cfg.epochs, shape)

@@ -8,7 +8,6 @@ from agents.r2d1.config import PRESETS, R2D1Config
 DESCRIPTION = "R2D1: recurrent DQN with stored states, burn-in, value rescaling, sequence PER"
 SPEC = AgentSpec(
     "r2d1", R2D1Config, R2D1Agent, PRESETS, "r2d1-classic", DESCRIPTION, dict_obs=False,
-    bench_compare="replay_ratio=1,4",  # no cost model: the unroll's cost depends on the layout
 )  # fmt: skip
 
 __all__ = ["SPEC", "R2D1Agent", "R2D1Config"]

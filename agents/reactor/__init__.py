@@ -7,7 +7,6 @@ from agents.reactor.config import PRESETS, ReactorConfig
 DESCRIPTION = "Reactor: distributional Retrace, β-LOO, prioritized sequence replay, LSTM"
 SPEC = AgentSpec(
     "reactor", ReactorConfig, ReactorAgent, PRESETS, "reactor-classic", DESCRIPTION, dict_obs=True,
-    bench_compare="decoupled=true,false",
 )  # fmt: skip
 
 __all__ = ["SPEC", "ReactorAgent", "ReactorConfig"]

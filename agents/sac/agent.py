@@ -25,7 +25,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents import losses
-from agents.core.costs import NetworkCost, random_inputs
 from agents.core.learning import TraceBatch
 from agents.core.offpolicy import OFF_POLICY_TUNABLE, ActingParams, OffPolicyAgent
 from agents.core.rollout import ActorOutput, time_major
@@ -238,45 +237,3 @@ def _feed_reward(core: RecurrentSACState, action, reward) -> RecurrentSACState:
         return c._replace(prev_reward=jnp.asarray(reward, c.prev_reward.dtype))
 
     return RecurrentSACState(feed(core.actor), feed(core.critic))
-
-
-def network_costs(agent: SACAgent) -> dict:
-    """The cost model of experiments.bench_throughput (agents.core.costs), per env step: one
-    acting actor forward; per update (update_to_data per env step, batch B) the target pass
-    (actor + N critics forward on B·n next observations), the critic step (N critics forward
-    + backward + Adam on B) and the actor step (actor + N critics forward + backward on B).
-    The batch axis is transitions here, so the bench's best batch size stands for B."""
-    cfg, spec, learner = agent.config, agent.env.spec, agent.learner
-    if cfg.recurrent:  # the unroll's cost depends on the sequence layout
-        return {}
-    state = learner.init(jax.random.PRNGKey(0), agent.sample_obs(1))
-    actor, critic = state.params["actor"], state.params["critic"]
-    members, key = jnp.arange(cfg.critic_subset), jax.random.PRNGKey(0)
-    obs = random_inputs(spec.obs_shape, jnp.float32)
-    shape = () if spec.discrete else (learner.action_dim,)
-    dtype = jnp.int32 if spec.discrete else jnp.float32
-
-    def actor_loss(p, c, o):
-        if spec.discrete:
-            return learner.sample(p, o, None)[0] * learner.critic.apply(c, o)[0]
-        a, logp = learner.sample(p, o, key)
-        return logp - learner.critic.apply(c, o, a)[0]
-
-    per_step = cfg.update_to_data * cfg.batch_size  # transitions learnt per env step
-    return {
-        "act forward": NetworkCost(
-            lambda p, o: learner.sample(p, o, key)[0], actor, lambda b: (obs(b),), 1.0
-        ),
-        "target forward": NetworkCost(
-            lambda p, c, o: learner.soft_value_parts(p, c, o, key, members, 1.0),
-            actor, lambda b: (critic, obs(b)), per_step * cfg.n_step,
-        ),
-        "critic step": NetworkCost(
-            learner.q_taken, critic, lambda b: (obs(b), jnp.zeros((b, *shape), dtype)),
-            per_step, learner.optimizers["critic"],
-        ),
-        "actor step": NetworkCost(
-            actor_loss, actor, lambda b: (critic, obs(b)), per_step / cfg.policy_delay,
-            learner.optimizers["actor"],
-        ),
-    }  # fmt: skip

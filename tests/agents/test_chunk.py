@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from agents.core.protocol import ChunkOutput
-from experiments.common import make_agent, make_population
+from engine.common import make_agent, make_population
 
 RTOL, ATOL = 1e-4, 1e-5
 SMALL = {

@@ -13,7 +13,7 @@ from agents.acer import ACERAgent, ACERConfig
 from agents.core.learning import TraceBatch
 from agents.core.parallel import DATA, make_mesh, place_rollout
 from agents.core.protocol import TrainState
-from agents.core.registry import get_agent
+from benchmarks.costs import COST_MODELS
 from envs import make_env
 
 pytestmark = pytest.mark.slow  # the slow tier (docs/tests.md): a learning run
@@ -73,7 +73,7 @@ def test_acer_learns_on_minigrid_dict_observations(acer_run):
     for m in metrics:
         assert all(np.isfinite(float(v)) for v in m.values())
     assert state.replay.frames["image"].shape == (N, 4 * T, 7, 7, 3)
-    assert get_agent("acer").network_costs(agent) == {}  # the cost model is for arrays
+    assert COST_MODELS["acer"](agent) == {}  # the cost model is for arrays
     # It learnt from every part of the observation: each leaf of the image and direction
     # encoders moved from its initial value (the same key gives the same initial weights).
     learner_key = jax.random.split(jax.random.PRNGKey(0))[0]  # as `init` splits it

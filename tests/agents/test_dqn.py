@@ -51,7 +51,7 @@ def test_linear_epsilon_schedule():
 def test_dqn_minatar_preset_explores_as_the_paper():
     """`dqn-minatar`'s actor: ε = 1 until learning starts at 5,000 steps, then linearly to
     0.1 at 105,000 (kenjyoung/MinAtar examples/dqn.py)."""
-    from experiments.common import make_agent
+    from engine.common import make_agent
 
     agent = make_agent("dqn", "gymnax/Breakout-MinAtar", preset="dqn-minatar")
     eps = np.asarray(agent.epsilon(jnp.array([0, 4_999, 5_000, 55_000, 105_000, 10**6])))
@@ -452,7 +452,7 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
 
 
 def test_noisy_flags():
-    from experiments.args import parse
+    from engine.args import parse
 
     # The training ε schedule's flags given with --noisy are errors; a preset's ε schedule
     # combines with it. The evaluation's ε applies to the noise-free means.
@@ -564,7 +564,7 @@ def test_dqn_minatar_preset_optimizer_is_the_papers_rmsprop_without_momentum():
     eps=0.01) with torch's default momentum 0 (its GRAD_MOMENTUM = 0.95 is DQN's name for
     the decay of the centred mean; kenjyoung/MinAtar PR #37). Six updates of the preset's
     optimizer against the NumPy reference with μ = 0."""
-    from experiments.common import make_agent
+    from engine.common import make_agent
 
     agent = make_agent("dqn", "gymnax/Breakout-MinAtar", preset="dqn-minatar")
     rng = np.random.default_rng(3)
@@ -590,7 +590,7 @@ def test_optimizer_flags_need_their_optimizer():
         DQNConfig(optimizer="sgd")
     # On the command line: a flag given for the other optimizer is an error, before anything
     # is built; a preset's Adam ε stays harmless when the user picks RMSProp.
-    from experiments.args import parse_train_args
+    from engine.args import parse_train_args
 
     with pytest.raises(SystemExit, match="--adam-eps needs --optimizer adam"):
         parse_train_args(["--agent", "dqn", "--optimizer", "rmsprop", "--adam-eps", "1e-3"])

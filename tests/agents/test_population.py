@@ -134,9 +134,9 @@ def test_cli_population_logs_members_as_seeds_and_resumes(tmp_path):
     the checkpoint holds both learners, and --resume restores them."""
     import json
 
+    from engine.checkpoint import Checkpointer
+    from engine.common import restore_checkpoint
     from experiments import report
-    from experiments.checkpoint import Checkpointer
-    from experiments.common import restore_checkpoint
     from experiments.train import main
 
     pop_dir, one_dir = tmp_path / "pop", tmp_path / "one"
@@ -490,7 +490,7 @@ def _assert_member_configs_follow_lineage(run_dir, lineage, size):
     since when: the last generation that copied or resampled it (0: drawn by --vary)."""
     import json
 
-    from experiments.common import load_run
+    from engine.common import load_run
 
     for i in range(size):
         rows = [r for r in lineage if int(r["member"]) == i]
@@ -514,7 +514,7 @@ def test_cli_vary_writes_each_members_own_values(tmp_path):
 
     from agents.core.evolution import draw_hparams
     from agents.core.registry import get_agent
-    from experiments.common import load_run
+    from engine.common import load_run
     from experiments.train import main
 
     run_dir = tmp_path / "vary"

@@ -20,8 +20,8 @@ from agents.core.parallel import make_mesh, place_rollout, to_global
 from agents.core.rollout import make_xla_rollout
 from agents.ppo.agent import PPOAgent
 from agents.ppo.config import PPOConfig
+from engine.common import make_agent
 from envs import make_env
-from experiments.common import make_agent
 from tests.agents import ppo_hooks
 from tests.xla import subprocess_xla_flags
 
@@ -326,7 +326,7 @@ def test_train_resume_evaluate(tmp_path, agent):
         "experiments.train", "--resume", str(run_dir), "--total-steps", "256",
         "--reshape-reward", "tests.agents.ppo_hooks:shaped",
     )  # fmt: skip
-    from experiments.common import build_agent, load_run, restore_learner
+    from engine.common import build_agent, load_run, restore_learner
 
     args = load_run(run_dir)
     env = make_env(args.run.env, 4, 0)

@@ -426,7 +426,7 @@ def test_config_errors_name_the_flag():
 def test_train_resume_evaluate(tmp_path, agent):
     """The CLI end to end with --normalize-obs (and RND for SAC): the running statistics are
     learner state, so after the resume they count the observations of both parts."""
-    from experiments.common import build_agent, load_run, restore_learner
+    from engine.common import build_agent, load_run, restore_learner
     from tests.experiments.test_train_smoke import run
 
     run_dir = tmp_path / agent
@@ -519,7 +519,7 @@ def test_redq_preset_updates_the_actor_once_per_env_step():
     """REDQ (Chen et al. 2021, Algorithm 1; their policy_update_delay = 20): G = 20 critic
     updates per env step, one actor and temperature update. The learner steps the actor
     every `policy_delay` updates, so the preset's delay is its update-to-data ratio."""
-    from experiments.args import parse_train_args
+    from engine.args import parse_train_args
 
     cfg = parse_train_args(["--agent", "sac", "--preset", "redq-mujoco"]).config
     assert cfg.update_to_data == 20.0 and cfg.policy_delay == 20
@@ -648,8 +648,8 @@ def test_prioritized_replay_flags_are_dqns_and_the_former_names_still_parse(
     --priority-exponent / --importance-exponent / --importance-exponent-steps; their former
     --per-alpha / --per-beta / --per-beta-steps parse to them with one deprecation line each,
     and a run folder saved under the former names loads under the new ones."""
-    from experiments.args import parse
-    from experiments.common import load_run
+    from engine.args import parse
+    from engine.common import load_run
 
     argv = ["--agent", agent, "--prioritized", "--per-alpha", "0.5", "--per-beta=0.3",
             "--per-beta-steps", "7"]  # fmt: skip

@@ -59,7 +59,7 @@ def test_every_game_of_the_protocol_is_accepted(env_id):
 
 
 def test_the_der_preset_runs_the_protocol():
-    from experiments.args import parse
+    from engine.args import parse
 
     args = parse(["--agent", "dqn", "--preset", "der", "--env", "Alien-v5"])
     run, cfg = args.run, args.config
@@ -76,7 +76,7 @@ def test_the_der_agent_runs_many_iterations_per_device_program_on_cpu():
     """DER's torso has no convolution that XLA:CPU runs slowly in a rolled loop (its stride-5
     convolutions are TiledConv's reshapes and matmuls), so its iterations run as chunks on the
     device, where the Nature CNN's are driven one by one from the host."""
-    from experiments.common import make_agent
+    from engine.common import make_agent
 
     der = make_agent("dqn", "Pong-v5", preset="der", buffer_size=2_000)
     nature = make_agent("dqn", "Pong-v5", preset="der", buffer_size=2_000, cnn="nature")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from experiments.runfolder import RunLock, write_json_atomic
+from engine.runfolder import RunLock, write_json_atomic
 
 
 def value(argv, name, default=None):

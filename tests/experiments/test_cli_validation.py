@@ -33,19 +33,11 @@ import pytest
 from agents.core.config import describe_switch, flag
 from agents.core.protocol import ChunkOutput
 from agents.core.registry import BUILTIN, get_agent
-from experiments import (
-    bench_losses,
-    bench_replay,
-    bench_scaling,
-    bench_throughput,
-    evaluate,
-    plot,
-    preflight,
-    runner,
-    train,
-)
-from experiments.args import RunArgs, cli, parse
-from experiments.runner import Runner
+from benchmarks import bench_losses, bench_replay, bench_scaling, bench_throughput
+from engine import preflight, runner
+from engine.args import RunArgs, cli, parse
+from engine.runner import Runner
+from experiments import evaluate, plot, train
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-size", "400"]
@@ -208,7 +200,7 @@ TRAIN_PARTS = {
     **{name: (get_agent(name).config_cls, ["--agent", name]) for name in sorted(BUILTIN)},
 }
 SKIP_GENERIC = {"resume"}  # --resume "" is below, with the other resume cases
-# Run options refused by the command line's parsing (experiments.args.lookup), not by RunArgs.
+# Run options refused by the command line's parsing (engine.args.lookup), not by RunArgs.
 PARSED = {"agent", "preset"}
 
 # Which check refuses each generic case. The dataclass of its part is built directly, from
@@ -968,7 +960,7 @@ def test_resume_of_a_checkpoint_with_damaged_counters_is_one_line(
 ):
     """A checkpoint's meta whose counters are damaged and whose checksums were rewritten to
     match (checksums only prove a checkpoint is as written): one line naming it."""
-    from experiments.checkpoint import write_checksums
+    from engine.checkpoint import write_checksums
 
     folder = _copy(trained, tmp_path, "bad")
     newest = folder / "checkpoints" / "40"
@@ -1330,8 +1322,8 @@ def test_benchmarks_accept_their_defaults(no_benchmark):
     [
         ("experiments.train", ["--total-steps", "0"], "--total-steps"),
         ("experiments.plot", ["/nonexistent/run"], "does not exist"),
-        ("experiments.bench_losses", ["--target-round-s", "nan"], "--target-round-s"),
-        ("experiments.bench_replay", ["--rounds", "0"], "--rounds"),
+        ("benchmarks.bench_losses", ["--target-round-s", "nan"], "--target-round-s"),
+        ("benchmarks.bench_replay", ["--rounds", "0"], "--rounds"),
     ],
 )
 def test_a_process_prints_one_line_and_exits_1(module, argv, needle, tmp_path):
@@ -1357,7 +1349,7 @@ def test_a_process_prints_one_line_and_exits_1(module, argv, needle, tmp_path):
     ],
 )
 def test_default_run_folder_is_one_folder_under_runs(argv, folder):
-    from experiments.args import parse_train_args
-    from experiments.runner import resolve_run_dir
+    from engine.args import parse_train_args
+    from engine.runner import resolve_run_dir
 
     assert resolve_run_dir(parse_train_args(argv)) == Path(folder)

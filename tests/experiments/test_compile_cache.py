@@ -1,10 +1,10 @@
-"""`experiments.common.use_compile_cache`: where train keeps its compiled programs between
+"""`engine.common.use_compile_cache`: where train keeps its compiled programs between
 processes, and the switch that turns it off."""
 
 import jax
 import pytest
 
-from experiments.common import COMPILE_CACHE_OFF, use_compile_cache
+from engine.common import COMPILE_CACHE_OFF, use_compile_cache
 
 KEYS = (
     "jax_compilation_cache_dir",

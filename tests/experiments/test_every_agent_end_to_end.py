@@ -20,9 +20,9 @@ import pytest
 
 from agents.core.base import RolloutAgent
 from agents.core.registry import agent_names
+from engine.checkpoint import Checkpointer
+from engine.common import checkpoint_tree
 from experiments import evaluate, train
-from experiments.checkpoint import Checkpointer
-from experiments.common import checkpoint_tree
 
 # One tiny command line per registered agent (a case per action space where the agent has
 # both), and the total steps of the first run and after the resume: whole iterations each.

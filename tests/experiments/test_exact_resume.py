@@ -141,7 +141,7 @@ def test_damaged_windows_in_the_metadata_are_one_line(tmp_path, dqn_run):
     """Checksums prove a checkpoint is as written, not that what was written is sane: meta
     windows rewritten (and checksummed again) fail the resume in one line naming them. The
     run is the exact resume's first part (48 steps with --exact-resume), copied."""
-    from experiments.checkpoint import write_checksums
+    from engine.checkpoint import write_checksums
 
     run_dir = tmp_path / "run"
     shutil.copytree(dqn_run(True, "stopped"), run_dir)
@@ -172,7 +172,7 @@ def test_damaged_windows_in_the_metadata_are_one_line(tmp_path, dqn_run):
     ],
 )
 def test_restored_windows_are_checked(windows, size, needle):
-    from experiments.runner import restored_windows
+    from engine.runner import restored_windows
 
     with pytest.raises(ValueError, match=r"^checkpoint 8 in x: ") as err:
         restored_windows({"windows": windows}, size, "checkpoint 8 in x")
@@ -232,7 +232,7 @@ def test_a_checkpoint_without_the_exact_item_is_a_one_line_mismatch(tmp_path):
     caller's mistake (ValueError naming it), not damage: nothing is set aside."""
     import jax.numpy as jnp
 
-    from experiments.checkpoint import Checkpointer
+    from engine.checkpoint import Checkpointer
 
     ckpt = Checkpointer(tmp_path / "checkpoints")
     try:

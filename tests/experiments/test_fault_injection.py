@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.checkpoint import STAGING, Checkpointer
+from engine.checkpoint import STAGING, Checkpointer
 from tests.xla import subprocess_xla_flags
 
 pytestmark = pytest.mark.slow  # the slow tier (docs/tests.md)

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from agents.core.registry import get_agent
+from engine.args import parse_train_args
 from experiments import evaluate, train
-from experiments.args import parse_train_args
 from tests.experiments.test_every_agent_end_to_end import CASES, _agent, _env_steps
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,8 +22,8 @@ import pytest
 
 from agents.core.config import ConfigError, flag
 from agents.ppo.config import PPOConfig
+from engine.common import load_run, trained_hooks
 from experiments import evaluate, train
-from experiments.common import load_run, trained_hooks
 from tests.experiments import marker_hooks
 
 TINY_PPO = [

@@ -331,7 +331,7 @@ def test_auto_cpus_use_every_core_and_share_them_evenly(monkeypatch, slots, expe
 def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path, fake):
     sweep = sw.parse_spec(spec(tmp_path), validate=False)
     sweep.folder.mkdir(parents=True)
-    from experiments.runfolder import RunLock
+    from engine.runfolder import RunLock
 
     with RunLock(sweep.folder), pytest.raises(SystemExit, match="in use"):
         sw.Scheduler(sweep, live=False).run()

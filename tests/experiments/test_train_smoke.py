@@ -150,7 +150,7 @@ def test_resume_does_not_carry_the_time_limit_over():
     """--max-minutes limits one invocation: a run saved with it resumes without it (on to
     --total-steps) unless it is given again. (The slow test above cannot tell: its resumed
     run is short enough to finish within the old limit too.)"""
-    from experiments.args import parse_train_args, resume_args
+    from engine.args import parse_train_args, resume_args
 
     saved = parse_train_args(["--agent", "acer", "--max-minutes", "40", "--total-steps", "900"])
     assert saved.run.max_minutes == 40

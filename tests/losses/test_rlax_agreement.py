@@ -6,7 +6,7 @@ V-trace, λ-returns and the categorical L2 projection; and PPO's clipped surroga
 PQN's Q(λ) targets (`q_lambda`).
 
 For the first four, the inputs, the rlax side and the comparison come from
-`experiments.bench_losses` (`make_inputs`, `make_rlax_fns`, `rlax_pairs`, `check_agreement`),
+`benchmarks.bench_losses` (`make_inputs`, `make_rlax_fns`, `rlax_pairs`, `check_agreement`),
 so the benchmark times exactly the pairs tested here. The others are compared here directly,
 rlax's single-transition functions vmapped over time and batch. Shapes and seeds are random;
 traces come with and without episode ends (steps with discount 0) inside them. rlax has no
@@ -23,7 +23,7 @@ import rlax
 from loss_refs import f32
 
 from agents import losses
-from experiments import bench_losses as bench
+from benchmarks import bench_losses as bench
 
 RLAX_FNS = bench.make_rlax_fns(rlax)  # jitted once for the whole module
 COMPARED = {"retrace_targets", "vtrace", "lambda_returns", "categorical_projection"}

@@ -25,9 +25,9 @@ from agents.core.evaluation import MAX_EPISODES
 from agents.core.evolution import draw_hparams
 from agents.core.hooks import check_given_again, hook_fields
 from agents.core.registry import AgentSpec, agent_names, all_specs, get_agent, preset_owner
+from engine.runfolder import check_run_dir_writable
 from envs.gymnax_env import PREFIX as GYMNAX
 from envs.protocols import PROTOCOLS, check_protocol_env
-from experiments.runfolder import check_run_dir_writable
 
 C = TypeVar("C")
 
@@ -546,7 +546,7 @@ def resume_args(
     """The saved args of a run with the changes `argv` may make on --resume: any other flag
     that differs from the saved value is an error naming it.
 
-    `saved` holds no hooks (experiments.common.load_run: a run folder's are never imported)
+    `saved` holds no hooks (engine.common.load_run: a run folder's are never imported)
     and `hooks` names those the run was trained with: each must be given again in `argv` (the
     user's own choice of module, which is imported), and no other may be added."""
     agent = flag_value(argv, "--agent")

@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from engine.checkpoint import Checkpointer
+from engine.common import checkpoint_tree, restore_checkpoint
 from experiments import train
-from experiments.checkpoint import Checkpointer
-from experiments.common import checkpoint_tree, restore_checkpoint
 
 LEGACY_ACER = Path(__file__).resolve().parents[1] / "data" / "legacy_runs" / "acer"
 

@@ -1,4 +1,4 @@
-"""Smoke test of experiments.bench_losses: run `main` in-process at tiny sizes.
+"""Smoke test of benchmarks.bench_losses: run `main` in-process at tiny sizes.
 
 It runs the benchmark three times, once per setup it must handle (rlax compared with every
 loss timed; the distributional Retrace skipped above `--max-dist-batch`; rlax missing, with a
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from experiments import bench_losses
+from benchmarks import bench_losses
 
 # Written out here (not taken from the module) so that dropping a loss from the script fails.
 EXPECTED = {

@@ -1,5 +1,5 @@
-"""The agents' cost models (their registry lines' `network_costs`, data only) and the
-benchmark's timed passes built from them (experiments.bench_throughput.timed_pass): every
+"""The agents' cost models (benchmarks.costs.COST_MODELS, data only) and the
+benchmark's timed passes built from them (benchmarks.bench_throughput.timed_pass): every
 part runs at a small batch, a training part really changes the parameters it is given, and
 the passes per env step are the formulas the agents' docstrings state, recomputed here from
 the config."""
@@ -8,10 +8,9 @@ import jax
 import numpy as np
 import pytest
 
-from agents.core.costs import NetworkCost
-from agents.core.registry import get_agent
-from experiments.bench_throughput import timed_pass
-from experiments.common import make_agent
+from benchmarks.bench_throughput import timed_pass
+from benchmarks.costs import COST_MODELS, NetworkCost
+from engine.common import make_agent
 
 CASES = {
     "acer": ("CartPole-v1", {"num_envs": 2, "trace_len": 5, "replay_ratio": 3.0}),
@@ -31,7 +30,7 @@ def costs(request):
     env, overrides = CASES[request.param]
     agent = make_agent(request.param, env, **overrides)
     try:
-        yield request.param, agent.config, get_agent(request.param).network_costs(agent)
+        yield request.param, agent.config, COST_MODELS[request.param](agent)
     finally:
         agent.close()
 

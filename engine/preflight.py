@@ -30,10 +30,10 @@ import numpy as np
 
 from agents.core.config import check_env_only
 from agents.core.registry import AgentSpec, agent_names, get_agent
+from engine.args import TrainArgs
 from envs import VecEnv, make_env, obs_leaves_with_paths
 from envs.core import EnvSpec
 from envs.partial import FlatObsVecEnv
-from experiments.args import TrainArgs
 from networks.torsos import convolves_in_loops_slowly
 from replay.memory import tree_bytes
 

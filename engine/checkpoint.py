@@ -28,7 +28,7 @@ damaged) or when orbax cannot read it. Each skip is printed to stderr and record
 its files for inspection: it is neither retried nor counted by the rotation. A target whose
 leaves or shapes differ from the saved ones is the caller's mistake, not damage: it raises
 `ValueError` at once and nothing is skipped or moved (this is what lets
-`experiments.common.restore_checkpoint` retry with the older `actor_key` layout). Other
+`engine.common.restore_checkpoint` retry with the older `actor_key` layout). Other
 errors (no permission, device out of memory) propagate and move nothing.
 
 Checkpoints written before checksums existed (no checksums.json, no marker) are legacy:
@@ -45,11 +45,11 @@ of those), orbax's `state/` and `meta/` items as this checkpointer has always wr
 (with their `state/_METADATA` and `meta/metadata` files). Anything else under an integer name
 (a link, someone's folder) is left alone. The checkpoint folder itself and its `.staging/`
 must not be symbolic links: `Checkpointer` refuses them with one line
-(`experiments.runfolder.UnsafePathError`) before anything is written or deleted.
+(`engine.runfolder.UnsafePathError`) before anything is written or deleted.
 
 A save that the disk refuses (full, over quota, read-only) raises one `WriteError` line naming
 the checkpoint; what orbax's writer threads print about it is held back
-(`experiments.runfolder.held_thread_output`), as is what they print about a damaged
+(`engine.runfolder.held_thread_output`), as is what they print about a damaged
 checkpoint whose skip is reported.
 """
 
@@ -68,7 +68,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from experiments.runfolder import (
+from engine.runfolder import (
     WriteError,
     check_folder,
     fsync_dir,

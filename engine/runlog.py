@@ -1,6 +1,6 @@
 """Run-folder logging: metrics.csv, TensorBoard events and a live progress bar.
 
-Every file is written in the calling thread, through experiments.runfolder (no symbolic
+Every file is written in the calling thread, through engine.runfolder (no symbolic
 links followed, nothing outside the run folder), so a full disk is one `WriteError` line.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from experiments.runfolder import (
+from engine.runfolder import (
     WriteError,
     atomic_file,
     check_file_target,

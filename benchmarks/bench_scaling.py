@@ -1,4 +1,4 @@
-"""Data-parallel scaling: `python -m experiments.bench_scaling [--agent acer] [--env ...]`.
+"""Data-parallel scaling: `python -m benchmarks.bench_scaling [--agent acer] [--env ...]`.
 
 For 1, 2 and 4 devices it times whole training iterations of any registered agent (the
 runner's TrainLoop) at the same global batch and env count, and reports env steps/s,
@@ -25,9 +25,9 @@ import numpy as np
 
 from agents.core.config import check
 from agents.core.parallel import make_mesh
-from experiments.args import check_env, check_output_file, cli, lookup
-from experiments.common import make_agent, save_results
-from experiments.runner import TrainLoop
+from engine.args import check_env, check_output_file, cli, lookup
+from engine.common import make_agent, save_results
+from engine.runner import TrainLoop
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def measure(args: ScalingArgs, n: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = cli(ScalingArgs, argv, prog="python -m experiments.bench_scaling")
+    args = cli(ScalingArgs, argv, prog="python -m benchmarks.bench_scaling")
     try:
         spec = lookup(args.agent, args.preset)
         args = dataclasses.replace(args, agent=spec.name)

@@ -1,7 +1,7 @@
 """Time every `agents.losses` function per jitted call, and the same quantities in rlax.
 
-    python -m experiments.bench_losses
-    python -m experiments.bench_losses --batch-sizes 32 256 --json-out runs/bench_losses.json
+    python -m benchmarks.bench_losses
+    python -m benchmarks.bench_losses --batch-sizes 32 256 --json-out runs/bench_losses.json
 
 Each loss runs at T = `trace_len`, A = `num_actions` and every B in `batch_sizes`, on random
 inputs shared by all losses at that size. One measurement: the first call (trace + compile +
@@ -46,7 +46,7 @@ from rich.table import Table
 
 from agents import losses
 from agents.core.config import check
-from experiments.args import check_output_file, cli
+from engine.args import check_output_file, cli
 
 LAMBDA = 0.9  # trace decay for Retrace, λ-returns and distributional Retrace
 GAE_LAMBDA = 0.95
@@ -621,4 +621,4 @@ def main(args: Args) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main(cli(Args, prog="python -m experiments.bench_losses"))
+    main(cli(Args, prog="python -m benchmarks.bench_losses"))

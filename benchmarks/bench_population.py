@@ -1,4 +1,4 @@
-"""Population throughput: `python -m experiments.bench_population [--num-seeds 8] [...]`.
+"""Population throughput: `python -m benchmarks.bench_population [--num-seeds 8] [...]`.
 
 Trains P seeds of an agent two ways in this process, each from scratch with compilation
 included: as one population (`--num-seeds P`, agents/core/population.py) and as P single-seed
@@ -27,9 +27,9 @@ import jax
 import jax.numpy as jnp
 
 from agents.core.config import check
-from experiments.args import check_env, check_output_file, cli, lookup
-from experiments.common import cold_process_env, make_agent, make_population, save_results
-from experiments.runner import Counters, PopulationLoop, TrainLoop
+from engine.args import check_env, check_output_file, cli, lookup
+from engine.common import cold_process_env, make_agent, make_population, save_results
+from engine.runner import Counters, PopulationLoop, TrainLoop
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class PopulationBenchArgs:
 
 def _drive(loop, agent, iterations: int) -> None:
     """`iterations` iterations, as many per host sync as the agent runs (the runner's steady
-    state, experiments.runner.SyncPace)."""
+    state, engine.runner.SyncPace)."""
     done = 0
     while done < iterations:
         count = min(agent.max_chunk, iterations - done)

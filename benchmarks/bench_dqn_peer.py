@@ -1,6 +1,6 @@
 """DQN on CartPole-v1 in CleanRL's classic setting, ours beside CleanRL's `dqn_jax.py`.
 
-    python -m experiments.bench_dqn_peer [--rounds 3] [--out docs/results/dqn-peer]
+    python -m benchmarks.bench_dqn_peer [--rounds 3] [--out docs/results/dqn-peer]
 
 The setting (CleanRL's defaults, `../shared/peers/cleanrl/dqn_jax.py`): one env, replay of
 10k transitions, learning from 10k steps, batch 128, an update every 10 env steps, a target
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import tyro
 
-from experiments.common import save_results, timed_train_process
+from engine.common import save_results, timed_train_process
 
 OURS = (
     "--agent dqn --num-envs 1 --trace-len 1 --batch-size 128 "

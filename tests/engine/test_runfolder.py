@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import evaluate
-from experiments.runfolder import (
+from engine.runfolder import (
     RunFolderLocked,
     RunLock,
     UnsafePathError,
@@ -36,7 +35,8 @@ from experiments.runfolder import (
     storage_errno,
     write_json_atomic,
 )
-from experiments.runlog import LineageLog, RunLogger, TensorBoardScalars
+from engine.runlog import LineageLog, RunLogger, TensorBoardScalars
+from experiments import evaluate
 from tests.xla import subprocess_xla_flags
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _HOLDER = """
 import sys, time
-from experiments.runfolder import RunLock
+from engine.runfolder import RunLock
 lock = RunLock(sys.argv[1]).acquire()
 print("locked", flush=True)
 time.sleep(120)
@@ -692,7 +692,7 @@ def test_full_disk_is_one_line_on_stderr(tmp_path, case):
 def test_two_tensorboard_writers_of_one_process_in_one_second_get_two_files(tmp_path, monkeypatch):
     """A resume in the same process within the same second (tests, notebooks) opens a second
     event file beside the first instead of failing on the name they would share."""
-    monkeypatch.setattr("experiments.runlog.time.time", lambda: 1_700_000_000.0)
+    monkeypatch.setattr("engine.runlog.time.time", lambda: 1_700_000_000.0)
     first = TensorBoardScalars(tmp_path / "tb", tmp_path)
     second = TensorBoardScalars(tmp_path / "tb", tmp_path)
     assert first.path != second.path and first.path.exists() and second.path.exists()

@@ -17,8 +17,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from experiments.checkpoint import CHECKSUMS, Checkpointer, CheckpointError, write_checksums
-from experiments.runfolder import UnsafePathError, WriteError
+from engine.checkpoint import CHECKSUMS, Checkpointer, CheckpointError, write_checksums
+from engine.runfolder import UnsafePathError, WriteError
 
 ROOT = Path(__file__).resolve().parents[2]
 # When tensorstore fails to read damaged data, a callback of orbax's may land on an asyncio
@@ -292,7 +292,7 @@ def test_leftover_staging_is_ignored_and_cleaned(tmp_path):
 def test_rotation_moves_the_old_checkpoint_out_before_removing_it(tmp_path, monkeypatch):
     """A kill inside the rotation's removal (simulated: the removal fails half way) leaves
     the old checkpoint outside the listing, never a half-deleted `<step>/` in it."""
-    import experiments.checkpoint as checkpoint_module
+    import engine.checkpoint as checkpoint_module
 
     directory = _filled(tmp_path, steps=(100, 200))
     ckpt = Checkpointer(directory, keep=2)
@@ -443,7 +443,7 @@ def test_full_disk_during_a_save_is_one_write_error_and_nothing_else_printed(
 ):
     """What orbax does when tensorstore hits a full disk, simulated: its writer thread fails
     (excepthook), logs the failure (absl), and the save re-raises tensorstore's status text.
-    (tests/experiments/test_runfolder.py runs the real thing on a small tmpfs, where it can.)"""
+    (tests/engine/test_runfolder.py runs the real thing on a small tmpfs, where it can.)"""
     directory = _filled(tmp_path, steps=(100,))
     ckpt = Checkpointer(directory)
     full = ValueError(
@@ -474,7 +474,7 @@ def test_full_disk_during_a_save_is_one_write_error_and_nothing_else_printed(
 _WRITER = """
 import sys
 import numpy as np
-from experiments.checkpoint import Checkpointer
+from engine.checkpoint import Checkpointer
 
 ckpt = Checkpointer(sys.argv[1], keep=2)
 step = 0

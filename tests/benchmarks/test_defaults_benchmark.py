@@ -1,6 +1,6 @@
 """The committed benchmark of every agent's default (issues 29 and 65) still describes today's
 defaults: a change to a default (a config field, a preset value, a run option such as the
-evaluation policy) fails here until `python -m experiments.bench_defaults` is run again and
+evaluation policy) fails here until `python -m benchmarks.bench_defaults` is run again and
 its results.json committed. No learning run happens here: the benchmark's own records of what
 each default trained are compared with what `--agent NAME` resolves to today."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agents.core.registry import agent_names
-from experiments.bench_defaults import SOLVED, default_command, default_hash
+from benchmarks.bench_defaults import SOLVED, default_command, default_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
@@ -22,7 +22,7 @@ THIRTY_FILE = RESULTS / "defaults-30-seeds" / "results.json"
 THIRTY = json.loads(THIRTY_FILE.read_text())["results"] if THIRTY_FILE.is_file() else {}
 COMMITTED = {**TEN, **THIRTY}
 RERUN = (
-    "re-run `python -m experiments.bench_defaults --agents {a} "
+    "re-run `python -m benchmarks.bench_defaults --agents {a} "
     "--out docs/results/defaults-30-seeds` and commit it"
 )
 # Agents whose defaults have not been run over 30 seeds yet, with why (issue 65 stays open):
@@ -70,10 +70,10 @@ def test_the_committed_benchmark_ran_todays_default(agent):
 def as_named_today(agent: str, command: dict) -> dict:
     """A committed `default_command` with its config fields under today's names (the agent
     config's `RENAMED` table: a renamed field is the same field) and without the options
-    added since at their neutral values (`experiments.bench_defaults.ADDED_NEUTRAL`)."""
+    added since at their neutral values (`benchmarks.bench_defaults.ADDED_NEUTRAL`)."""
     from agents.core.config import renamed_fields
     from agents.core.registry import get_agent
-    from experiments.bench_defaults import ADDED_NEUTRAL
+    from benchmarks.bench_defaults import ADDED_NEUTRAL
 
     config = renamed_fields(command["config"], get_agent(agent).config_cls)
     parts = {"run": command["run"], "config": config}

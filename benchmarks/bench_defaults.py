@@ -1,4 +1,4 @@
-"""Does every agent's default command learn on every seed? `python -m experiments.bench_defaults`
+"""Does every agent's default command learn on every seed? `python -m benchmarks.bench_defaults`
 
 For each registered agent, its default command (`experiments.train --agent NAME`, nothing
 else) over `--num-seeds` seeds: by default as one population process (`--num-seeds N`: member
@@ -11,7 +11,7 @@ returns with a 95% stratified bootstrap CI (rliable), and the wall time per run.
 
 Each agent's result also records what its default command trained (`default_command`: the
 run options and the config that `--agent NAME` resolves to) and its fingerprint
-(`default_hash`). tests/experiments/test_defaults_benchmark.py compares the fingerprints of
+(`default_hash`). tests/benchmarks/test_defaults_benchmark.py compares the fingerprints of
 today's defaults with the committed results (docs/results/defaults-10-seeds/results.json),
 so a changed default fails the tests until this benchmark is run again and committed.
 """
@@ -32,8 +32,8 @@ import numpy as np
 import tyro
 
 from agents.core.registry import agent_names
-from experiments.args import parse_train_args
-from experiments.common import cold_process_env, save_results
+from engine.args import parse_train_args
+from engine.common import cold_process_env, save_results
 from experiments.report import aggregates
 
 SOLVED = {

@@ -1,7 +1,7 @@
 """A single-file PPO whose whole training run is one jitted function over gymnax:
-`python -m experiments.fused_ppo_peer --env CartPole-v1`.
+`python -m benchmarks.fused_ppo_peer --env CartPole-v1`.
 
-The reference that `experiments.bench_gymnax` runs beside our PPO, alternated in the same
+The reference that `benchmarks.bench_gymnax` runs beside our PPO, alternated in the same
 rounds, instead of quoting another machine's figure. It follows the design of PureJaxRL's
 `ppo.py` (Lu et al. 2022, "Discovered Policy Optimisation"; github.com/luchris429/purejaxrl):
 `lax.scan` over iterations, each a scan over env steps, GAE, then epochs × minibatches of
@@ -159,7 +159,7 @@ def make_train(
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m experiments.fused_ppo_peer",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.fused_ppo_peer",
                                      description=__doc__.split("\n\n")[0])  # fmt: skip
     parser.add_argument("--env", default="CartPole-v1", help="a gymnax id (gymnax.registered_envs)")
     parser.add_argument("--total-steps", type=int, default=500_000)

@@ -1,7 +1,7 @@
 """Time prioritized sampling: sum tree vs. a flat priority array.
 
-    python -m experiments.bench_replay
-    python -m experiments.bench_replay --capacities 10000 100000 --rounds 9
+    python -m benchmarks.bench_replay
+    python -m benchmarks.bench_replay --capacities 10000 100000 --rounds 9
 
 One call = draw `batch_size` leaves proportionally to their priorities, then write new
 priorities for those leaves (what the learner does once per update). At every capacity (number
@@ -42,7 +42,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agents.core.config import check
-from experiments.args import check_output_file, cli
+from engine.args import check_output_file, cli
 from replay import (
     PrioritizedReplayState,
     PrioritizedTraceReplay,
@@ -292,4 +292,4 @@ def main(args: Args) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main(cli(Args, prog="python -m experiments.bench_replay"))
+    main(cli(Args, prog="python -m benchmarks.bench_replay"))

@@ -1,7 +1,7 @@
 """Training throughput against envpool's raw speed (and a compute ceiling where the agent
 has a cost model), for any registered agent.
 
-`python -m experiments.bench_throughput [--agent acer] [--env Pong-v5] [--compare FIELD=A,B]`
+`python -m benchmarks.bench_throughput [--agent acer] [--env Pong-v5] [--compare FIELD=A,B]`
 measures, in one process and on the same machine:
 
 1. envpool's raw random-action steps/s (host `step` loop; same num_envs and threads);
@@ -9,12 +9,12 @@ measures, in one process and on the same machine:
    steady state; compile timed apart) for each value of one config field, in alternating
    rounds so that machine noise hits every variant alike; the median over rounds is
    reported, and ratios between variants are medians of per-round ratios;
-3. if the agent has a cost model (its registry line's `network_costs`, agents.core.costs),
-   the compute-bound ceiling: env
+3. if the agent has a cost model (`benchmarks.costs.COST_MODELS`), the compute-bound
+   ceiling: env
    steps/s if the only costs were envpool's raw step plus the network passes the agent needs
    per env step, each timed alone at its best batch size.
 
-The default comparison is the registry's `bench_compare` (ACER: replay ratio 0 vs 4; Reactor:
+The default comparison is `benchmarks.costs.COMPARE`'s (ACER: replay ratio 0 vs 4; Reactor:
 acting and learning decoupled in threads vs lock-step). Timings on shared 2-core CPUs move
 10-25% from run to run: compare the ratios, which are measured side by side.
 """
@@ -32,11 +32,11 @@ import numpy as np
 import optax
 
 from agents.core.config import check, from_dict
-from agents.core.costs import NetworkCost
+from benchmarks.costs import COMPARE, COST_MODELS, NetworkCost
+from engine.args import check_env, check_output_file, cli, lookup
+from engine.common import bench_preset, make_agent, save_results
+from engine.runner import TrainLoop
 from envs import make_env
-from experiments.args import check_env, check_output_file, cli, lookup
-from experiments.common import bench_preset, make_agent, save_results
-from experiments.runner import TrainLoop
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class BenchArgs:
     """envpool threads (0: envpool's default)."""
     compare: str | None = None
     """FIELD=V1,V2,...: a config field and the values to time side by side (default: the
-    agent's registry line's bench_compare)."""
+    agent's entry in benchmarks.costs.COMPARE)."""
     iterations: int = 12
     """Timed training iterations per variant and round."""
     warmup: int = 3
@@ -197,13 +197,13 @@ def ceiling(costs: dict, raw: float, batch_sizes) -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = cli(BenchArgs, argv, prog="python -m experiments.bench_throughput")
+    args = cli(BenchArgs, argv, prog="python -m benchmarks.bench_throughput")
     try:
         spec = lookup(args.agent, args.preset)  # checks --preset against the agent
         preset = bench_preset(spec) if args.preset is None else args.preset
         field, values = parse_compare(
             spec,
-            spec.bench_compare if args.compare is None else args.compare,
+            COMPARE.get(spec.name, "") if args.compare is None else args.compare,
         )
         for value in values:  # every variant's config, before anything is built
             try:
@@ -272,7 +272,8 @@ def main(argv: list[str] | None = None) -> dict:
                 f"{field}={value} / {field}={values[0]}: {row['ratio_to_first']:.2f}x "
                 f"(per round {', '.join(f'{x:.2f}' for x in ratios)})"
             )
-        costs = spec.network_costs(loops[values[-1]][0].agent) if spec.network_costs else {}
+        model_of = COST_MODELS.get(spec.name)
+        costs = model_of(loops[values[-1]][0].agent) if model_of else {}
         model = ceiling(costs, raw, args.batch_sizes)
         if model is not None:
             # the cost model describes the agent as configured (the last variant)

@@ -1,7 +1,7 @@
 """K learner updates as one scanned program against K dispatched programs, for any agent that
 sets `updates_per_program = K > 1` (agents.core.base: SAC, TD3).
 
-`python -m experiments.bench_update_scan [--agent sac] [--env Pendulum-v1] [--preset P]`
+`python -m benchmarks.bench_update_scan [--agent sac] [--env Pendulum-v1] [--preset P]`
 fills the replay with a few iterations, then times, in alternating rounds, K calls of the
 single-update program and one call of the scanned program from the same state (each blocked
 until ready), and reports updates/s of both and their ratio (median over rounds).
@@ -18,8 +18,8 @@ import jax
 import numpy as np
 
 from agents.core.config import check
-from experiments.args import check_env, cli, lookup
-from experiments.common import make_agent
+from engine.args import check_env, cli, lookup
+from engine.common import make_agent
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from experiments import bench_gymnax, bench_scaling, bench_throughput, fused_ppo_peer
+from benchmarks import bench_gymnax, bench_scaling, bench_throughput, fused_ppo_peer
 
 pytestmark = pytest.mark.slow  # the slow tier (docs/tests.md)
 
@@ -53,7 +53,7 @@ def test_bench_scaling_one_and_two_devices():
 
 def test_bench_population_counts_every_members_steps(tmp_path):
     from agents.core.registry import get_agent
-    from experiments import bench_population
+    from benchmarks import bench_population
 
     out = bench_population.main(
         ["--num-seeds", "1", "--steps-per-member", "1", "--json-out", str(tmp_path / "b.json")]

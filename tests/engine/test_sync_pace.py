@@ -1,4 +1,4 @@
-"""How many iterations the runner runs per `train_chunk` call (experiments/runner.py,
+"""How many iterations the runner runs per `train_chunk` call (engine/runner.py,
 `SyncPace`), and that the metrics rows do not depend on it (`TrainLoop.record`): rows every
 `log_every` iterations and where the runner flushes, whatever the chunks, for host-driven runs
 as for chunked ones."""
@@ -15,8 +15,8 @@ import pytest
 from jax.experimental import multihost_utils
 
 from agents.core.protocol import ChunkOutput
+from engine.runner import SyncPace, TrainLoop
 from experiments import train
-from experiments.runner import SyncPace, TrainLoop
 
 
 def test_the_pace_grows_toward_a_sync_a_second_within_its_limits():

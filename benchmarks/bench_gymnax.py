@@ -1,4 +1,4 @@
-"""Training throughput on the JAX-native envs (gymnax): `python -m experiments.bench_gymnax`.
+"""Training throughput on the JAX-native envs (gymnax): `python -m benchmarks.bench_gymnax`.
 
 Each case is a whole `experiments.train` process with the settings of the single-file
 programs that jit a whole training run over gymnax (PureJaxRL's design; issue 27 quotes
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import tyro
 
-from experiments.common import cold_process_env, save_results, timed_train_process
+from engine.common import cold_process_env, save_results, timed_train_process
 
 PPO = "--agent ppo --num-envs 4 --trace-len 128 --epochs 4 --num-minibatches 4 --hidden 64 64"
 DQN = (
@@ -60,7 +60,7 @@ CASES.update(
     }
 )
 DEFAULT_CASES = ["ppo-cartpole", "ppo-breakout", "dqn-cartpole", "dqn-breakout"]
-# case -> the gymnax id of experiments.fused_ppo_peer run beside it (same work, one jit)
+# case -> the gymnax id of benchmarks.fused_ppo_peer run beside it (same work, one jit)
 PEERS = {"ppo-cartpole": "CartPole-v1", "ppo-breakout": "Breakout-MinAtar"}
 
 
@@ -78,7 +78,7 @@ class Args:
     scale: float = 1.0
     """Multiply every case's total steps (smaller for a quick check)."""
     peers: bool = True
-    """Run the single-file PPO (experiments.fused_ppo_peer) beside each PPO case, in the
+    """Run the single-file PPO (benchmarks.fused_ppo_peer) beside each PPO case, in the
     same rounds, and give the ratio to its measured median."""
     out: str | None = None
     """Write results.json here."""
@@ -92,7 +92,7 @@ def run_peer(name: str, args: Args) -> dict:
     import sys
 
     total = max(512, int(CASES[name][1] * args.scale))
-    cmd = [sys.executable, "-m", "experiments.fused_ppo_peer", "--env", PEERS[name],
+    cmd = [sys.executable, "-m", "benchmarks.fused_ppo_peer", "--env", PEERS[name],
            "--total-steps", str(total)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=cold_process_env())
     if proc.returncode:

@@ -16,10 +16,10 @@ from agents.core.hooks import hook_fields
 from agents.core.learning import episode_fields
 from agents.core.population import Population, PopulationLearner, member_envs
 from agents.core.registry import get_agent
+from engine.args import RunArgs, TrainArgs, hparam_specs
+from engine.checkpoint import Checkpointer
+from engine.runfolder import read_json, write_json_atomic
 from envs import make_env, run_env_seed
-from experiments.args import RunArgs, TrainArgs, hparam_specs
-from experiments.checkpoint import Checkpointer
-from experiments.runfolder import read_json, write_json_atomic
 
 COMPILE_CACHE_OFF = "REACTOR_JAX_NO_COMPILE_CACHE"
 """Set to 1 in the environment to compile every program afresh (`use_compile_cache`)."""

@@ -40,10 +40,9 @@ from agents.core.population import Population, member_envs
 from agents.core.programs import enable_data_checks
 from agents.core.protocol import ChunkOutput
 from agents.core.registry import get_agent
-from envs import eval_env_seed, make_env, make_eval_env, obs_spec_json, run_env_seed
-from experiments.args import TrainArgs, hparam_specs
-from experiments.checkpoint import DAMAGED_PREFIX, Checkpointer
-from experiments.common import (
+from engine.args import TrainArgs, hparam_specs
+from engine.checkpoint import DAMAGED_PREFIX, Checkpointer
+from engine.common import (
     build_agent,
     checkpoint_tree,
     config_json,
@@ -51,17 +50,18 @@ from experiments.common import (
     exact_tree,
     restore_checkpoint,
 )
-from experiments.preflight import check_run
-from experiments.runfolder import (
+from engine.preflight import check_run
+from engine.runfolder import (
     RunLock,
     check_run_dir_writable,
     check_run_folder_links,
     write_json_atomic,
 )
-from experiments.runlog import LineageLog, RunLogger, last_logged_step, set_aside
+from engine.runlog import LineageLog, RunLogger, last_logged_step, set_aside
+from envs import eval_env_seed, make_env, make_eval_env, obs_spec_json, run_env_seed
 
 # Columns the runner writes before the agent's own metric_names.
-# lineage.csv (experiments.runlog.LineageLog), then the hp_<field> columns.
+# lineage.csv (engine.runlog.LineageLog), then the hp_<field> columns.
 LINEAGE_COLUMNS = ("env_steps", "generation", "member", "parent", "resampled", "elite", "score")
 RUN_COLUMNS = (
     "env_steps", "frames", "iteration", "updates", "iteration_updates", "episodes",

@@ -1,10 +1,10 @@
-"""Smoke test of experiments.bench_replay: run `main` in-process at a tiny size."""
+"""Smoke test of benchmarks.bench_replay: run `main` in-process at a tiny size."""
 
 import json
 
 import pytest
 
-from experiments import bench_replay
+from benchmarks import bench_replay
 
 
 def test_every_method_is_timed(tmp_path, capsys):
