@@ -350,6 +350,11 @@ class VecEnv:
     # own and takes any number of envs (any leading size of the state): a population split
     # over a mesh then steps each device's share of the pool's envs there.
     pure_xla: bool = False
+    # A hashable value equal for two envs whose `xla_step`s are the same pure function (same
+    # task, options and env count), so that programs built around one serve the other
+    # (`shared_jit`; agents.core.base shares chunk programs by it); None (the default, and
+    # envpool's, whose XLA step calls out to its own pool): never shared.
+    program_key: Any = None
 
     def __init__(self, spec: EnvSpec):
         self.spec = spec
@@ -494,3 +499,37 @@ class PoolSlice(VecEnv):
         )
 
     reset = step = xla_reset = xla_step = _stepped_by_pool
+
+
+def spec_key(spec: EnvSpec) -> tuple:
+    """The values of an `EnvSpec` (which hashes by identity), hashable: two specs with equal
+    keys describe the same observations, actions and env count."""
+    fields = []
+    for name, value in sorted(vars(spec).items()):
+        if isinstance(value, np.ndarray):
+            value = (value.dtype.str, value.shape, value.tobytes())
+        elif isinstance(value, np.dtype):
+            value = value.str
+        fields.append((name, value if _hashable(value) else repr(value)))
+    return tuple(fields)
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+_SHARED_JITS: dict = {}
+
+
+def shared_jit(env: VecEnv, name: str, fn):
+    """`jax.jit(fn)` for `env`'s pure function `name`, the same jitted object for every env
+    with an equal `program_key` (its first env's `fn`): a second env of the same task does not
+    trace or compile it again. Without a key, a fresh `jax.jit(fn)`."""
+    key = env.program_key
+    if key is None:
+        return jax.jit(fn)
+    return _SHARED_JITS.setdefault((key, name), jax.jit(fn))

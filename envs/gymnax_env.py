@@ -39,7 +39,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.core import EnvSpec, TimeStep, VecEnv, finalize_step, obs_dtype_for, reset_timestep
+from envs.core import (
+    EnvSpec,
+    TimeStep,
+    VecEnv,
+    finalize_step,
+    obs_dtype_for,
+    reset_timestep,
+    shared_jit,
+    spec_key,
+)
 
 PREFIX = "gymnax/"
 MINATAR_STICKY = 0.1
@@ -136,18 +145,24 @@ class GymnaxVecEnv(VecEnv):
         )
         super().__init__(spec)
         self._seed = int(seed)
-        self._reset_jit = jax.jit(self.xla_reset_fn)
-        self._step_jit = jax.jit(self.xla_step)
+        self._reset_jit = shared_jit(self, "reset", self.xla_reset_from)
+        self._step_jit = shared_jit(self, "step", self.xla_step)
         self._state: GymnaxState | None = None
+
+    @property
+    def program_key(self) -> tuple:
+        """Equal for gymnax envs whose steps are the same function (`VecEnv.program_key`):
+        the game, its step cap and env count (the spec) and the sticky-action probability."""
+        return (type(self).__name__, spec_key(self.spec), self.sticky)
 
     # ----- device mode ---------------------------------------------------------------------
     def _obs(self, obs):
         return obs.astype(self.spec.obs_dtype)
 
-    def xla_reset_fn(self) -> tuple[GymnaxState, TimeStep]:
-        """Pure: every env reset from its seed."""
+    def xla_reset_from(self, seed) -> tuple[GymnaxState, TimeStep]:
+        """Pure: every env reset from the base seed `seed` (env i from `seed + i`)."""
         n = self.spec.num_envs
-        keys = jax.vmap(jax.random.PRNGKey)(self._seed + jnp.arange(n))
+        keys = jax.vmap(jax.random.PRNGKey)(seed + jnp.arange(n, dtype=jnp.int32))
         split = jax.vmap(jax.random.split)(keys)
         obs, env_state = jax.vmap(self._env.reset_env, in_axes=(0, None))(split[:, 1], self._params)
         false = jnp.zeros((n,), bool)
@@ -159,7 +174,7 @@ class GymnaxVecEnv(VecEnv):
         return state, reset_timestep(jnp, self._obs(obs))
 
     def xla_reset(self) -> tuple[GymnaxState, TimeStep]:
-        return self._reset_jit()
+        return self._reset_jit(np.int32(self._seed))
 
     @property
     def _action_dtype(self):
@@ -219,7 +234,7 @@ class GymnaxVecEnv(VecEnv):
 
     # ----- host mode -----------------------------------------------------------------------
     def reset(self) -> TimeStep:
-        self._state, ts = self._reset_jit()
+        self._state, ts = self._reset_jit(np.int32(self._seed))
         return jax.tree.map(np.asarray, ts)
 
     def step(self, actions) -> TimeStep:

@@ -13,7 +13,7 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
-from envs.core import TimeStep, VecEnv
+from envs.core import TimeStep, VecEnv, spec_key
 
 # variant id -> (env id, observation dimensions kept)
 PARTIAL_OBS: dict[str, tuple[str, tuple[int, ...]]] = {
@@ -36,6 +36,17 @@ class ObsMapVecEnv(VecEnv):
 
     def _map(self, obs, xp):
         raise NotImplementedError
+
+    @property
+    def program_key(self):
+        inner = self.inner.program_key
+        if inner is None:
+            return None
+        return (type(self).__name__, inner, spec_key(self.spec), self._map_key())
+
+    def _map_key(self) -> tuple:
+        """What besides the spec tells this wrapper's maps apart (`program_key`)."""
+        return ()
 
     def convert_obs(self, obs):
         return self._map(self.inner.convert_obs(obs), np)
@@ -83,6 +94,9 @@ class ObsSubsetVecEnv(ObsMapVecEnv):
 
     def _map(self, obs, xp):
         return xp.take(obs, xp.asarray(self.keep), axis=1)
+
+    def _map_key(self) -> tuple:
+        return tuple(int(k) for k in self.keep)
 
 
 class FlatObsVecEnv(ObsMapVecEnv):

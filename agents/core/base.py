@@ -31,7 +31,11 @@ host-side work of the agent's own), the whole iteration is one pure function
 `lax.fori_loop`) and a `ChunkProgram` runs up to `max_chunk` of them in one compiled
 program; the host computes each iteration's `updates_due` ahead, so the schedule is exactly
 the one-iteration path's. Elsewhere `train_chunk` runs its `count` `train_iteration`s one
-after another from the host (`host_chunk`), stacked into one output as a chunk's.
+after another from the host (`host_chunk`), stacked into one output as a chunk's. A second
+agent of the same class, config, seed and env task in one process gets the first one's
+compiled chunk program where the env's step is a pure function of those values
+(`shared_chunk_key`; gymnax envs): a resume, an evaluation's rebuild or the next test does
+not trace or compile it again.
 
 The config must have `num_envs`, `trace_len` and `discount`; with a replay also
 `batch_size`, `buffer_size` and `microbatch_traces`. The learner must have
@@ -41,6 +45,7 @@ also `update(state, TraceBatch, axis_name) -> (state, metrics, priorities [B])`.
 
 from __future__ import annotations
 
+import collections
 import time
 from typing import Any, ClassVar
 
@@ -130,6 +135,36 @@ ACTOR_CRITIC_TUNABLE: dict[str, tuple[float, float]] = {
     "entropy_weight": (0.0, 1.0),
     "discount": (0.5, 1.0),
 }
+
+
+# Chunk programs shared by equal agents (`RolloutAgent._chunk_program`), by `shared_chunk_key`:
+# the most recently used ones (each holds a compiled executable and its first agent).
+_SHARED_CHUNKS: collections.OrderedDict = collections.OrderedDict()
+SHARED_CHUNKS_KEPT = 16
+
+
+def shared_chunk_key(agent, state: TrainState):
+    """What makes two agents' chunk programs the same program: the agent's class, config,
+    seed and chunk length, its env's `program_key`, and the shapes, dtypes and structure of
+    the state, and the JAX settings that change a trace; None where it may not be shared:
+    an env without a `program_key` (envpool's XLA step calls out to its own pool), a
+    data-parallel agent, or programs that check their data (`--debug`). Like `jax.jit`'s own
+    cache, it cannot see a module-level function patched after the first trace."""
+    env_key = getattr(agent.env, "program_key", None)
+    if env_key is None or agent.mesh is not None or data_checks_enabled():
+        return None
+    leaves, tree = jax.tree.flatten(state)
+    types = tuple(jax.typeof(x) for x in leaves)  # shape, dtype, weak type
+    # the settings that change what a trace gives (jax.jit keys its own cache on them too)
+    flags = tuple(
+        getattr(jax.config, name)
+        for name in ("jax_enable_x64", "jax_debug_nans", "jax_debug_infs",
+                     "jax_numpy_rank_promotion", "jax_default_matmul_precision")
+    )  # fmt: skip
+    return (
+        type(agent), agent.config, agent.seed, agent.max_chunk, env_key, tree, types, flags,
+        jax.default_backend(),
+    )  # fmt: skip
 
 
 class RolloutAgent(OneMember):
@@ -324,12 +359,32 @@ class RolloutAgent(OneMember):
         """The most iterations one `train_chunk` call runs."""
         return chunk_length(self.steps_per_iteration)
 
+    def _chunk_program(self, state: TrainState, compiled: bool) -> ChunkProgram:
+        """The chunk program for `state`, compiled ahead of time if `compiled`. An agent of
+        the same class, config, seed and env task as one built before in this process (a
+        resume, an evaluation's rebuild, the next test) gets that agent's program, traced and
+        compiled once: the iteration is a pure function of those values and of the state
+        (`shared_chunk_key`). Not shared: an env with no `program_key` (envpool's XLA step
+        calls out to its own pool) and a data-parallel agent."""
+        key = shared_chunk_key(self, state)
+        program = _SHARED_CHUNKS.get(key) if key is not None else None
+        if program is None:
+            program = ChunkProgram(self.device_iteration, self.max_chunk)
+        if compiled and program._compiled is None:
+            program.compile(state)
+        if key is not None:
+            _SHARED_CHUNKS[key] = program
+            _SHARED_CHUNKS.move_to_end(key)
+            while len(_SHARED_CHUNKS) > SHARED_CHUNKS_KEPT:
+                _SHARED_CHUNKS.popitem(last=False)
+        return program
+
     def compile(self, state: TrainState) -> float:
         """Compile the programs `train_chunk` runs (the chunk program, or the one-iteration
         programs where the host drives each iteration)."""
         t0 = time.perf_counter()
         if self.host_driven is None:
-            self._chunk = ChunkProgram(self.device_iteration, self.max_chunk).compile(state)
+            self._chunk = self._chunk_program(state, compiled=True)
         else:
             params = self.policy_params(state.learner)
             self.rollout.compile(params, state.actor)
@@ -374,7 +429,7 @@ class RolloutAgent(OneMember):
                 self.metric_names,
             )  # fmt: skip
         if self._chunk is None:
-            self._chunk = ChunkProgram(self.device_iteration, self.max_chunk)
+            self._chunk = self._chunk_program(state, compiled=False)
         todos = [self.updates_due(iteration + k, env_steps + k * steps) for k in range(count)]
         return self._chunk(state, todos)
 

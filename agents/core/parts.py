@@ -19,9 +19,10 @@ one dict of scalars with exactly the keys `metric_names`.
 (agents/core/protocol.py) that the runner, evaluation, populations (vmap over members), data
 parallelism (shard_map), checkpoints and sweeps already speak, so a new agent is its folder
 and a registry line. `make` is called once per (config, env spec), and its functions are
-shared by every agent built from equal values: a second agent with the same config (a
-resume, an evaluation, the next test) reuses the same function objects, so `jax.jit` finds
-their traces in its cache.
+shared by every agent built from equal values (a resume, an evaluation, the next test); a
+second agent with the same config, seed and env task also gets the first one's compiled
+chunk program (`agents.core.base.shared_chunk_key`: on envs with a `program_key`, gymnax's),
+so it traces and compiles nothing (tests/agents/test_no_recompile.py).
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import jax
-import numpy as np
 
 from agents.core.base import RolloutAgent
 from agents.core.learning import Hyper
+from envs.core import spec_key
 
 
 def no_core(num_envs: int):
@@ -53,27 +54,6 @@ class AgentParts(NamedTuple):
     reset_params: Callable  # (learner, params, hyper) -> learner restarted from `params`
     metric_names: tuple[str, ...]
     initial_core: Callable = no_core  # num_envs -> the cores of fresh episodes
-
-
-def spec_key(spec) -> tuple:
-    """The values of an `envs.EnvSpec` (which hashes by identity), hashable: two specs with
-    equal keys describe the same observations, actions and env count."""
-    fields = []
-    for name, value in sorted(vars(spec).items()):
-        if isinstance(value, np.ndarray):
-            value = (value.dtype.str, value.shape, value.tobytes())
-        elif isinstance(value, np.dtype):
-            value = value.str
-        fields.append((name, repr(value) if not _hashable(value) else value))
-    return tuple(fields)
-
-
-def _hashable(value) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 class _SpecByValue:

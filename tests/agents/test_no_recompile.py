@@ -74,3 +74,59 @@ def test_data_checks_raise_on_a_bad_action_inside_a_program():
     with pytest.raises(checkify.JaxRuntimeError, match="a_t"):
         program(good.at[1, 1].set(A))
     assert Program(targets)(good.at[1, 1].set(A)).shape == (T, B)  # off: no check, no error
+
+
+SECOND_AGENT_CASES = {
+    "pqn": {"num_envs": 4, "trace_len": 8, "num_minibatches": 2, "epochs": 1, "hidden": (16,)},
+    "dqn": {"num_envs": 2, "batch_size": 8, "start_train_at": 0, "hidden": (16,)},
+}
+
+
+@pytest.mark.parametrize("agent_name", sorted(SECOND_AGENT_CASES))
+def test_a_second_agent_with_the_same_config_compiles_nothing(agent_name):
+    """A second agent built with the same config, seed and env task in one process (a
+    resume, an evaluation, the next test) lowers and compiles nothing: it gets the first
+    agent's chunk program, traced once, and trains exactly as the first did. Counted by
+    JAX's own compile events, which fire whether or not the persistent compilation cache
+    holds the program (lowering happens before the cache is consulted)."""
+    import numpy as np
+    from jax import monitoring
+
+    from agents.core.base import shared_chunk_key
+    from engine.common import make_agent
+
+    def train(seed=0):
+        agent = make_agent(
+            agent_name, "gymnax/CartPole-v1", seed=seed, **SECOND_AGENT_CASES[agent_name]
+        )
+        state = agent.init(jax.random.PRNGKey(seed))
+        agent.compile(state)
+        state, out = agent.train_chunk(state, 0, 0, 3)
+        return agent, jax.device_get((state, out))
+
+    first, (state, out) = train()
+    events = []
+
+    def listen(name, secs, **kwargs):
+        if "mlir_module" in name or "backend_compile" in name:
+            events.append(name)
+
+    monitoring.register_event_duration_secs_listener(listen)
+    try:
+        second, (state2, out2) = train()
+    finally:
+        monitoring.unregister_event_duration_listener(listen)
+    assert events == [], events
+    assert second.programs["chunk"] is first.programs["chunk"]
+    assert second.programs["chunk"].traces == 1
+    jax.tree.map(np.testing.assert_array_equal, (state2, out2), (state, out))
+    assert out.updates.sum() > 0  # it learnt: the shared program is not an idle one
+
+    # Another seed, or an env that calls out to its own pool (envpool), is not shared.
+    other = make_agent(agent_name, "gymnax/CartPole-v1", seed=1, **SECOND_AGENT_CASES[agent_name])
+    assert shared_chunk_key(other, state) != shared_chunk_key(first, state)
+    pool = make_agent(agent_name, "CartPole-v1", **SECOND_AGENT_CASES[agent_name])
+    try:
+        assert shared_chunk_key(pool, state) is None
+    finally:
+        pool.close()
