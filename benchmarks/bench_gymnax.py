@@ -31,6 +31,13 @@ DQN = (
     "--agent dqn --num-envs 10 --trace-len 1 --batch-size 128 --replay-ratio 12.8 --n-step 1"
     " --buffer-size 10000 --start-train-at 1000 --hidden 64 64"
 )
+# The single-file DQN's work (benchmarks.fused_dqn_peer; issue 66's settings): plain DQN, an MLP
+# 120-84, a target copy every 5,000 env steps (500 updates), ε 1 -> 0.05 over half the run.
+DQN_PEER = (
+    "--agent dqn --num-envs 10 --trace-len 1 --batch-size 128 --replay-ratio 12.8 --n-step 1"
+    " --buffer-size 10000 --start-train-at 1000 --hidden 120 84 --no-double --no-dueling"
+    " --lr 2.5e-4 --target-update-period 500 --eps-end 0.05 --eps-decay-steps 100000"
+)
 # name -> (flags, total env steps, the reference env steps/s: the single-file program's that
 # issue 27 quotes, or for the *-cnn cases the MinAtar suite's)
 CASES = {
@@ -38,6 +45,8 @@ CASES = {
     "ppo-breakout": (f"{PPO} --env gymnax/Breakout-MinAtar --flatten-obs", 500_000, 48_000),
     "dqn-cartpole": (f"{DQN} --env gymnax/CartPole-v1", 200_000, 43_000),
     "dqn-breakout": (f"{DQN} --env gymnax/Breakout-MinAtar --flatten-obs", 200_000, 19_000),
+    "dqn-breakout-peer": (
+        f"{DQN_PEER} --env gymnax/Breakout-MinAtar --flatten-obs", 200_000, 19_000),
     "acer-breakout-cnn": ("--agent acer --env gymnax/Breakout-MinAtar", 200_000, 3_258),
     "reactor-breakout-cnn": ("--agent reactor --env gymnax/Breakout-MinAtar", 50_000, 330),
     "reactor-lockstep-breakout-cnn": (
@@ -60,8 +69,12 @@ CASES.update(
     }
 )
 DEFAULT_CASES = ["ppo-cartpole", "ppo-breakout", "dqn-cartpole", "dqn-breakout"]
-# case -> the gymnax id of benchmarks.fused_ppo_peer run beside it (same work, one jit)
-PEERS = {"ppo-cartpole": "CartPole-v1", "ppo-breakout": "Breakout-MinAtar"}
+# case -> (the single-file program run beside it: same work, one jit; its gymnax id)
+PEERS = {
+    "ppo-cartpole": ("benchmarks.fused_ppo_peer", "CartPole-v1"),
+    "ppo-breakout": ("benchmarks.fused_ppo_peer", "Breakout-MinAtar"),
+    "dqn-breakout-peer": ("benchmarks.fused_dqn_peer", "Breakout-MinAtar"),
+}
 
 
 @dataclass
@@ -78,22 +91,23 @@ class Args:
     scale: float = 1.0
     """Multiply every case's total steps (smaller for a quick check)."""
     peers: bool = True
-    """Run the single-file PPO (benchmarks.fused_ppo_peer) beside each PPO case, in the
-    same rounds, and give the ratio to its measured median."""
+    """Run the single-file program beside each case that has one (benchmarks.fused_ppo_peer
+    beside the PPO cases, benchmarks.fused_dqn_peer beside dqn-breakout-peer), in the same
+    rounds, and give the ratio to its measured median."""
     out: str | None = None
     """Write results.json here."""
 
 
 def run_peer(name: str, args: Args) -> dict:
-    """The single-file PPO on the case's env and steps, in a process of its own (compiled
-    afresh); its env steps/s exclude compilation, as the case's window does."""
+    """The case's single-file program on its env and steps, in a process of its own
+    (compiled afresh); its env steps/s exclude compilation, as the case's window does."""
     import json
     import subprocess
     import sys
 
-    total = max(512, int(CASES[name][1] * args.scale))
-    cmd = [sys.executable, "-m", "benchmarks.fused_ppo_peer", "--env", PEERS[name],
-           "--total-steps", str(total)]  # fmt: skip
+    module, env = PEERS[name]
+    total = max(2_000, int(CASES[name][1] * args.scale))
+    cmd = [sys.executable, "-m", module, "--env", env, "--total-steps", str(total)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=cold_process_env())
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr[-2000:]}")
@@ -149,7 +163,7 @@ def main(args: Args) -> dict:
             peer = statistics.median(g["sps"] for g in peers[name])
             summary[name].update(peer_median_sps=peer, peer_ratio=med / peer,
                                  peer_rounds=peers[name])  # fmt: skip
-            line += f"; single-file PPO measured here {peer:,.0f}, ratio {med / peer:.2f}"
+            line += f"; single-file program measured here {peer:,.0f}, ratio {med / peer:.2f}"
         print(line)
     result = {"args": vars(args), "cases": {k: CASES[k][0] for k in cases}, **summary}
     if args.out:

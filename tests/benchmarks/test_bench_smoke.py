@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from benchmarks import bench_gymnax, bench_scaling, bench_throughput, fused_ppo_peer
+from benchmarks import bench_gymnax, bench_scaling, bench_throughput, fused_dqn_peer, fused_ppo_peer
 
 pytestmark = pytest.mark.slow  # the slow tier (docs/tests.md)
 
@@ -104,3 +104,20 @@ def test_fused_ppo_peer_refuses_an_id_gymnax_lacks(capsys):
     with pytest.raises(SystemExit):
         fused_ppo_peer.main(["--env", "gymnax/CartPole-v1"])
     assert "is not a gymnax id" in capsys.readouterr().err
+
+
+def test_fused_dqn_peer_refuses_an_id_gymnax_lacks_and_a_run_before_learning(capsys):
+    for argv in (["--env", "gymnax/Breakout-MinAtar"], ["--total-steps", "1000"]):
+        with pytest.raises(SystemExit):
+            fused_dqn_peer.main(argv)
+    err = capsys.readouterr().err
+    assert "is not a gymnax id" in err and "--total-steps must be >= 2000" in err
+
+
+@pytest.mark.slow
+def test_fused_dqn_peer_learns_what_its_work_is(tmp_path):
+    """The single-file DQN runs its steps and learns from them: on CartPole its last
+    episodes last longer than a random policy's (about 22 steps) after 100k env steps."""
+    out = fused_dqn_peer.main(["--env", "CartPole-v1", "--total-steps", "100000"])
+    assert out["env_steps"] == 100_000 and out["sps"] > 0
+    assert out["final_return"] > 40, out
