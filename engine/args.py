@@ -21,10 +21,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 import tyro
 
 from agents.core.config import check_only_with, flag
-from agents.core.evaluation import MAX_EPISODES
 from agents.core.evolution import draw_hparams
 from agents.core.hooks import check_given_again, hook_fields
 from agents.core.registry import AgentSpec, agent_names, all_specs, get_agent, preset_owner
+from engine.evaluation import MAX_EPISODES
 from engine.runfolder import check_run_dir_writable
 from envs.gymnax_env import PREFIX as GYMNAX
 from envs.protocols import PROTOCOLS, check_protocol_env

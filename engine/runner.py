@@ -33,7 +33,6 @@ import jax
 import numpy as np
 
 from agents.core.config import ConfigError
-from agents.core.evaluation import eval_feedback, evaluate
 from agents.core.evolution import Evolver, draw_hparams
 from agents.core.parallel import POP, check_divisible, local_replica, make_mesh
 from agents.core.population import Population, member_envs
@@ -50,6 +49,7 @@ from engine.common import (
     exact_tree,
     restore_checkpoint,
 )
+from engine.evaluation import eval_feedback, evaluate
 from engine.preflight import check_run
 from engine.runfolder import (
     RunLock,

@@ -19,7 +19,6 @@ import numpy as np
 import tyro
 
 from agents.core.config import flag
-from agents.core.evaluation import MAX_EPISODES, EvaluationError, eval_feedback, evaluate
 from agents.core.hooks import check_given_again
 from agents.core.registry import get_agent
 from engine.args import cli
@@ -31,6 +30,7 @@ from engine.common import (
     trained_hooks,
     use_compile_cache,
 )
+from engine.evaluation import MAX_EPISODES, EvaluationError, eval_feedback, evaluate
 from engine.runfolder import (
     UnsafePathError,
     WriteError,

@@ -11,10 +11,10 @@ import os
 import sys
 from pathlib import Path
 
-from agents.core.evaluation import EvaluationError
 from engine.args import flag_value, parse_train_args, resume_args
 from engine.checkpoint import CheckpointError, holds_intact_step
 from engine.common import load_run, trained_hooks, use_compile_cache
+from engine.evaluation import EvaluationError
 from engine.runfolder import (
     RunFolderLocked,
     check_run_dir_writable,

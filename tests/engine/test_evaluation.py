@@ -1,4 +1,4 @@
-"""Evaluation feeds a recurrent core the reward as training did (agents.core.evaluation)."""
+"""Evaluation feeds a recurrent core the reward as training did (engine.evaluation)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.core.evaluation import eval_feedback
+from engine.evaluation import eval_feedback
 from networks.cores import ActionRewardState, feed_back
 
 
@@ -64,7 +64,7 @@ def _act(params, obs, first, core, key):
 def test_an_episode_that_never_ends_is_one_evaluation_error_not_a_bound_on_all_episodes():
     """The step bound is per episode: many short episodes finish (more steps in all than the
     bound); an episode that never ends raises EvaluationError, one line."""
-    from agents.core.evaluation import EvaluationError, evaluate
+    from engine.evaluation import EvaluationError, evaluate
 
     key = jax.random.PRNGKey(0)
     returns, lengths = evaluate(_act, None, _Env(2, 3), 40, key, max_steps=10)
@@ -91,7 +91,7 @@ def test_evaluation_returns_sum_the_raw_rewards_of_each_episode():
     """The return of an evaluation episode is the sum of its raw (unclipped) rewards over its
     steps, the reset step excluded: (10 + 20 + 30) + 3·i for env i, never 3 (the clipped
     sum) nor anything with the reset's 1000."""
-    from agents.core.evaluation import evaluate
+    from engine.evaluation import evaluate
 
     returns, lengths = evaluate(_act, None, _RawEnv(2, 3), 6, jax.random.PRNGKey(0))
     assert sorted(lengths) == [3] * 6
