@@ -29,7 +29,6 @@ RERUN = (
 # their 10-seed result is the one checked.
 NOT_YET_30 = {
     "r2d1": "about 65 min for 30 seeds on 2 cores; not yet run",
-    "sac": "about 60 min for 30 seeds on 2 cores; not yet run",
     "td3": "about 50 min for 30 seeds on 2 cores; not yet run",
     "reactor": "30 processes (its decoupled actor rules out a population), about 3.3 h",
 }
