@@ -72,8 +72,8 @@ def section(results, mean_ci95, fmt) -> tuple[list[str], dict]:
         f"{len(runs)} runs under `--protocol atari100k` (envs/protocols.py) on {len(games)} of "
         "the 26 games. Per game: the final evaluation (100 episodes) mean ± 95% CI over seeds, "
         "beside the published per-game means (experiments/references/atari100k.csv). `!` marks "
-        "a published DER value outside the range of our seeds of an algorithm whose name "
-        "starts with `dqn` (our DER: `--preset der`).",
+        "a published DER value outside the range of our seeds (two or more) of an algorithm "
+        "whose name starts with `dqn` (our DER: `--preset der`); one seed has no range.",
         "",
         "| game | " + " | ".join(algos) + " | " + " | ".join(PUBLISHED) + " |",
         "|---|" + "---|" * (len(algos) + len(PUBLISHED)),
@@ -90,7 +90,8 @@ def section(results, mean_ci95, fmt) -> tuple[list[str], dict]:
             cells.append(fmt(*mean_ci95(finals)))
             data["games"][game][algo] = finals
             der = table[game]["DER"]
-            if algo.startswith("dqn") and not min(finals) <= der <= max(finals):
+            spread = len(finals) >= 2  # one seed is a point, not a range
+            if algo.startswith("dqn") and spread and not min(finals) <= der <= max(finals):
                 outside.append(f"{game} ({algo}: {min(finals):,.1f} .. {max(finals):,.1f})")
                 cells[-1] += " !"
         published = [f"{table[game][p]:,.1f}" for p in PUBLISHED]

@@ -794,6 +794,9 @@ def test_atari100k_section_sets_our_runs_beside_the_published_rows(tmp_path, cap
         for env, final in (("Pong-v5", pong), ("Alien-v5", alien)):
             real_run(tmp_path / "runs", f"dqn-{env}-seed{seed}", env=env, seed=seed, final=final,
                      agent="dqn", run={"protocol": "atari100k"})  # fmt: skip
+    # one seed is a point, not a range: Amidar's 100.0 against the published 188.6 is not flagged
+    real_run(tmp_path / "runs", "dqn-Amidar-v5-seed0", env="Amidar-v5", seed=0, final=100.0,
+             agent="dqn", run={"protocol": "atari100k"})  # fmt: skip
     real_run(tmp_path / "runs", "ppo-CartPole-v1-seed0")
     out = report.main([str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--reps", "50"])
     text = out.read_text()
@@ -802,6 +805,6 @@ def test_atari100k_section_sets_our_runs_beside_the_published_rows(tmp_path, cap
     # Pong's published DER -19.3 lies outside our seeds' -21 .. -20.5; Alien's 739.9 inside.
     assert data["outside_der"] == ["Pong (dqn: -21.0 .. -20.5)"] and " !" in text
     hn = lambda s, r, h: (s - r) / (h - r)  # noqa: E731
-    want = np.mean([hn(-62.5 / 3, -20.7, 14.6), hn(800.0, 227.8, 7127.7)])
-    assert data["ours"]["dqn"]["mean"] == pytest.approx(want) and data["ours"]["dqn"]["games"] == 2
+    want = np.mean([hn(-62.5 / 3, -20.7, 14.6), hn(800.0, 227.8, 7127.7), hn(100.0, 5.8, 1719.5)])
+    assert data["ours"]["dqn"]["mean"] == pytest.approx(want) and data["ours"]["dqn"]["games"] == 3
     assert "| DER (published) | 26 | 0.285 | 0.161 |" in text
