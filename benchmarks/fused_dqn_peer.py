@@ -74,7 +74,8 @@ def make_train(
     eps_fraction: float = 0.5,
     hidden: tuple[int, ...] = (120, 84),
 ):
-    """`train(key) -> (final params, [iterations] mean return of the episodes that ended)`."""
+    """`train(key) -> (final params, ([iterations] summed return, [iterations] count) of the
+    episodes that ended in each iteration)`."""
     env, env_params = gymnax.make(env_id)
     num_actions = env.action_space(env_params).n
     net = QMLP(num_actions, tuple(hidden))
