@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.core.programs import ChunkProgram
-from experiments.common import make_agent, make_population
+from engine.common import make_agent, make_population
 from networks import torsos
 
 CHANGE, P = os.environ.get("CHANGE", "lockstep"), int(os.environ.get("P", "5"))

@@ -15,7 +15,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from experiments.common import make_population
+from engine.common import make_population
 
 P = int(os.environ.get("P", "5"))
 pop = make_population("dqn", "gymnax/Breakout-MinAtar", P, preset="dqn-minatar")

@@ -21,9 +21,9 @@ import time
 
 import jax
 
+from benchmarks.fused_ppo_peer import make_train
+from engine.common import build_agent, preset_args
 from envs import make_env, run_env_seed
-from experiments.common import build_agent, preset_args
-from experiments.fused_ppo_peer import make_train
 
 ITERATIONS = 200
 FLAGS = dict(num_envs=4, trace_len=128, epochs=4, num_minibatches=4, hidden=(64, 64))

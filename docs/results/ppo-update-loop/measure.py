@@ -10,7 +10,7 @@ import time
 import jax
 import numpy as np
 
-from experiments.common import make_agent
+from engine.common import make_agent
 
 E, M = (int(sys.argv[1]), int(sys.argv[2])) if len(sys.argv) > 2 else (2, 2)
 results = {}

@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agents.core.evaluation import evaluate
 from agents.core.registry import get_agent
+from engine.common import load_run, restore_learner
+from engine.evaluation import evaluate
 from envs import make_eval_env
-from experiments.common import load_run, restore_learner
 
 EPSILON = 0.1
 # gymnax's Breakout-MinAtar minimal set, in our action indices: 0 no-op, 1 left, 2 right.
