@@ -364,7 +364,8 @@ def check_given_apply(argv: list[str], args: TrainArgs) -> None:
     # (its errors name --vary) and --sweep-lr's, checked on their own to name their flag.
     run, tunable = args.run, get_agent(args.run.agent).agent_cls.tunable
     vary = {k: v for k, v in specs.items() if run.sweep_lr is None or k != "lr"}
-    draw_hparams(vary, run.num_seeds, tunable, run.seed)
+    if vary:
+        draw_hparams(vary, run.num_seeds, tunable, run.seed)
     if run.sweep_lr is not None:
         try:
             draw_hparams({"lr": run.sweep_lr}, run.num_seeds, tunable, run.seed)

@@ -580,11 +580,13 @@ class Runner:
     def _build(self):
         run = self.args.run
         procs = jax.process_count()
-        check_divisible("--num-envs", self.args.config.num_envs, procs, "processes")
+        if procs > 1:  # each process steps its own share of the envs
+            check_divisible("--num-envs", self.args.config.num_envs, procs, "processes")
         check_run(self.args)  # env count, observations, sizes: before any env is made
         if self.population:
             return self._build_population()
-        mesh = make_mesh(run.num_devices)
+        many = (run.num_devices or jax.local_device_count()) > 1 or procs > 1
+        mesh = make_mesh(run.num_devices) if many else None  # None: one device
         n = self.args.config.num_envs // procs
         env = make_env(
             run.env,
@@ -647,7 +649,8 @@ class Runner:
             agent.close()
             if lock is not None:
                 lock.close()
-            enable_data_checks(False)  # process-wide switches: as they were before the run
+            if self.args.run.debug:  # process-wide switches: as they were before the run
+                enable_data_checks(False)
             jax.config.update("jax_debug_nans", debug_nans)
 
     def _check_pace(self, agent) -> None:

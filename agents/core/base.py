@@ -59,8 +59,11 @@ from agents.core.programs import (
     ChunkProgram,
     Program,
     RolloutProgram,
+    chunk_length,
+    convolves_on_cpu,
     data_checks_enabled,
     host_chunk,
+    host_reason,
     metric_sums,
     replay_program_specs,
     rollout_program_specs,
@@ -74,16 +77,6 @@ from agents.core.protocol import (
 )
 from agents.core.rollout import initial_actor_state, make_xla_rollout, trace_step_spec
 from envs import obs_zeros
-from networks.torsos import convolves_in_loops_slowly
-
-# The most iterations one chunk program runs: its outputs hold `[N, T, B]` episode statistics,
-# kept under about 2**18 elements per field.
-MAX_CHUNK, CHUNK_ELEMENTS = 1024, 2**18
-
-
-def chunk_length(steps_per_iteration: int) -> int:
-    """Iterations per chunk program for iterations of `steps_per_iteration` env steps."""
-    return max(1, min(MAX_CHUNK, CHUNK_ELEMENTS // steps_per_iteration))
 
 
 def make_trace_replay(
@@ -299,16 +292,8 @@ class RolloutAgent(OneMember):
 
     @property
     def convolves_on_cpu(self) -> bool:
-        """Whether this agent's torso has a convolution that XLA:CPU runs slowly inside a
-        rolled loop or vmapped into a grouped convolution (PERF-NOTES; the Nature CNN and
-        MiniGrid's conv, not the MinAtar CNN: `networks.convolves_in_loops_slowly`) and XLA
-        runs on the CPU; PPO's `update_loop="auto"`, a population's member loop and the
-        one-iteration path avoid those loops."""
-        # the frame torso a config picks (`cnn`, `networks.make_torso`'s), where it has one
-        slow = convolves_in_loops_slowly(
-            self.env.spec.obs_spec, getattr(self.config, "cnn", "nature")
-        )
-        return slow and jax.default_backend() == "cpu"
+        """`agents.core.programs.convolves_on_cpu` of this agent's env and config."""
+        return convolves_on_cpu(self.env, self.config)
 
     def init_learner(self, key):
         return self.learner.init(key, self.sample_obs(self.env.spec.num_envs))
@@ -344,15 +329,7 @@ class RolloutAgent(OneMember):
     @property
     def host_driven(self) -> str | None:
         """Why each iteration needs the host (None: many run in one device program)."""
-        if data_checks_enabled():
-            return "--debug checks every loss's data in one-iteration programs"
-        if not self.env.has_xla:
-            return f"{self.env.spec.env_id} is stepped on the host ({self.env.spec.backend})"
-        if self.mesh is not None:
-            return "a data-parallel run places each rollout on the mesh from the host"
-        if self.convolves_on_cpu:
-            return "a convolution's weight gradient in a rolled loop is slow on XLA:CPU"
-        return None
+        return host_reason(self.env, self.mesh, self.config)
 
     @property
     def max_chunk(self) -> int:

@@ -1,4 +1,5 @@
-"""Agents as data plus pure functions (`../DESIGN-agents.md` in the team's notes; issue 66).
+"""Agents as data plus pure functions, and the training protocol over them, written once
+(`../DESIGN-agents.md` in the team's notes; issue 66).
 
 An agent written this way is a folder with a config, its presets and one function
 `make(config, spec) -> AgentParts`: no class, nothing to override. `AgentParts` holds the pure
@@ -16,25 +17,56 @@ axis name (None on one device; gradients are `lax.pmean`ed over it when given). 
 one dict of scalars with exactly the keys `metric_names`.
 
 `parts_agent(name, make, ...)` gives such an agent the training protocol
-(agents/core/protocol.py) that the runner, evaluation, populations (vmap over members), data
-parallelism (shard_map), checkpoints and sweeps already speak, so a new agent is its folder
-and a registry line. `make` is called once per (config, env spec), and its functions are
-shared by every agent built from equal values (a resume, an evaluation, the next test); a
-second agent with the same config, seed and env task also gets the first one's compiled
-chunk program (`agents.core.base.shared_chunk_key`: on envs with a `program_key`, gymnax's),
-so it traces and compiles nothing (tests/agents/test_no_recompile.py).
+(agents/core/protocol.py) that the runner, evaluation, populations, data parallelism,
+checkpoints and sweeps speak, through `PartsAgent` below: so a new agent is its folder and a
+registry line. One training iteration, written once (`_Chunk`'s `iteration`)::
+
+    actor, traj = rollout(act, acting(learner), actor)   # T steps of every env, in XLA
+    learner, metrics = learn(learner, traj, hyper)
+
+Many iterations per host sync are a `lax.scan` of it in one compiled program (`_Chunk`). Where
+the host must drive each iteration (`agents.core.programs.host_reason`: an env stepped on the
+host, a data-parallel mesh, `--debug`'s data checks, a convolution on XLA:CPU) the same two
+pieces run as two programs (`train_iteration`: a `RolloutProgram`, then `absorb`, `shard_map`ped
+over the mesh with gradients averaged inside `learn`). A population (`--num-seeds`) vmaps the
+same `act` and `absorb` over its members (agents/core/population.py).
+
+`make` is called once per (config, env spec), and its functions are shared by every agent
+built from equal values; an agent on an env whose step is a pure function of its task (a
+`program_key`: gymnax's) also shares the compiled chunk program of the equal agents built
+before it in the process (a resume, an evaluation, the next test), so it traces and compiles
+nothing (tests/agents/test_no_recompile.py). The seed is not part of that key: nothing the
+programs compute depends on it except through the keys in their state.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
+import time
+import types
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-from agents.core.base import RolloutAgent
 from agents.core.learning import Hyper
+from agents.core.parallel import P, check_divisible, local_replica, to_global
+from agents.core.programs import (
+    Program,
+    RolloutProgram,
+    chunk_length,
+    convolves_on_cpu,
+    host_chunk,
+    host_reason,
+    rollout_program_specs,
+    unshared,
+)
+from agents.core.protocol import Acting, ChunkOutput, IterationOutput, OneMember, TrainState
+from agents.core.rollout import initial_actor_state, make_xla_rollout
+from envs import obs_zeros
 from envs.core import spec_key
 
 
@@ -84,50 +116,252 @@ def _jitted_policy(parts: AgentParts, greedy: bool):
     return jax.jit(parts.evaluate(greedy))
 
 
-class _PartsLearner:
-    """The learner view the protocol's users read (`init`, `reset_params`)."""
+def _signature(state) -> tuple:
+    """What a compiled program of `state` depends on: its structure, shapes and dtypes, and
+    the JAX settings that change a trace (jax.jit keys its own cache on them too)."""
+    leaves, tree = jax.tree.flatten(state)
+    flags = tuple(
+        getattr(jax.config, name)
+        for name in ("jax_enable_x64", "jax_debug_nans", "jax_debug_infs",
+                     "jax_numpy_rank_promotion", "jax_default_matmul_precision")
+    )  # fmt: skip
+    return tree, tuple(jax.typeof(x) for x in leaves), flags
 
-    def __init__(self, parts: AgentParts, config):
-        self.parts, self.config = parts, config
 
-    def init(self, key, sample_obs):
-        return self.parts.init(key, sample_obs)
+class _Chunk:
+    """Up to `length` training iterations of a parts agent in one compiled program: a
+    `lax.scan` over `length` steps, step i running the iteration if i < `count` (a
+    `lax.cond`; the skipped steps cost nothing but the branch), so one executable serves
+    every count. The state is donated. Outputs: a `ChunkOutput` stacked `[length, ...]`."""
 
-    def reset_params(self, state, params, hparams: dict | None = None):
-        return self.parts.reset_params(state, params, Hyper(self.config, hparams))
+    def __init__(self, parts: AgentParts, config, env, length: int):
+        self.length, self.traces = length, 0
+        self._compiled: dict = {}  # _signature(state) -> executable
+        rollout = make_xla_rollout(env, parts.act, config.trace_len, config.discount)
+        hyper = Hyper(config)
+
+        def iteration(state: TrainState):
+            actor, traj = rollout(parts.acting(state.learner), state.actor)
+            learner, metrics = parts.learn(state.learner, traj, hyper, None)
+            sums = {k: jnp.asarray(metrics[k], jnp.float32) for k in parts.metric_names}
+            stats = (traj.finished_return, traj.finished_length, traj.game_over)
+            return TrainState(learner, state.replay, actor), ChunkOutput(sums, jnp.int32(1), *stats)
+
+        def chunk(state, count):
+            self.traces += 1  # once per trace, not per call
+            shapes = jax.eval_shape(iteration, state)[1]
+            zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+            def body(state, i):
+                return jax.lax.cond(i < count, iteration, lambda s: (s, zeros), state)
+
+            return jax.lax.scan(body, state, jnp.arange(length))
+
+        self._jitted = jax.jit(chunk, donate_argnums=(0,))
+
+    def compile(self, state) -> None:
+        key = _signature(state)
+        if key not in self._compiled:
+            count = jax.ShapeDtypeStruct((), jnp.int32)
+            self._compiled[key] = self._jitted.lower(state, count).compile()
+
+    def __call__(self, state, count: int):
+        if not 1 <= count <= self.length:
+            raise ValueError(f"a chunk runs 1 to {self.length} iterations, not {count}")
+        state = unshared(state)  # a donated argument may not hold one buffer twice
+        run = self._compiled.get(_signature(state), self._jitted)
+        return run(state, np.int32(count))
 
 
-class PartsAgent(RolloutAgent):
-    """The training protocol over an agent's `AgentParts` (module docstring): each iteration
-    rolls out with `act`, then `learn`s from the rollout. Built by `parts_agent`."""
+# Chunk programs shared by equal agents (`chunk_program`): the most recently used ones.
+_SHARED_CHUNKS: collections.OrderedDict = collections.OrderedDict()
+SHARED_CHUNKS_KEPT = 16
 
+
+def chunk_program(parts: AgentParts, config, env, length: int) -> _Chunk:
+    """The chunk program of `parts` with `config` on `env`: the one an equal agent built
+    before in this process got, where the env's step is a pure function of its task (a
+    `program_key`); a new one where it calls out to a pool of its own (envpool)."""
+    env_key = getattr(env, "program_key", None)
+    if env_key is None:
+        return _Chunk(parts, config, env, length)
+    key = (parts, config, env_key, length)
+    program = _SHARED_CHUNKS.pop(key, None) or _Chunk(parts, config, env, length)
+    _SHARED_CHUNKS[key] = program  # the most recent last
+    while len(_SHARED_CHUNKS) > SHARED_CHUNKS_KEPT:
+        _SHARED_CHUNKS.popitem(last=False)
+    return program
+
+
+class PartsAgent(OneMember):
+    """The training protocol (agents/core/protocol.py) over an agent's `AgentParts`; see the
+    module docstring. Built for an agent by `parts_agent`; never subclassed by one."""
+
+    name: ClassVar[str]
     make: ClassVar[Callable[[Any, Any], AgentParts]]
-    supports_population = True  # `learn` reads its hyper-parameters through `hyper` only
+    tunable: ClassVar[dict[str, tuple[float, float]]] = {}
+    discrete_only: ClassVar[bool] = True
+    supports_population: ClassVar[bool] = True  # `learn` reads hyper-parameters via `hyper`
+    core_feedback = None  # no recurrent core takes the action and reward as inputs
+    bytes_per_transition = 0.0  # no replay
+
+    @classmethod
+    def acting(cls, config, env, *, seed: int = 0) -> Acting:
+        """The acting part alone, for `env` with any env count (`Member.acting`)."""
+        parts = make_parts(cls.make, config, env.spec)
+        n = env.spec.num_envs
+        return Acting(
+            functools.partial(_jitted_policy, parts), parts.acting, parts.initial_core,
+            lambda key: parts.init(key, obs_zeros(env.spec.obs_spec, (n,), jnp)),
+        )  # fmt: skip
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None):
-        super().__init__(config, env, seed=seed, mesh=mesh)
-        self._build_absorb()  # the one-iteration path's learning program
-
-    def make_network(self, spec):
-        self.parts = make_parts(type(self).make, self.config, spec)
+        """`mesh`: a 1-D mesh from `agents.core.parallel.make_mesh` for data parallelism; None
+        or a single device: one device."""
+        spec, procs = env.spec, jax.process_count()
+        if self.discrete_only and not spec.discrete:
+            raise ValueError(
+                f"{self.name} needs discrete actions; {spec.env_id} has a continuous action "
+                f"space of shape {spec.action_shape}"
+            )
+        if config.num_envs != spec.num_envs * procs:
+            raise ValueError(
+                f"config.num_envs={config.num_envs} but the env has {spec.num_envs} envs "
+                f"x {procs} process(es)"
+            )
+        self.mesh = mesh if mesh is not None and mesh.size > 1 else None
+        self.num_devices = self.mesh.size if self.mesh is not None else 1
+        if self.mesh is not None:  # each device steps its own share of the envs
+            check_divisible("--num-envs", config.num_envs, self.num_devices)
+        self.config, self.env, self.seed = config, env, seed
+        self.parts = make_parts(type(self).make, config, spec)
         self.metric_names = self.parts.metric_names
-        return None  # the network lives inside the parts' functions
+        self.steps_per_iteration = config.trace_len * config.num_envs
+        self.max_chunk = chunk_length(self.steps_per_iteration)
+        self.compile_s, self.wait_s = 0.0, {}
+        self._chunk: _Chunk | None = None
 
-    def make_learner(self, network):
-        return _PartsLearner(self.parts, self.config)
+    # ------------------------------------------------------------------ the protocol
+    @property
+    def host_driven(self) -> str | None:
+        return host_reason(self.env, self.mesh, self.config)
 
-    def make_actor(self):
-        return self.parts.act, functools.partial(_jitted_policy, self.parts)
+    def init_learner(self, key):
+        n = self.env.spec.num_envs
+        return self.parts.init(key, obs_zeros(self.env.spec.obs_spec, (n,), jnp))
 
-    def policy_params(self, learner):
-        return self.parts.acting(learner)
+    def _init_actor(self, key):
+        return initial_actor_state(self.env, self.parts.initial_core(self.env.spec.num_envs), key)
+
+    def init(self, key, *, jit: bool = False) -> TrainState:
+        """`jit`: the learner built by one compiled program (faster in a fresh process)."""
+        learner_key, actor_key = jax.random.split(key)
+        if jax.process_count() > 1:  # same learner everywhere, different actions per process
+            actor_key = jax.random.fold_in(actor_key, jax.process_index())
+        actor = self._init_actor(actor_key)
+        learner = (jax.jit(self.init_learner) if jit else self.init_learner)(learner_key)
+        if self.mesh is not None:
+            learner = to_global(learner, self.mesh, P())  # replicated: same seed everywhere
+        return TrainState(learner, (), actor)
+
+    def reset_actor(self, state: TrainState, key) -> TrainState:
+        return state._replace(actor=self._init_actor(key))
+
+    def compile(self, state: TrainState) -> float:
+        t0 = time.perf_counter()
+        if self.host_driven is None:
+            self._chunk_program().compile(unshared(state))
+        else:
+            rollout, absorb = self._host_programs
+            params = self.parts.acting(state.learner)
+            rollout.compile(params, state.actor)
+            absorb.compile(state.learner, state.replay, rollout.abstract(params, state.actor))
+        self.compile_s = time.perf_counter() - t0
+        return self.compile_s
+
+    def train_chunk(self, state: TrainState, iteration: int, env_steps: int, count: int):
+        if not 1 <= count <= self.max_chunk:
+            raise ValueError(f"train_chunk runs 1 to {self.max_chunk} iterations, not {count}")
+        if self.host_driven is None:
+            return self._chunk_program()(state, count)
+        return host_chunk(
+            self.train_iteration, state, iteration, env_steps, self.steps_per_iteration, count,
+            self.metric_names,
+        )  # fmt: skip
+
+    def act(self, greedy: bool):
+        return _jitted_policy(self.parts, greedy)
+
+    def acting_params(self, learner):
+        """The actor's params: this process's replica when data parallel."""
+        params = self.parts.acting(learner)
+        return params if self.mesh is None else local_replica(params)
 
     def initial_core(self, num_envs: int):
         return self.parts.initial_core(num_envs)
 
+    @property
+    def programs(self) -> dict[str, Any]:
+        """The device programs, by name (their `traces` count compilations)."""
+        if self._chunk is not None:
+            return {"chunk": self._chunk}
+        rollout, absorb = self._host_programs
+        return {"rollout": rollout, "absorb": absorb}
+
+    def close(self) -> None:
+        """Nothing runs in the background."""
+
+    # ------------------------------------------------------------------ the pieces
+    def _chunk_program(self) -> _Chunk:
+        if self._chunk is None:
+            self._chunk = chunk_program(self.parts, self.config, self.env, self.max_chunk)
+        return self._chunk
+
+    @functools.cached_property
+    def _host_programs(self) -> tuple[RolloutProgram, Program]:
+        """The one-iteration path's programs: the rollout, then `absorb`."""
+        c, mesh = self.config, self.mesh
+        rollout = RolloutProgram(self.env, self.parts.act, c.trace_len, c.discount, mesh)
+        specs = rollout_program_specs(()) if mesh is not None else {}
+        return rollout, Program(self.absorb, mesh=mesh, donate_argnums=(0, 1), **specs)
+
+    def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
+        """One iteration as the host drives it: the rollout program, then `absorb`."""
+        rollout, absorb = self._host_programs
+        actor, traj, placed = rollout(self.parts.acting(state.learner), state.actor)
+        learner, replay, metrics = absorb(state.learner, state.replay, placed)
+        stats = (traj.finished_return, traj.finished_length, traj.game_over)
+        return TrainState(learner, replay, actor), IterationOutput(metrics, *stats)
+
     def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
+        """`learn` from a fresh rollout, with a population member's `hparams` or the
+        config's: (learner, replay, [metrics]). Pure."""
         learner, metrics = self.parts.learn(learner, traj, Hyper(self.config, hparams), axis_name)
         return learner, replay, [metrics]
+
+    # ------------------------------------------------------------------ as a population member
+    # What agents/core/population.py reads of its members: the same pieces.
+    @property
+    def select_action(self):
+        return self.parts.act
+
+    @functools.cached_property
+    def learner(self):
+        """What a population calls `learner.reset_params` on (evolution's CEM)."""
+        return types.SimpleNamespace(reset_params=self.reset_params)
+
+    def reset_params(self, state, params, hparams: dict | None = None):
+        return self.parts.reset_params(state, params, Hyper(self.config, hparams))
+
+    def policy_params(self, learner):
+        return self.parts.acting(learner)
+
+    @property
+    def convolves_on_cpu(self) -> bool:
+        return convolves_on_cpu(self.env, self.config)
+
+    def _init_replay(self):
+        return ()
 
 
 def parts_agent(

@@ -71,13 +71,13 @@ import numpy as np
 from jax.sharding import NamedSharding
 
 from agents.core import evolution
-from agents.core.base import chunk_length
 from agents.core.config import ConfigError
 from agents.core.learning import episode_fields
 from agents.core.parallel import POP, P, check_divisible
 from agents.core.programs import (
     ChunkProgram,
     Program,
+    chunk_length,
     host_chunk,
     metric_sums,
     over_members,

@@ -47,8 +47,42 @@ from agents.core.parallel import (
 )
 from agents.core.rollout import make_host_rollout, make_xla_rollout, rollout_shape
 from agents.losses._checks import debug_scope
+from networks.torsos import convolves_in_loops_slowly
 
 _DATA_CHECKS = [False]
+
+# The most iterations one chunk program runs: its outputs hold `[N, T, B]` episode statistics,
+# kept under about 2**18 elements per field.
+MAX_CHUNK, CHUNK_ELEMENTS = 1024, 2**18
+
+
+def chunk_length(steps_per_iteration: int) -> int:
+    """Iterations per chunk program for iterations of `steps_per_iteration` env steps."""
+    return max(1, min(MAX_CHUNK, CHUNK_ELEMENTS // steps_per_iteration))
+
+
+def convolves_on_cpu(env, config) -> bool:
+    """Whether an agent's torso has a convolution that XLA:CPU runs slowly inside a rolled
+    loop or vmapped into a grouped convolution (PERF-NOTES; the Nature CNN and MiniGrid's
+    conv, not the MinAtar CNN: `networks.convolves_in_loops_slowly`) and XLA runs on the CPU;
+    PPO's `update_loop="auto"`, a population's member loop and the one-iteration path avoid
+    those loops. The torso is the frame torso `config.cnn` picks, where it has one."""
+    slow = convolves_in_loops_slowly(env.spec.obs_spec, getattr(config, "cnn", "nature"))
+    return slow and jax.default_backend() == "cpu"
+
+
+def host_reason(env, mesh, config) -> str | None:
+    """Why each training iteration of an agent on `env` (data parallel over `mesh`, or None)
+    needs the host; None: many iterations can run in one device program."""
+    if _DATA_CHECKS[0]:
+        return "--debug checks every loss's data in one-iteration programs"
+    if not env.has_xla:
+        return f"{env.spec.env_id} is stepped on the host ({env.spec.backend})"
+    if mesh is not None:
+        return "a data-parallel run places each rollout on the mesh from the host"
+    if convolves_on_cpu(env, config):
+        return "a convolution's weight gradient in a rolled loop is slow on XLA:CPU"
+    return None
 
 
 def enable_data_checks(on: bool = True) -> None:

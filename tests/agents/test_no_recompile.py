@@ -93,6 +93,7 @@ def test_a_second_agent_with_the_same_config_compiles_nothing(agent_name):
     from jax import monitoring
 
     from agents.core.base import shared_chunk_key
+    from agents.core.parts import PartsAgent
     from engine.common import make_agent
 
     def train(seed=0):
@@ -122,11 +123,21 @@ def test_a_second_agent_with_the_same_config_compiles_nothing(agent_name):
     jax.tree.map(np.testing.assert_array_equal, (state2, out2), (state, out))
     assert out.updates.sum() > 0  # it learnt: the shared program is not an idle one
 
-    # Another seed, or an env that calls out to its own pool (envpool), is not shared.
-    other = make_agent(agent_name, "gymnax/CartPole-v1", seed=1, **SECOND_AGENT_CASES[agent_name])
-    assert shared_chunk_key(other, state) != shared_chunk_key(first, state)
-    pool = make_agent(agent_name, "CartPole-v1", **SECOND_AGENT_CASES[agent_name])
+    # An env that calls out to its own pool (envpool) is not shared. Another seed is not
+    # shared by a class-based agent (its programs may read `self.seed`); an agent made of
+    # parts (agents/core/parts.py) shares it: nothing its programs compute depends on the
+    # seed except through the keys in their state.
+    case = SECOND_AGENT_CASES[agent_name]
+    other = make_agent(agent_name, "gymnax/CartPole-v1", seed=1, **case)
+    pool = make_agent(agent_name, "CartPole-v1", **case)
     try:
-        assert shared_chunk_key(pool, state) is None
+        if isinstance(first, PartsAgent):
+            other.compile(other.init(jax.random.PRNGKey(1)))
+            assert other.programs["chunk"] is first.programs["chunk"]
+            pool.compile(pool.init(jax.random.PRNGKey(0)))
+            assert pool.programs["chunk"] is not first.programs["chunk"]
+        else:
+            assert shared_chunk_key(other, state) != shared_chunk_key(first, state)
+            assert shared_chunk_key(pool, state) is None
     finally:
         pool.close()

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from agents.core.base import RolloutAgent
+from agents.core.parts import PartsAgent
 from agents.core.registry import agent_names
 from engine.checkpoint import Checkpointer
 from engine.common import checkpoint_tree
@@ -108,18 +109,22 @@ def test_train_resume_evaluate_in_process(tmp_path, case, monkeypatch):
     common = f"--run-dir {run_dir} --no-progress --eval-episodes 0 --num-devices 1".split()
     steps = ["--total-steps", str(first), "--checkpoint-every", str(first)]
     saved_trees, compiled = [], []
-    save, compile_ = Checkpointer.save, RolloutAgent.compile
+    save = Checkpointer.save
 
     def spy_save(self, step, state, *args, **kwargs):
         saved_trees.append(jax.device_get(state))
         return save(self, step, state, *args, **kwargs)
 
-    def spy_compile(self, state):
-        compiled.append(jax.device_get(checkpoint_tree(state.learner)))
-        return compile_(self, state)
+    def spy(compile_):
+        def spy_compile(self, state):
+            compiled.append(jax.device_get(checkpoint_tree(state.learner)))
+            return compile_(self, state)
+
+        return spy_compile
 
     monkeypatch.setattr(Checkpointer, "save", spy_save)
-    monkeypatch.setattr(RolloutAgent, "compile", spy_compile)
+    for cls in (RolloutAgent, PartsAgent):  # the class-based agents' and the parts agents'
+        monkeypatch.setattr(cls, "compile", spy(cls.compile))
     summary = train.main([*flags.split(), *common, *steps])
     assert summary["agent"] == _agent(case) and summary["env_steps"] == first
     saved = json.loads((run_dir / "summary.json").read_text())
@@ -145,7 +150,8 @@ def test_train_resume_evaluate_in_process(tmp_path, case, monkeypatch):
     def no_agent(*args, **kwargs):
         raise AssertionError("evaluate built a whole agent")
 
-    monkeypatch.setattr(RolloutAgent, "__init__", no_agent)
+    for cls in (RolloutAgent, PartsAgent):
+        monkeypatch.setattr(cls, "__init__", no_agent)
     out = tmp_path / "eval.json"
     result = evaluate.main([str(run_dir), "--episodes", "2", "--num-envs", "2", "--out", str(out)])
     assert result["episodes"] == 2 and result["checkpoint_step"] == total
