@@ -49,20 +49,23 @@ def random_inputs(shape: tuple[int, ...], dtype) -> Callable[[int], Array]:
     return make
 
 
-def network_pass_costs(agent, forward: float, train: float, obs_shape=None) -> dict:
+def network_pass_costs(
+    agent, forward: float, train: float, obs_shape=None, net=None, optimizer=None
+) -> dict:
     """The usual cost model of one network on array observations: `forward` acting or
     target passes and `train` forward+backward passes with the learner's optimizer per env
-    step (ACER's, DQN's, PPO's)."""
-    spec, net = agent.env.spec, agent.network
+    step (ACER's, DQN's, PPO's). `net`, `optimizer`: by default the agent's `network` and
+    its learner's `optimizer`."""
+    spec = agent.env.spec
+    net = agent.network if net is None else net
+    optimizer = agent.learner.optimizer if optimizer is None else optimizer
     shape = spec.obs_shape if obs_shape is None else obs_shape
     params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *shape), spec.obs_dtype))
     obs = random_inputs(shape, spec.obs_dtype)
     inputs = lambda b: (obs(b),)  # noqa: E731
     return {
         "forward": NetworkCost(net.apply, params, inputs, forward),
-        "forward+backward+adam": NetworkCost(
-            net.apply, params, inputs, train, agent.learner.optimizer
-        ),
+        "forward+backward+adam": NetworkCost(net.apply, params, inputs, train, optimizer),
     }
 
 
@@ -103,11 +106,14 @@ def dqn_costs(agent) -> dict:
 def ppo_costs(agent) -> dict:
     """PPO's and A2C's: per env step `epochs` forward+backward passes (each sample once per
     epoch), one acting forward pass and 1/T bootstrap forward passes. Feed-forward only."""
-    shape = _array_shape(agent.network.obs_spec)
-    if agent.recurrent or shape is None:
+    net, learner = agent.modules.network, agent.modules.learner
+    shape = _array_shape(net.obs_spec)
+    if agent.config.lstm_size or shape is None:
         return {}
     cfg = agent.config
-    return network_pass_costs(agent, 1 + 1 / cfg.trace_len, cfg.epochs, shape)
+    return network_pass_costs(
+        agent, 1 + 1 / cfg.trace_len, cfg.epochs, shape, net, learner.optimizer
+    )
 
 
 def sac_costs(agent) -> dict:

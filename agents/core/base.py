@@ -293,10 +293,14 @@ class RolloutAgent(OneMember):
     @property
     def convolves_on_cpu(self) -> bool:
         """`agents.core.programs.convolves_on_cpu` of this agent's env and config."""
-        return convolves_on_cpu(self.env, self.config)
+        return convolves_on_cpu(self.env.spec, self.config)
 
     def init_learner(self, key):
         return self.learner.init(key, self.sample_obs(self.env.spec.num_envs))
+
+    def reset_params(self, state, params, hparams: dict | None = None):
+        """The learner `state` restarted from new weights `params` (a population's CEM)."""
+        return self.learner.reset_params(state, params, hparams)
 
     def _init_actor(self, key):
         return initial_actor_state(self.env, self.initial_core(self.env.spec.num_envs), key)

@@ -11,10 +11,11 @@ functions the shared machinery calls:
     action, core = evaluate(greedy)(params, obs, first, core, key)
 
 `learn` takes the fresh time-major rollout (`agents.core.rollout.Rollout`) of the iteration
-(an on-policy agent's whole update: PQN's epochs × minibatches), the hyper-parameters as a
+(an on-policy agent's whole update: PQN's and PPO's epochs × minibatches), the hyper-parameters as a
 `Hyper` view (a population member's traced values, or the config's) and the data-parallel
 axis name (None on one device; gradients are `lax.pmean`ed over it when given). `metrics` is
-one dict of scalars with exactly the keys `metric_names`.
+one dict with exactly the keys `metric_names`, of scalars (one update) or of `[K]` arrays
+(K updates: PPO's epochs × minibatches).
 
 `parts_agent(name, make, ...)` gives such an agent the training protocol
 (agents/core/protocol.py) that the runner, evaluation, populations, data parallelism,
@@ -28,8 +29,10 @@ Many iterations per host sync are a `lax.scan` of it in one compiled program (`_
 the host must drive each iteration (`agents.core.programs.host_reason`: an env stepped on the
 host, a data-parallel mesh, `--debug`'s data checks, a convolution on XLA:CPU) the same two
 pieces run as two programs (`train_iteration`: a `RolloutProgram`, then `absorb`, `shard_map`ped
-over the mesh with gradients averaged inside `learn`). A population (`--num-seeds`) vmaps the
-same `act` and `absorb` over its members (agents/core/population.py).
+over the mesh with gradients averaged inside `learn`); an agent whose learning the host must
+drive stage by stage (`AgentParts.staged`: PPO's `--update-loop dispatch`) runs its stages
+there as programs of their own. A population (`--num-seeds`) vmaps the same `act` and
+`absorb` over its members (agents/core/population.py).
 
 `make` is called once per (config, env spec), and its functions are shared by every agent
 built from equal values; an agent on an env whose step is a pure function of its task (a
@@ -44,7 +47,6 @@ from __future__ import annotations
 import collections
 import functools
 import time
-import types
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
@@ -53,7 +55,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents.core.learning import Hyper
-from agents.core.parallel import P, check_divisible, local_replica, to_global
+from agents.core.parallel import ROLLOUT_SPECS, P, check_divisible, local_replica, to_global
 from agents.core.programs import (
     Program,
     RolloutProgram,
@@ -61,6 +63,7 @@ from agents.core.programs import (
     convolves_on_cpu,
     host_chunk,
     host_reason,
+    metric_sums,
     rollout_program_specs,
     unshared,
 )
@@ -75,6 +78,23 @@ def no_core(num_envs: int):
     return ()
 
 
+class StagedLearn(NamedTuple):
+    """An iteration's learning as the host drives it, one program per stage (PPO's
+    `--update-loop dispatch`: no rolled loop around a convolution's weight gradient on
+    XLA:CPU). `prepare` once, then for each entry of `steps` `(refresh first, args)`: the
+    buffer recomputed with the current learner if asked, then one `step`. Each function takes
+    the data-parallel axis name as its `axis_name` keyword."""
+
+    prepare: Callable  # (learner, rollout) -> (learner, buffer)
+    step: Callable  # (learner, buffer, *args) -> (learner, metrics dict of scalars)
+    refresh: Callable  # (learner, buffer) -> buffer
+    steps: tuple  # ((refresh first: bool, args: tuple of int32 arrays), ...)
+    buffer_specs: Any  # the buffer's PartitionSpecs over a data-parallel mesh (axis "data")
+    why: str  # the agent's `host_driven`: why the host drives its learning
+    population: str  # why a population (which runs each member's learning as one program)
+    # cannot take it
+
+
 class AgentParts(NamedTuple):
     """An agent's pure functions (module docstring)."""
 
@@ -86,6 +106,20 @@ class AgentParts(NamedTuple):
     reset_params: Callable  # (learner, params, hyper) -> learner restarted from `params`
     metric_names: tuple[str, ...]
     initial_core: Callable = no_core  # num_envs -> the cores of fresh episodes
+    # (core, action, reward) -> core: what a recurrent core learns of the step just taken
+    # (R2D2's previous action and reward inputs; agents/core/protocol.py); None: nothing
+    feedback: Callable | None = None
+    staged: StagedLearn | None = None  # the learning the host drives, or None
+    check_devices: Callable | None = None  # num_devices -> None, or a one-line error
+    modules: Any = None  # what the functions are built from (network, learner), for tests
+    # and benchmarks to inspect; the driver never reads it
+
+    # By identity (programs are cached on the parts): `make_parts` gives equal (config, spec)
+    # values one object, and a field may hold arrays or objects that do not hash.
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
 
 
 class _SpecByValue:
@@ -137,15 +171,17 @@ class _Chunk:
     def __init__(self, parts: AgentParts, config, env, length: int):
         self.length, self.traces = length, 0
         self._compiled: dict = {}  # _signature(state) -> executable
-        rollout = make_xla_rollout(env, parts.act, config.trace_len, config.discount)
+        rollout = make_xla_rollout(
+            env, parts.act, config.trace_len, config.discount, parts.feedback
+        )
         hyper = Hyper(config)
 
         def iteration(state: TrainState):
             actor, traj = rollout(parts.acting(state.learner), state.actor)
             learner, metrics = parts.learn(state.learner, traj, hyper, None)
-            sums = {k: jnp.asarray(metrics[k], jnp.float32) for k in parts.metric_names}
+            sums, count = metric_sums([metrics], parts.metric_names)
             stats = (traj.finished_return, traj.finished_length, traj.game_over)
-            return TrainState(learner, state.replay, actor), ChunkOutput(sums, jnp.int32(1), *stats)
+            return TrainState(learner, state.replay, actor), ChunkOutput(sums, count, *stats)
 
         def chunk(state, count):
             self.traces += 1  # once per trace, not per call
@@ -202,7 +238,6 @@ class PartsAgent(OneMember):
     tunable: ClassVar[dict[str, tuple[float, float]]] = {}
     discrete_only: ClassVar[bool] = True
     supports_population: ClassVar[bool] = True  # `learn` reads hyper-parameters via `hyper`
-    core_feedback = None  # no recurrent core takes the action and reward as inputs
     bytes_per_transition = 0.0  # no replay
 
     @classmethod
@@ -213,6 +248,7 @@ class PartsAgent(OneMember):
         return Acting(
             functools.partial(_jitted_policy, parts), parts.acting, parts.initial_core,
             lambda key: parts.init(key, obs_zeros(env.spec.obs_spec, (n,), jnp)),
+            parts.feedback,
         )  # fmt: skip
 
     def __init__(self, config, env, *, seed: int = 0, mesh=None):
@@ -231,11 +267,14 @@ class PartsAgent(OneMember):
             )
         self.mesh = mesh if mesh is not None and mesh.size > 1 else None
         self.num_devices = self.mesh.size if self.mesh is not None else 1
-        if self.mesh is not None:  # each device steps its own share of the envs
-            check_divisible("--num-envs", config.num_envs, self.num_devices)
         self.config, self.env, self.seed = config, env, seed
-        self.parts = make_parts(type(self).make, config, spec)
-        self.metric_names = self.parts.metric_names
+        self.parts = parts = make_parts(type(self).make, config, spec)
+        if self.mesh is not None:  # each device steps and learns from its share of the envs
+            check_divisible("--num-envs", config.num_envs, self.num_devices)
+            if parts.check_devices is not None:
+                parts.check_devices(self.num_devices)
+        self.metric_names, self.modules = parts.metric_names, parts.modules
+        self.core_feedback = parts.feedback  # read by the acting loops (evaluation too)
         self.steps_per_iteration = config.trace_len * config.num_envs
         self.max_chunk = chunk_length(self.steps_per_iteration)
         self.compile_s, self.wait_s = 0.0, {}
@@ -244,6 +283,8 @@ class PartsAgent(OneMember):
     # ------------------------------------------------------------------ the protocol
     @property
     def host_driven(self) -> str | None:
+        if self.parts.staged is not None:
+            return self.parts.staged.why
         return host_reason(self.env, self.mesh, self.config)
 
     def init_learner(self, key):
@@ -272,10 +313,14 @@ class PartsAgent(OneMember):
         if self.host_driven is None:
             self._chunk_program().compile(unshared(state))
         else:
-            rollout, absorb = self._host_programs
+            rollout, learn = self._host_programs
             params = self.parts.acting(state.learner)
             rollout.compile(params, state.actor)
-            absorb.compile(state.learner, state.replay, rollout.abstract(params, state.actor))
+            placed = rollout.abstract(params, state.actor)
+            if self.parts.staged is None:
+                learn.compile(state.learner, state.replay, placed)
+            else:
+                self._compile_staged(learn, state.learner, placed)
         self.compile_s = time.perf_counter() - t0
         return self.compile_s
 
@@ -305,8 +350,10 @@ class PartsAgent(OneMember):
         """The device programs, by name (their `traces` count compilations)."""
         if self._chunk is not None:
             return {"chunk": self._chunk}
-        rollout, absorb = self._host_programs
-        return {"rollout": rollout, "absorb": absorb}
+        rollout, learn = self._host_programs
+        if self.parts.staged is None:
+            return {"rollout": rollout, "absorb": learn}
+        return {"rollout": rollout, **dict(zip(("prepare", "step", "refresh"), learn, strict=True))}
 
     def close(self) -> None:
         """Nothing runs in the background."""
@@ -318,18 +365,55 @@ class PartsAgent(OneMember):
         return self._chunk
 
     @functools.cached_property
-    def _host_programs(self) -> tuple[RolloutProgram, Program]:
-        """The one-iteration path's programs: the rollout, then `absorb`."""
-        c, mesh = self.config, self.mesh
-        rollout = RolloutProgram(self.env, self.parts.act, c.trace_len, c.discount, mesh)
-        specs = rollout_program_specs(()) if mesh is not None else {}
-        return rollout, Program(self.absorb, mesh=mesh, donate_argnums=(0, 1), **specs)
+    def _host_programs(self) -> tuple:
+        """The one-iteration path's programs: the rollout, then `absorb` (or the staged
+        learning's three programs)."""
+        c, mesh, staged = self.config, self.mesh, self.parts.staged
+        feedback = self.parts.feedback
+        rollout = RolloutProgram(self.env, self.parts.act, c.trace_len, c.discount, mesh, feedback)
+        if staged is None:
+            specs = rollout_program_specs(()) if mesh is not None else {}
+            return rollout, Program(self.absorb, mesh=mesh, donate_argnums=(0, 1), **specs)
+        specs = [{}, {}, {}]
+        if mesh is not None:
+            buf = staged.buffer_specs
+            specs = [
+                dict(in_specs=(P(), ROLLOUT_SPECS), out_specs=(P(), buf)),
+                dict(in_specs=(P(), buf, P(), P()), out_specs=(P(), P())),
+                dict(in_specs=(P(), buf), out_specs=buf),
+            ]
+        fns, donated = (staged.prepare, staged.step, staged.refresh), ((0,), (0,), (1,))
+        return rollout, tuple(
+            Program(fn, mesh=mesh, donate_argnums=d, **spec)
+            for fn, d, spec in zip(fns, donated, specs, strict=True)
+        )
+
+    def _compile_staged(self, programs, learner, placed) -> None:
+        prepare, step, refresh = programs
+        out = jax.eval_shape(prepare._jitted, learner, placed)
+        learner_shape, buffer = out[1] if prepare.checks else out  # --debug: (error, out)
+        prepare.compile(learner, placed)
+        step.compile(learner_shape, buffer, *self.parts.staged.steps[0][1])
+        if any(again for again, _ in self.parts.staged.steps):
+            refresh.compile(learner_shape, buffer)
 
     def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
-        """One iteration as the host drives it: the rollout program, then `absorb`."""
-        rollout, absorb = self._host_programs
+        """One iteration as the host drives it: the rollout program, then `absorb`'s (or the
+        staged learning's: `prepare`, then each step)."""
+        rollout, learn = self._host_programs
         actor, traj, placed = rollout(self.parts.acting(state.learner), state.actor)
-        learner, replay, metrics = absorb(state.learner, state.replay, placed)
+        replay, staged = state.replay, self.parts.staged
+        if staged is None:
+            learner, replay, metrics = learn(state.learner, replay, placed)
+        else:
+            prepare, step, refresh = learn
+            learner, buffer = prepare(state.learner, placed)
+            metrics = []
+            for again, args in staged.steps:
+                if again:
+                    buffer = refresh(learner, buffer)
+                learner, m = step(learner, buffer, *args)
+                metrics.append(m)
         stats = (traj.finished_return, traj.finished_length, traj.game_over)
         return TrainState(learner, replay, actor), IterationOutput(metrics, *stats)
 
@@ -345,11 +429,6 @@ class PartsAgent(OneMember):
     def select_action(self):
         return self.parts.act
 
-    @functools.cached_property
-    def learner(self):
-        """What a population calls `learner.reset_params` on (evolution's CEM)."""
-        return types.SimpleNamespace(reset_params=self.reset_params)
-
     def reset_params(self, state, params, hparams: dict | None = None):
         return self.parts.reset_params(state, params, Hyper(self.config, hparams))
 
@@ -358,7 +437,10 @@ class PartsAgent(OneMember):
 
     @property
     def convolves_on_cpu(self) -> bool:
-        return convolves_on_cpu(self.env, self.config)
+        return convolves_on_cpu(self.env.spec, self.config)
+
+    def population_conflict(self) -> str | None:
+        return None if self.parts.staged is None else self.parts.staged.population
 
     def _init_replay(self):
         return ()

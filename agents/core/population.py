@@ -37,8 +37,8 @@ reads arithmetically; `discount` is written into the traces by this module's rol
 
 What an agent needs to take part: it is a `RolloutAgent` whose iteration is the base one
 (collect, `absorb`, then `updates_due` × `replay_update`), whose pure functions do not
-read its seed (randomness comes from the keys in its states), and whose learner has
-`reset_params(state, params, hparams) -> state`: the state restarted from new weights as its
+read its seed (randomness comes from the keys in its states), and which has
+`reset_params(state, params, hparams) -> state`: its learner state restarted from new weights as its
 `init` starts its own (fresh optimiser states, target or averaged copies set to them), which
 CEM applies to the members it resamples. It says so with
 `supports_population = True` (and `population_conflict()` names a configuration that
@@ -116,9 +116,9 @@ def check_population_support(agent) -> None:
     name = getattr(agent, "name", type(agent).__name__)
     if not agent.supports_population:
         raise ConfigError(f"--num-seeds > 1 is not supported by --agent {name}")
-    if not callable(getattr(getattr(agent, "learner", None), "reset_params", None)):
+    if not callable(getattr(agent, "reset_params", None)):
         raise ConfigError(
-            f"--num-seeds > 1 with --agent {name}: its learner has no "
+            f"--num-seeds > 1 with --agent {name}: it has no "
             "reset_params(state, params, hparams) (agents/core/population.py)"
         )
     reason = agent.population_conflict() if hasattr(agent, "population_conflict") else None
@@ -436,10 +436,10 @@ class Population:
         return PopulationLearner(member, hparams)
 
     def _reset_resampled(self, member, params, hparams, resampled):
-        """Members marked `resampled` restart from their new `params` (`learner.reset_params`
+        """Members marked `resampled` restart from their new `params` (the agent's `reset_params`
         with each member's own hyper-parameters: an optimiser state may hold a learning
         rate); the others are kept."""
-        fresh = jax.vmap(self.members[0].learner.reset_params)(member, params, hparams)
+        fresh = jax.vmap(self.members[0].reset_params)(member, params, hparams)
 
         def pick(new, old):
             mask = resampled.reshape((-1,) + (1,) * (old.ndim - 1))

@@ -61,13 +61,14 @@ def chunk_length(steps_per_iteration: int) -> int:
     return max(1, min(MAX_CHUNK, CHUNK_ELEMENTS // steps_per_iteration))
 
 
-def convolves_on_cpu(env, config) -> bool:
+def convolves_on_cpu(spec, config) -> bool:
     """Whether an agent's torso has a convolution that XLA:CPU runs slowly inside a rolled
     loop or vmapped into a grouped convolution (PERF-NOTES; the Nature CNN and MiniGrid's
     conv, not the MinAtar CNN: `networks.convolves_in_loops_slowly`) and XLA runs on the CPU;
     PPO's `update_loop="auto"`, a population's member loop and the one-iteration path avoid
-    those loops. The torso is the frame torso `config.cnn` picks, where it has one."""
-    slow = convolves_in_loops_slowly(env.spec.obs_spec, getattr(config, "cnn", "nature"))
+    those loops. `spec`: the env's `EnvSpec`; the torso is the frame torso `config.cnn`
+    picks, where it has one."""
+    slow = convolves_in_loops_slowly(spec.obs_spec, getattr(config, "cnn", "nature"))
     return slow and jax.default_backend() == "cpu"
 
 
@@ -80,7 +81,7 @@ def host_reason(env, mesh, config) -> str | None:
         return f"{env.spec.env_id} is stepped on the host ({env.spec.backend})"
     if mesh is not None:
         return "a data-parallel run places each rollout on the mesh from the host"
-    if convolves_on_cpu(env, config):
+    if convolves_on_cpu(env.spec, config):
         return "a convolution's weight gradient in a rolled loop is slow on XLA:CPU"
     return None
 

@@ -1,10 +1,20 @@
 """PPO (Schulman et al. 2017): config, learner and agent; registered as `--agent ppo`. The
-learner (agents/ppo/learner.py) is shared with A2C (agents/a2c/)."""
+learner (agents/ppo/learner.py) and the agent's `build` are shared with A2C (agents/a2c/)."""
 
+from agents.core.base import ACTOR_CRITIC_TUNABLE
+from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
-from agents.ppo.agent import PPOAgent
+from agents.ppo.agent import make
 from agents.ppo.config import PRESETS, OnPolicyConfig, PPOConfig
 
+# What a population may vary per member (`--vary`, `--evolve`): numbers the learner reads.
+TUNABLE = {
+    **ACTOR_CRITIC_TUNABLE,
+    "value_weight": (0.0, 10.0),
+    "gae_lambda": (0.0, 1.0),
+    "clip_eps": (1e-3, 1.0),
+}
+PPOAgent = parts_agent("ppo", make, tunable=TUNABLE, discrete_only=False)
 DESCRIPTION = "PPO: clipped surrogate, GAE, epochs x minibatches; discrete or Gaussian"
 SPEC = AgentSpec(
     "ppo", PPOConfig, PPOAgent, PRESETS, "ppo-classic", DESCRIPTION, dict_obs=True,

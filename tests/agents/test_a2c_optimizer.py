@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.a2c.agent import A2CAgent
+from agents.a2c.agent import rmsprop
 from agents.a2c.config import A2CConfig
 
 
@@ -29,7 +29,7 @@ def test_rmsprop_start(start):
     rng = np.random.default_rng(7)
     grads = [rng.normal(size=(5,)) * 10.0 ** rng.uniform(-3, 1, 5) for _ in range(6)]
     cfg = A2CConfig(rmsprop_start=start, rmsprop_alpha=0.9, rmsprop_eps=1e-6)
-    opt = A2CAgent.make_optimizer(type("Agent", (), {"config": cfg})(), 0.01)
+    opt = rmsprop(cfg, 0.01)
     state = opt.init(jnp.zeros(5))
     want = reference_steps(grads, 0.01, 0.9, 1e-6, start)
     for g, w in zip(grads, want, strict=True):

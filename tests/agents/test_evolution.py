@@ -25,7 +25,7 @@ from agents.core.evolution import (
 from agents.core.learning import episode_fields
 from agents.core.population import Population, member_envs
 from agents.core.registry import agent_names, get_agent
-from agents.ppo.agent import PPOAgent
+from agents.ppo import PPOAgent
 from envs import make_env, run_env_seed
 
 BOUNDS = {"lr": (1e-6, 1.0), "entropy_weight": (0.0, 1.0), "discount": (0.5, 1.0)}
@@ -293,8 +293,8 @@ def _same_rows(a, b):
 def _restarted(pop, member):
     """Whether every member of the stacked learner state `member` is what its learner's
     `reset_params` makes of it around its own weights (fresh optimiser, targets = weights)."""
-    learner = pop.members[0].learner
-    fresh = jax.vmap(lambda s: learner.reset_params(s, s.params))(member)
+    first = pop.members[0]
+    fresh = jax.vmap(lambda s: first.reset_params(s, s.params))(member)
     same = [_same_rows(a, b) for a, b in zip(_rows(fresh), _rows(member), strict=True)]
     return np.all(same, axis=0)
 

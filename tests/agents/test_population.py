@@ -104,7 +104,7 @@ def test_bad_population_is_refused():
     with pytest.raises(ValueError, match="--num-seeds=3 is not divisible by the number of devices"):
         Population([ACERAgent(CFG, env, seed=i) for i in range(3)], mesh=make_mesh(2, axis=POP))
     from agents.core.registry import get_agent
-    from agents.ppo.agent import PPOAgent
+    from agents.ppo import PPOAgent
 
     ppo_cfg = get_agent("ppo").make_config(None, num_envs=CFG.num_envs, update_loop="dispatch")
     with pytest.raises(ConfigError, match=r"--num-seeds > 1 with --agent ppo: .*--update-loop"):
@@ -404,7 +404,7 @@ def test_member_loop_is_chosen_for_images_on_cpu():
 
 def test_ppo_population_needs_a_one_program_update():
     from agents.core.registry import get_agent
-    from agents.ppo.agent import PPOAgent
+    from agents.ppo import PPOAgent
 
     cfg = get_agent("ppo").make_config(None, num_envs=2, update_loop="dispatch")
     with pytest.raises(ConfigError, match=r"--num-seeds > 1 with --agent ppo: .*--update-loop"):

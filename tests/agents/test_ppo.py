@@ -18,7 +18,7 @@ from agents.core.config import ConfigError
 from agents.core.hooks import HookError
 from agents.core.parallel import make_mesh, place_rollout, to_global
 from agents.core.rollout import make_xla_rollout
-from agents.ppo.agent import PPOAgent
+from agents.ppo import PPOAgent
 from agents.ppo.config import PPOConfig
 from engine.common import make_agent
 from envs import make_env
@@ -52,10 +52,10 @@ def test_truncation_bootstraps_from_the_final_observation():
     agent = _agent()
     state = agent.init(jax.random.PRNGKey(0))
     _, traj = _rollout(agent, state)
-    _, buffer = jax.jit(agent.learner.prepare)(state.learner, traj)
+    _, buffer = jax.jit(agent.modules.learner.prepare)(state.learner, traj)
     v = np.asarray(traj.steps["mu"]["value"], np.float64)
     r = np.asarray(traj.steps["reward"], np.float64)
-    (_, v_last), _ = (agent.network.apply(state.learner.params, traj.last_obs), None)
+    (_, v_last), _ = (agent.modules.network.apply(state.learner.params, traj.last_obs), None)
     v_last = np.asarray(v_last, np.float64)
     g, lam = CFG.discount, CFG.gae_lambda
     T, B = r.shape
@@ -90,13 +90,13 @@ def test_recurrent_minibatches_start_from_stored_states(prev_action_reward):
     state = agent.init(jax.random.PRNGKey(1))
     _, traj = _rollout(agent, state)
     assert bool(jnp.any(traj.steps["first"][1:]))  # episode starts inside the chunks
-    learner, buffer = jax.jit(agent.learner.prepare)(state.learner, traj)
+    learner, buffer = jax.jit(agent.modules.learner.prepare)(state.learner, traj)
     L, T = 3, cfg.trace_len
     stored = jax.tree.map(np.asarray, traj.steps["mu"]["core"])
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(a, b[::L]), buffer.starts, stored)
     seen = []
     for i in range(2):
-        mb = agent.learner.minibatch(buffer, 0, i)
+        mb = agent.modules.learner.minibatch(buffer, 0, i)
         assert mb.obs.shape[:2] == (L, (T // L) * 2)
         for j in range(mb.obs.shape[1]):
             k = j // 2  # chunk index (chunk-major, then env)
@@ -109,10 +109,11 @@ def test_recurrent_minibatches_start_from_stored_states(prev_action_reward):
             seen.append(env[0])
             for s, ref in zip(jax.tree.leaves(mb.core_state), jax.tree.leaves(stored), strict=True):
                 np.testing.assert_array_equal(s[j], ref[k * L, env[0]])
-        _, value = agent.learner.forward(learner.params, mb.obs, mb.first, mb.core_state, mb.prev)
+        forward = agent.modules.learner.forward
+        _, value = forward(learner.params, mb.obs, mb.first, mb.core_state, mb.prev)
         np.testing.assert_allclose(value, mb.value, rtol=1e-5, atol=1e-5)
     assert sorted(set(seen)) == list(range(cfg.num_envs))
-    refreshed = agent.learner.refresh(learner, buffer)
+    refreshed = agent.modules.learner.refresh(learner, buffer)
     close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # noqa: E731
     jax.tree.map(close, refreshed.starts, buffer.starts)
 
@@ -125,11 +126,11 @@ def test_refresh_of_one_chunk_is_the_identity_it_would_compute():
     agent = _agent(cfg)
     state = agent.init(jax.random.PRNGKey(2))
     _, traj = _rollout(agent, state)
-    learner, buffer = jax.jit(agent.learner.prepare)(state.learner, traj)
+    learner, buffer = jax.jit(agent.modules.learner.prepare)(state.learner, traj)
     moved = jax.tree.map(lambda p: p + 0.5, learner.params)
     d = buffer.data
-    computed = agent.learner._chunk_states(moved, d.obs, d.first, buffer.core0, d.prev)
-    refreshed = agent.learner.refresh(learner._replace(params=moved), buffer)
+    computed = agent.modules.learner._chunk_states(moved, d.obs, d.first, buffer.core0, d.prev)
+    refreshed = agent.modules.learner.refresh(learner._replace(params=moved), buffer)
     assert refreshed is buffer
     jax.tree.map(np.testing.assert_array_equal, refreshed.starts, computed)
 
@@ -154,7 +155,7 @@ def test_prev_action_reward_at_chunk_starts(env_id):
     params = agent.policy_params(state.learner)
     actor, traj1 = rollout(params, state.actor)
     _, traj2 = rollout(params, actor)
-    learner, buffer = jax.jit(agent.learner.prepare)(state.learner, traj2)
+    learner, buffer = jax.jit(agent.modules.learner.prepare)(state.learner, traj2)
 
     # The NumPy construction over both rollouts, [2T, B, ...].
     T, B, L = cfg.trace_len, cfg.num_envs, cfg.recurrence
@@ -172,9 +173,9 @@ def test_prev_action_reward_at_chunk_starts(env_id):
     assert first[T + 3].all() and not first[T].any()  # both kinds of chunk start
     assert np.any(reward[T - 1] != 0) and np.any(onehot[T - 1] != 0)
 
-    net = agent.network
+    net = agent.modules.network
     for i in range(cfg.num_minibatches):
-        mb = agent.learner.minibatch(buffer, 0, i)
+        mb = agent.modules.learner.minibatch(buffer, 0, i)
         _, inter = net.apply(
             learner.params, mb.obs, mb.first, mb.core_state, *mb.prev, mutable=["intermediates"]
         )
@@ -204,14 +205,14 @@ def test_hooks_are_applied_and_a_failing_hook_is_named():
     state = base.init(jax.random.PRNGKey(2))
     _, traj = _rollout(base, state)
     hooked = _agent(CFG.replace(reshape_reward=ppo_hooks.shaped))
-    _, with_hook = jax.jit(hooked.learner.prepare)(state.learner, traj)
+    _, with_hook = jax.jit(hooked.modules.learner.prepare)(state.learner, traj)
     steps = dict(traj.steps)
     steps["reward"] = steps["reward"] + 0.5 - (steps["discount"] == 0).astype(jnp.float32)
-    _, by_hand = jax.jit(base.learner.prepare)(state.learner, traj._replace(steps=steps))
+    _, by_hand = jax.jit(base.modules.learner.prepare)(state.learner, traj._replace(steps=steps))
     np.testing.assert_allclose(with_hook.data.ret, by_hand.data.ret, rtol=1e-6)
 
     pre = _agent(CFG.replace(preprocess_obs="tests.agents.ppo_hooks:first_two"))
-    spec = pre.network.obs_spec
+    spec = pre.modules.network.obs_spec
     assert tuple(getattr(spec, "shape", spec)) == (2,)
     s = pre.init(jax.random.PRNGKey(0))
     pre.compile(s)
@@ -230,7 +231,7 @@ def test_reward_scaling_carries_each_envs_discounted_return_across_rollouts():
     agent = _agent(cfg)
     state = agent.init(jax.random.PRNGKey(4))
     learner, actor, rewards, firsts = state.learner, state.actor, [], []
-    prepare = jax.jit(agent.learner.prepare)
+    prepare = jax.jit(agent.modules.learner.prepare)
     for _ in range(3):
         actor, traj = _rollout(agent, state._replace(learner=learner, actor=actor))
         rewards.append(np.asarray(traj.steps["reward"]))
@@ -361,10 +362,10 @@ def test_dict_observations_end_to_end():
     agent.compile(state)
     actor, traj, placed = agent.collect(state)
     assert set(traj.obs) == {"image", "direction", "mission"}
-    _, buffer = jax.jit(agent.learner.prepare)(state.learner, placed)
+    _, buffer = jax.jit(agent.modules.learner.prepare)(state.learner, placed)
     image = np.asarray(traj.obs["image"])
     assert image.shape[:2] == (4, 2)
-    mb = agent.learner.minibatch(buffer, 0, 0)
+    mb = agent.modules.learner.minibatch(buffer, 0, 0)
     assert mb.obs["image"].shape == (2, 2, *image.shape[2:])  # [L, chunks x envs, ...]
     env_of = [e for e in range(2) if np.array_equal(image[0:2, e], mb.obs["image"][:, 0])]
     assert len(env_of) == 1
@@ -379,4 +380,4 @@ def test_auto_update_loop_dispatches_convolutions_on_cpu(env_id, expected):
     XLA:CPU (13-100x slower, PERF-NOTES): image observations get one program per minibatch.
     (The check once looked at the batched sample's rank and scanned Pong, 45 env steps/s.)"""
     agent = make_agent("ppo", env_id, num_envs=2, trace_len=8, num_minibatches=2)
-    assert agent.config.update_loop == "auto" and agent.update_loop == expected
+    assert agent.config.update_loop == "auto" and agent.modules.update_loop == expected

@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.a2c.agent import A2CAgent
+from agents.a2c import A2CAgent
 from agents.a2c.config import A2CConfig
-from agents.ppo.agent import PPOAgent
+from agents.ppo import PPOAgent
 from agents.ppo.config import PPOConfig
 from agents.ppo.learner import MiniBatch
 from envs import make_env
@@ -62,7 +62,7 @@ def test_minibatch_loss_against_numpy(kind, clip_value):
         agent = PPOAgent(PPOConfig(**common, **extra), env)
     else:
         agent = A2CAgent(A2CConfig(**common), env)
-    learner = agent.learner
+    learner = agent.modules.learner
     params = learner.init(jax.random.PRNGKey(0), jnp.zeros((2, 4))).params
     rng = np.random.default_rng(1)
     L, b = 1, 12
