@@ -122,27 +122,21 @@ class AgentParts(NamedTuple):
         return self is other
 
 
-class _SpecByValue:
-    """An env spec that compares and hashes by `spec_key` (the cache key of `make`)."""
-
-    def __init__(self, spec):
-        self.spec, self.key = spec, spec_key(spec)
-
-    def __eq__(self, other):
-        return isinstance(other, _SpecByValue) and self.key == other.key
-
-    def __hash__(self):
-        return hash(self.key)
-
-
-@functools.lru_cache(maxsize=64)
-def _cached_parts(make, config, spec: _SpecByValue) -> AgentParts:
-    return make(config, spec.spec)
+# `make`'s results by (make, config, the env spec's `spec_key`): the most recent ones.
+_PARTS: collections.OrderedDict = collections.OrderedDict()
+PARTS_KEPT = 64
 
 
 def make_parts(make, config, spec) -> AgentParts:
     """`make(config, spec)`, the same object for equal (config, spec) values."""
-    return _cached_parts(make, config, _SpecByValue(spec))
+    key = (make, config, spec_key(spec))
+    parts = _PARTS.pop(key, None)
+    if parts is None:
+        parts = make(config, spec)
+    _PARTS[key] = parts  # the most recent last
+    while len(_PARTS) > PARTS_KEPT:
+        _PARTS.popitem(last=False)
+    return parts
 
 
 @functools.lru_cache(maxsize=128)

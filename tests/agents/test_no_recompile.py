@@ -78,6 +78,7 @@ def test_data_checks_raise_on_a_bad_action_inside_a_program():
 
 SECOND_AGENT_CASES = {
     "pqn": {"num_envs": 4, "trace_len": 8, "num_minibatches": 2, "epochs": 1, "hidden": (16,)},
+    "ppo": {"num_envs": 4, "trace_len": 8, "num_minibatches": 2, "epochs": 1, "hidden": (16,)},
     "dqn": {"num_envs": 2, "batch_size": 8, "start_train_at": 0, "hidden": (16,)},
 }
 
