@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from agents.dqn.agent import updates_per_env_step
 from networks.torsos import _array_shape
 
 Array = jax.Array
@@ -99,8 +100,9 @@ def dqn_costs(agent) -> dict:
     (`dqn_passes_per_step`)."""
     if agent.env.spec.pytree_obs:
         return {}
-    n_train, n_fwd = dqn_passes_per_step(agent.config, agent.updates_per_env_step())
-    return network_pass_costs(agent, n_fwd, n_train)
+    n_train, n_fwd = dqn_passes_per_step(agent.config, updates_per_env_step(agent.config))
+    net, learner = agent.modules.network, agent.modules.learner
+    return network_pass_costs(agent, n_fwd, n_train, None, net, learner.optimizer)
 
 
 def ppo_costs(agent) -> dict:

@@ -8,12 +8,15 @@ pytree.
 
 Both have ``init / add / sample / set_priorities`` with the same signatures, ``sample`` returns
 a :class:`ReplaySample` (:class:`TraceBatch` + :class:`SampleInfo`) for both, and
-``partition_specs(axis)`` lays their states out for data parallelism; ``overwrite_steps``
-and ``overwrite_extras`` are the one way to change stored traces after ``add`` (a learner's
-new behaviour statistics or recurrent states for what it sampled). ``replay.memory`` checks
+``partition_specs(axis)`` lays their states out for data parallelism
+(``make_trace_replay`` builds one device's, ``window_replay`` an agent config's window and
+prioritisation); ``overwrite_steps`` and ``overwrite_extras`` are the one way to change
+stored traces after ``add`` (a learner's new behaviour statistics or recurrent states for
+what it sampled). ``replay.memory`` checks
 that a buffer fits its device before anything is allocated.
 """
 
+from replay.build import make_trace_replay, window_replay
 from replay.memory import (
     ReplayCapacityError,
     available_memory_bytes,
@@ -51,6 +54,7 @@ __all__ = [
     "available_memory_bytes",
     "check_fits",
     "format_bytes",
+    "make_trace_replay",
     "sum_tree_build",
     "sum_tree_descend",
     "sum_tree_get",
@@ -59,4 +63,5 @@ __all__ = [
     "sum_tree_set",
     "sum_tree_size",
     "sum_tree_total",
+    "window_replay",
 ]

@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.core.actors import categorical_actor
-from agents.core.learning import TraceBatch, sample_key
+from agents.core.learning import replay_step
 from agents.core.parallel import DATA, P, check_divisible, local_replica, to_global
 from agents.core.programs import (
     ChunkProgram,
@@ -77,49 +77,7 @@ from agents.core.protocol import (
 )
 from agents.core.rollout import initial_actor_state, make_xla_rollout, trace_step_spec
 from envs import obs_zeros
-
-
-def make_trace_replay(
-    env_spec, step_spec, *, trace_len, buffer_size, shards, extras_spec=None, memory_limit=None
-):
-    """The trace replay of one device: the streams of its num_envs / `shards` envs.
-
-    On CPU all shards share host memory, so by default each gets 1/`shards` of it."""
-    from replay import TraceReplay, available_memory_bytes
-
-    if memory_limit is None and shards > 1 and jax.devices()[0].platform == "cpu":
-        avail = available_memory_bytes(jax.devices()[0])
-        memory_limit = None if avail is None else int(0.8 * avail) // shards
-    num_envs = env_spec.num_envs * jax.process_count()
-    return TraceReplay(
-        num_envs=num_envs // shards,
-        trace_len=trace_len,
-        capacity=buffer_size // shards,
-        obs_spec=env_spec.obs_spec,
-        frame_stack=env_spec.frame_stack,
-        step_spec=step_spec,
-        extras_spec=extras_spec,
-        memory_limit_bytes=memory_limit,
-    )
-
-
-def window_replay(trace_replay, config, *, new_at_max: bool = True):
-    """The replay of an agent with a `ReplayWindow` config (DQN, R2D1, SAC, TD3): the uniform
-    trace replay with the config's look-back and look-ahead, wrapped in proportional
-    prioritization (Schaul et al. 2016, no uniform mixing) with --prioritized. `new_at_max`:
-    a new trace gets the largest priority so far (Schaul et al.'s Algorithm 1), else its env's
-    recent ones (`replay.PrioritizedTraceReplay`)."""
-    import dataclasses
-
-    from replay import PrioritizedTraceReplay
-
-    windowed = dataclasses.replace(
-        trace_replay, lookback=config.lookback, lookahead=config.lookahead
-    )
-    if not config.prioritized:
-        return windowed
-    return PrioritizedTraceReplay(windowed, epsilon=0.0, new_at_max=new_at_max)
-
+from replay import make_trace_replay
 
 # What a population may vary in the actor-critic agents' configs (ACER, Reactor): fields
 # read only as numbers in their learners, and the discount the rollout writes.
@@ -530,16 +488,12 @@ class AgentBase(RolloutAgent):
     def replay_update(self, learner, replay, axis_name=None, hparams=None):
         """Sample a batch of traces, take one learner step (with a member's `hparams`, or
         the config's), store the new priorities."""
-        key, sub = sample_key(learner.key, axis_name)
         b = self.config.batch_size // self.num_devices
-        sample = self.replay.sample(replay, sub, b, axis_name=axis_name)
-        batch = TraceBatch.from_sample(sample, self.replay.window_len)
-        learner, metrics, priorities = self.learner.update(
-            learner._replace(key=key), batch, axis_name, hparams
-        )
-        info = sample.info
-        replay = self.replay.set_priorities(replay, info.env_index, info.slot, priorities)
-        return learner, replay, metrics
+
+        def update(learner, batch):
+            return self.learner.update(learner, batch, axis_name, hparams)
+
+        return replay_step(self.replay, replay, learner, b, update, axis_name)
 
     def replay_updates(self, learner, replay, axis_name=None):
         """`updates_per_program` replay updates in one `lax.scan`; metrics stacked `[K]`."""

@@ -299,6 +299,20 @@ def sample_key(key, axis_name=None):
     return key, sub
 
 
+def replay_step(replay, replay_state, learner, batch_size: int, update, axis_name=None):
+    """One update from a trace replay: `batch_size` traces (this device's share) sampled with
+    the learner's key (split; each device draws its own), `update(learner, TraceBatch) ->
+    (learner, metrics, priorities [B])`, then the new priorities stored. Returns (learner,
+    replay state, metrics)."""
+    key, sub = sample_key(learner.key, axis_name)
+    sample = replay.sample(replay_state, sub, batch_size, axis_name=axis_name)
+    batch = TraceBatch.from_sample(sample, replay.window_len)
+    learner, metrics, priorities = update(learner._replace(key=key), batch)
+    info = sample.info
+    replay_state = replay.set_priorities(replay_state, info.env_index, info.slot, priorities)
+    return learner, replay_state, metrics
+
+
 def device_keys(axis_name, *keys):
     """`keys`, each with this device's index folded in (under data parallelism, where every
     device starts from the same learner key): each device then draws its own noise for its

@@ -54,7 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agents.core.base import AgentBase, window_replay
+from agents.core.base import AgentBase
 from agents.core.config import (
     ReplayWindow,
     check,
@@ -67,7 +67,7 @@ from agents.core.config import (
 from agents.core.learning import TraceBatch, per_importance_exponent, sample_key, updates_owed
 from agents.core.normalization import RunningStats, normalize
 from agents.core.rnd import RND
-from replay import TraceReplay
+from replay import TraceReplay, window_replay
 
 
 @dataclass(frozen=True)

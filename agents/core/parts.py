@@ -25,6 +25,14 @@ registry line. One training iteration, written once (`_Chunk`'s `iteration`)::
     actor, traj = rollout(act, acting(learner), actor)   # T steps of every env, in XLA
     learner, metrics = learn(learner, traj, hyper)
 
+An agent with a trace replay (`AgentParts.replay`: DQN, R2D1) then stores the rollout and
+runs the replay updates the iteration owes (`ReplayParts.updates_due`, counted on the host,
+each a sample of the replay, the agent's `update`, the new priorities stored)::
+
+    replay = add(replay, traj)
+    repeat updates_due(iteration, env_steps) times:      # a fori_loop inside the program
+        learner, replay, metrics = replay_update(learner, replay)
+
 Many iterations per host sync are a `lax.scan` of it in one compiled program (`_Chunk`). Where
 the host must drive each iteration (`agents.core.programs.host_reason`: an env stepped on the
 host, a data-parallel mesh, `--debug`'s data checks, a convolution on XLA:CPU) the same two
@@ -54,8 +62,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agents.core.learning import Hyper
-from agents.core.parallel import ROLLOUT_SPECS, P, check_divisible, local_replica, to_global
+from agents.core.learning import Hyper, replay_step
+from agents.core.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, local_replica, to_global
 from agents.core.programs import (
     Program,
     RolloutProgram,
@@ -64,13 +72,15 @@ from agents.core.programs import (
     host_chunk,
     host_reason,
     metric_sums,
+    replay_program_specs,
     rollout_program_specs,
     unshared,
 )
 from agents.core.protocol import Acting, ChunkOutput, IterationOutput, OneMember, TrainState
-from agents.core.rollout import initial_actor_state, make_xla_rollout
+from agents.core.rollout import initial_actor_state, make_xla_rollout, trace_step_spec
 from envs import obs_zeros
 from envs.core import spec_key
+from replay import make_trace_replay
 
 
 def no_core(num_envs: int):
@@ -95,6 +105,17 @@ class StagedLearn(NamedTuple):
     # cannot take it
 
 
+class ReplayParts(NamedTuple):
+    """How an agent learns from a trace replay (DQN, R2D1): after each rollout is stored,
+    `updates_due` updates, each on `batch_size` traces the driver samples (prioritised where
+    the replay is), their new priorities stored (`agents.core.learning.replay_step`)."""
+
+    wrap: Callable  # replay.TraceReplay -> the replay the agent samples (window, priorities)
+    update: Callable  # (learner, TraceBatch, hyper, axis_name) -> (learner, metrics, priorities)
+    updates_due: Callable  # (iteration, env_steps) -> int: the updates an iteration owes, a
+    # pure function of the counts before it (on the host: a resumed run repeats it)
+
+
 class AgentParts(NamedTuple):
     """An agent's pure functions (module docstring)."""
 
@@ -110,6 +131,7 @@ class AgentParts(NamedTuple):
     # (R2D2's previous action and reward inputs; agents/core/protocol.py); None: nothing
     feedback: Callable | None = None
     staged: StagedLearn | None = None  # the learning the host drives, or None
+    replay: ReplayParts | None = None  # learning from a trace replay, or None (on-policy)
     check_devices: Callable | None = None  # num_devices -> None, or a one-line error
     modules: Any = None  # what the functions are built from (network, learner), for tests
     # and benchmarks to inspect; the driver never reads it
@@ -156,51 +178,94 @@ def _signature(state) -> tuple:
     return tree, tuple(jax.typeof(x) for x in leaves), flags
 
 
+def absorb(parts, config, replay, learner, replay_state, rollout, axis_name=None, hparams=None):
+    """Take in a fresh rollout: `learn` from it (with a population member's `hparams`, or the
+    config's), and store it in the replay where the agent has one. Pure; returns (learner,
+    replay state, [metrics] or [] where `learn` gave none)."""
+    learner, metrics = parts.learn(learner, rollout, Hyper(config, hparams), axis_name)
+    if replay is not None:
+        replay_state = replay.add(replay_state, rollout.obs, rollout.steps, rollout.core_state)
+    return learner, replay_state, [] if metrics is None else [metrics]
+
+
+def replay_update(parts, config, replay, batch_size, learner, replay_state, axis_name=None,
+                  hparams=None):  # fmt: skip
+    """One update from the replay (`ReplayParts`): (learner, replay state, metrics). Pure."""
+    hyper = Hyper(config, hparams)
+
+    def update(learner, batch):
+        return parts.replay.update(learner, batch, hyper, axis_name)
+
+    return replay_step(replay, replay_state, learner, batch_size, update, axis_name)
+
+
 class _Chunk:
     """Up to `length` training iterations of a parts agent in one compiled program: a
     `lax.scan` over `length` steps, step i running the iteration if i < `count` (a
     `lax.cond`; the skipped steps cost nothing but the branch), so one executable serves
-    every count. The state is donated. Outputs: a `ChunkOutput` stacked `[length, ...]`."""
+    every count; `todos[i]`: the replay updates iteration i owes (computed on the host). The
+    state is donated. Outputs: a `ChunkOutput` stacked `[length, ...]`."""
 
-    def __init__(self, parts: AgentParts, config, env, length: int):
+    def __init__(self, parts: AgentParts, config, env, length: int, replay=None):
         self.length, self.traces = length, 0
         self._compiled: dict = {}  # _signature(state) -> executable
         rollout = make_xla_rollout(
             env, parts.act, config.trace_len, config.discount, parts.feedback
         )
-        hyper = Hyper(config)
+        names = parts.metric_names
 
-        def iteration(state: TrainState):
+        def learn_owed(learner, replay_state, todo):
+            def body(_, carry):
+                learner, replay_state, sums = carry
+                learner, replay_state, m = replay_update(
+                    parts, config, replay, config.batch_size, learner, replay_state
+                )
+                return learner, replay_state, {k: sums[k] + m[k] for k in names}
+
+            sums = dict.fromkeys(names, jnp.float32(0.0))
+            return jax.lax.fori_loop(0, todo, body, (learner, replay_state, sums))
+
+        def iteration(state: TrainState, todo):
             actor, traj = rollout(parts.acting(state.learner), state.actor)
-            learner, metrics = parts.learn(state.learner, traj, hyper, None)
-            sums, count = metric_sums([metrics], parts.metric_names)
+            learner, replay_state, metrics = absorb(
+                parts, config, replay, state.learner, state.replay, traj
+            )
+            sums, count = metric_sums(metrics, names)
+            if replay is not None:
+                learner, replay_state, more = learn_owed(learner, replay_state, todo)
+                sums, count = {k: sums[k] + more[k] for k in names}, count + todo
             stats = (traj.finished_return, traj.finished_length, traj.game_over)
-            return TrainState(learner, state.replay, actor), ChunkOutput(sums, count, *stats)
+            return TrainState(learner, replay_state, actor), ChunkOutput(sums, count, *stats)
 
-        def chunk(state, count):
+        def chunk(state, todos, count):
             self.traces += 1  # once per trace, not per call
-            shapes = jax.eval_shape(iteration, state)[1]
+            shapes = jax.eval_shape(iteration, state, todos[0])[1]
             zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
-            def body(state, i):
-                return jax.lax.cond(i < count, iteration, lambda s: (s, zeros), state)
+            def body(state, xs):
+                i, todo = xs
+                return jax.lax.cond(i < count, iteration, lambda s, _: (s, zeros), state, todo)
 
-            return jax.lax.scan(body, state, jnp.arange(length))
+            return jax.lax.scan(body, state, (jnp.arange(length), todos))
 
         self._jitted = jax.jit(chunk, donate_argnums=(0,))
 
     def compile(self, state) -> None:
         key = _signature(state)
         if key not in self._compiled:
+            todos = jax.ShapeDtypeStruct((self.length,), jnp.int32)
             count = jax.ShapeDtypeStruct((), jnp.int32)
-            self._compiled[key] = self._jitted.lower(state, count).compile()
+            self._compiled[key] = self._jitted.lower(state, todos, count).compile()
 
-    def __call__(self, state, count: int):
-        if not 1 <= count <= self.length:
-            raise ValueError(f"a chunk runs 1 to {self.length} iterations, not {count}")
+    def __call__(self, state, todos: list):
+        """`todos`: the replay updates owed by each of the `len(todos)` iterations to run."""
+        if not 1 <= len(todos) <= self.length:
+            raise ValueError(f"a chunk runs 1 to {self.length} iterations, not {len(todos)}")
         state = unshared(state)  # a donated argument may not hold one buffer twice
+        padded = np.zeros((self.length,), np.int32)
+        padded[: len(todos)] = todos
         run = self._compiled.get(_signature(state), self._jitted)
-        return run(state, np.int32(count))
+        return run(state, padded, np.int32(len(todos)))
 
 
 # Chunk programs shared by equal agents (`chunk_program`): the most recently used ones.
@@ -208,15 +273,16 @@ _SHARED_CHUNKS: collections.OrderedDict = collections.OrderedDict()
 SHARED_CHUNKS_KEPT = 16
 
 
-def chunk_program(parts: AgentParts, config, env, length: int) -> _Chunk:
-    """The chunk program of `parts` with `config` on `env`: the one an equal agent built
-    before in this process got, where the env's step is a pure function of its task (a
-    `program_key`); a new one where it calls out to a pool of its own (envpool)."""
+def chunk_program(parts: AgentParts, config, env, length: int, replay=None) -> _Chunk:
+    """The chunk program of `parts` with `config` on `env` (and `replay`, the agent's, built
+    from them): the one an equal agent built before in this process got, where the env's step
+    is a pure function of its task (a `program_key`); a new one where it calls out to a pool
+    of its own (envpool)."""
     env_key = getattr(env, "program_key", None)
     if env_key is None:
-        return _Chunk(parts, config, env, length)
+        return _Chunk(parts, config, env, length, replay)
     key = (parts, config, env_key, length)
-    program = _SHARED_CHUNKS.pop(key, None) or _Chunk(parts, config, env, length)
+    program = _SHARED_CHUNKS.pop(key, None) or _Chunk(parts, config, env, length, replay)
     _SHARED_CHUNKS[key] = program  # the most recent last
     while len(_SHARED_CHUNKS) > SHARED_CHUNKS_KEPT:
         _SHARED_CHUNKS.popitem(last=False)
@@ -232,7 +298,6 @@ class PartsAgent(OneMember):
     tunable: ClassVar[dict[str, tuple[float, float]]] = {}
     discrete_only: ClassVar[bool] = True
     supports_population: ClassVar[bool] = True  # `learn` reads hyper-parameters via `hyper`
-    bytes_per_transition = 0.0  # no replay
 
     @classmethod
     def acting(cls, config, env, *, seed: int = 0) -> Acting:
@@ -245,9 +310,10 @@ class PartsAgent(OneMember):
             parts.feedback,
         )  # fmt: skip
 
-    def __init__(self, config, env, *, seed: int = 0, mesh=None):
+    def __init__(self, config, env, *, seed: int = 0, mesh=None, replay_memory_limit=None):
         """`mesh`: a 1-D mesh from `agents.core.parallel.make_mesh` for data parallelism; None
-        or a single device: one device."""
+        or a single device: one device. `replay_memory_limit`: bytes a device's replay may
+        take (default: what the device has)."""
         spec, procs = env.spec, jax.process_count()
         if self.discrete_only and not spec.discrete:
             raise ValueError(
@@ -265,6 +331,8 @@ class PartsAgent(OneMember):
         self.parts = parts = make_parts(type(self).make, config, spec)
         if self.mesh is not None:  # each device steps and learns from its share of the envs
             check_divisible("--num-envs", config.num_envs, self.num_devices)
+            if parts.replay is not None:
+                check_divisible("--batch-size", config.batch_size, self.num_devices)
             if parts.check_devices is not None:
                 parts.check_devices(self.num_devices)
         self.metric_names, self.modules = parts.metric_names, parts.modules
@@ -273,6 +341,7 @@ class PartsAgent(OneMember):
         self.max_chunk = chunk_length(self.steps_per_iteration)
         self.compile_s, self.wait_s = 0.0, {}
         self._chunk: _Chunk | None = None
+        self.replay = None if parts.replay is None else self._make_replay(replay_memory_limit)
 
     # ------------------------------------------------------------------ the protocol
     @property
@@ -281,12 +350,25 @@ class PartsAgent(OneMember):
             return self.parts.staged.why
         return host_reason(self.env, self.mesh, self.config)
 
+    @property
+    def bytes_per_transition(self) -> float:
+        return 0.0 if self.replay is None else self.replay.bytes_per_transition
+
     def init_learner(self, key):
         n = self.env.spec.num_envs
         return self.parts.init(key, obs_zeros(self.env.spec.obs_spec, (n,), jnp))
 
     def _init_actor(self, key):
         return initial_actor_state(self.env, self.parts.initial_core(self.env.spec.num_envs), key)
+
+    def _init_replay(self):
+        if self.replay is None:
+            return ()
+        if self.mesh is None:
+            return self.replay.init()
+        specs = self.replay.partition_specs(DATA)  # each device its own envs' streams
+        init = jax.shard_map(self.replay.init, mesh=self.mesh, in_specs=(), out_specs=specs)
+        return jax.jit(init)()
 
     def init(self, key, *, jit: bool = False) -> TrainState:
         """`jit`: the learner built by one compiled program (faster in a fresh process)."""
@@ -297,7 +379,7 @@ class PartsAgent(OneMember):
         learner = (jax.jit(self.init_learner) if jit else self.init_learner)(learner_key)
         if self.mesh is not None:
             learner = to_global(learner, self.mesh, P())  # replicated: same seed everywhere
-        return TrainState(learner, (), actor)
+        return TrainState(learner, self._init_replay(), actor)
 
     def reset_actor(self, state: TrainState, key) -> TrainState:
         return state._replace(actor=self._init_actor(key))
@@ -311,22 +393,30 @@ class PartsAgent(OneMember):
             params = self.parts.acting(state.learner)
             rollout.compile(params, state.actor)
             placed = rollout.abstract(params, state.actor)
-            if self.parts.staged is None:
-                learn.compile(state.learner, state.replay, placed)
-            else:
+            if self.parts.staged is not None:
                 self._compile_staged(learn, state.learner, placed)
+            else:
+                learn[0].compile(state.learner, state.replay, placed)
+                if self.replay is not None:
+                    learn[1].compile(state.learner, state.replay)
         self.compile_s = time.perf_counter() - t0
         return self.compile_s
+
+    def updates_due(self, iteration: int, env_steps: int) -> int:
+        """The replay updates this iteration owes after its rollout (none without a replay)."""
+        return 0 if self.replay is None else self.parts.replay.updates_due(iteration, env_steps)
 
     def train_chunk(self, state: TrainState, iteration: int, env_steps: int, count: int):
         if not 1 <= count <= self.max_chunk:
             raise ValueError(f"train_chunk runs 1 to {self.max_chunk} iterations, not {count}")
-        if self.host_driven is None:
-            return self._chunk_program()(state, count)
-        return host_chunk(
-            self.train_iteration, state, iteration, env_steps, self.steps_per_iteration, count,
-            self.metric_names,
-        )  # fmt: skip
+        steps = self.steps_per_iteration
+        if self.host_driven is not None:
+            return host_chunk(
+                self.train_iteration, state, iteration, env_steps, steps, count,
+                self.metric_names,
+            )  # fmt: skip
+        todos = [self.updates_due(iteration + k, env_steps + k * steps) for k in range(count)]
+        return self._chunk_program()(state, todos)
 
     def act(self, greedy: bool):
         return _jitted_policy(self.parts, greedy)
@@ -345,30 +435,66 @@ class PartsAgent(OneMember):
         if self._chunk is not None:
             return {"chunk": self._chunk}
         rollout, learn = self._host_programs
-        if self.parts.staged is None:
-            return {"rollout": rollout, "absorb": learn}
-        return {"rollout": rollout, **dict(zip(("prepare", "step", "refresh"), learn, strict=True))}
+        names = ("prepare", "step", "refresh") if self.parts.staged else ("absorb", "replay_update")
+        return {"rollout": rollout, **dict(zip(names, learn, strict=False))}
 
     def close(self) -> None:
         """Nothing runs in the background."""
 
     # ------------------------------------------------------------------ the pieces
+    def _make_replay(self, memory_limit):
+        """The replay of one device (`ReplayParts.wrap` of the trace replay): its step spec
+        is what `act` records, its extras the recurrent state at each trace's start."""
+        spec, n, parts = self.env.spec, self.env.spec.num_envs, self.parts
+        learner = jax.eval_shape(self.init_learner, jax.random.PRNGKey(0))
+        obs = jax.eval_shape(lambda: obs_zeros(spec.obs_spec, (n,), jnp))
+        first = jax.ShapeDtypeStruct((n,), jnp.bool_)
+        core = parts.initial_core(n)
+        out = jax.eval_shape(
+            parts.act, jax.eval_shape(parts.acting, learner), obs, first, core,
+            jax.random.PRNGKey(0),
+        )  # fmt: skip
+        c = self.config
+        if self.num_devices > 1 and c.microbatch_traces:
+            check_divisible(
+                "--batch-size per device", c.batch_size // self.num_devices,
+                c.microbatch_traces, "--microbatch-traces",
+            )  # fmt: skip
+        extras = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), core)
+        return parts.replay.wrap(
+            make_trace_replay(
+                spec, trace_step_spec(out), trace_len=c.trace_len, buffer_size=c.buffer_size,
+                shards=self.num_devices, extras_spec=extras, memory_limit=memory_limit,
+            )
+        )  # fmt: skip
+
     def _chunk_program(self) -> _Chunk:
         if self._chunk is None:
-            self._chunk = chunk_program(self.parts, self.config, self.env, self.max_chunk)
+            self._chunk = chunk_program(
+                self.parts, self.config, self.env, self.max_chunk, self.replay
+            )
         return self._chunk
 
     @functools.cached_property
     def _host_programs(self) -> tuple:
-        """The one-iteration path's programs: the rollout, then `absorb` (or the staged
-        learning's three programs)."""
+        """The one-iteration path's programs: the rollout, then (`absorb`, `replay_update`),
+        or the staged learning's three programs."""
         c, mesh, staged = self.config, self.mesh, self.parts.staged
         feedback = self.parts.feedback
         rollout = RolloutProgram(self.env, self.parts.act, c.trace_len, c.discount, mesh, feedback)
-        if staged is None:
-            specs = rollout_program_specs(()) if mesh is not None else {}
-            return rollout, Program(self.absorb, mesh=mesh, donate_argnums=(0, 1), **specs)
-        specs = [{}, {}, {}]
+        if staged is not None:
+            return rollout, self._staged_programs()
+        replay_specs = () if self.replay is None else self.replay.partition_specs(DATA)
+        take, update = {}, {}
+        if mesh is not None:
+            take, update = rollout_program_specs(replay_specs), replay_program_specs(replay_specs)
+        learn = [Program(self.absorb, mesh=mesh, donate_argnums=(0, 1), **take)]
+        if self.replay is not None:
+            learn.append(Program(self.replay_update, mesh=mesh, donate_argnums=(0, 1), **update))
+        return rollout, tuple(learn)
+
+    def _staged_programs(self) -> tuple:
+        staged, mesh, specs = self.parts.staged, self.mesh, [{}, {}, {}]
         if mesh is not None:
             buf = staged.buffer_specs
             specs = [
@@ -377,7 +503,7 @@ class PartsAgent(OneMember):
                 dict(in_specs=(P(), buf), out_specs=buf),
             ]
         fns, donated = (staged.prepare, staged.step, staged.refresh), ((0,), (0,), (1,))
-        return rollout, tuple(
+        return tuple(
             Program(fn, mesh=mesh, donate_argnums=d, **spec)
             for fn, d, spec in zip(fns, donated, specs, strict=True)
         )
@@ -392,13 +518,16 @@ class PartsAgent(OneMember):
             refresh.compile(learner_shape, buffer)
 
     def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
-        """One iteration as the host drives it: the rollout program, then `absorb`'s (or the
-        staged learning's: `prepare`, then each step)."""
+        """One iteration as the host drives it: the rollout program, then `absorb`'s and the
+        owed `replay_update`s (or the staged learning's: `prepare`, then each step)."""
         rollout, learn = self._host_programs
         actor, traj, placed = rollout(self.parts.acting(state.learner), state.actor)
         replay, staged = state.replay, self.parts.staged
         if staged is None:
-            learner, replay, metrics = learn(state.learner, replay, placed)
+            learner, replay, metrics = learn[0](state.learner, replay, placed)
+            for _ in range(self.updates_due(iteration, env_steps)):
+                learner, replay, m = learn[1](learner, replay)
+                metrics.append(m)
         else:
             prepare, step, refresh = learn
             learner, buffer = prepare(state.learner, placed)
@@ -412,10 +541,16 @@ class PartsAgent(OneMember):
         return TrainState(learner, replay, actor), IterationOutput(metrics, *stats)
 
     def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
-        """`learn` from a fresh rollout, with a population member's `hparams` or the
-        config's: (learner, replay, [metrics]). Pure."""
-        learner, metrics = self.parts.learn(learner, traj, Hyper(self.config, hparams), axis_name)
-        return learner, replay, [metrics]
+        """`absorb` (module function) with this agent's parts, config and replay."""
+        return absorb(self.parts, self.config, self.replay, learner, replay, traj, axis_name,
+                      hparams)  # fmt: skip
+
+    def replay_update(self, learner, replay, axis_name=None, hparams=None):
+        """One update from the replay (this device's share of the batch)."""
+        b = self.config.batch_size // self.num_devices
+        return replay_update(
+            self.parts, self.config, self.replay, b, learner, replay, axis_name, hparams
+        )
 
     # ------------------------------------------------------------------ as a population member
     # What agents/core/population.py reads of its members: the same pieces.
@@ -435,9 +570,6 @@ class PartsAgent(OneMember):
 
     def population_conflict(self) -> str | None:
         return None if self.parts.staged is None else self.parts.staged.population
-
-    def _init_replay(self):
-        return ()
 
 
 def parts_agent(

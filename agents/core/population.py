@@ -198,7 +198,7 @@ class Population:
         )
         self._absorb = Program(self._member_absorb, name="absorb", **prog)
         self._updates = self._all_updates = None
-        if hasattr(first, "replay_update"):
+        if first.replay is not None:
             # (host-driven) K updates, each kept where the member owes it, or all K run by
             # every member (for members in lock step)
             self._updates = Program(self._masked_updates, name="replay_updates", **prog)
@@ -509,7 +509,7 @@ class Population:
 
     def _init_replay(self):
         first = self.members[0]
-        if not hasattr(first, "replay_update"):  # an on-policy agent keeps no replay: ()
+        if first.replay is None:  # an on-policy agent keeps no replay: ()
             return self._place(_stack([m._init_replay() for m in self.members]))
         replay = jax.jit(jax.vmap(lambda _: first.replay.init()))(jnp.arange(self.size))
         return self._place(replay)

@@ -1,11 +1,12 @@
-"""The DQN agent on the shared seam (AgentBase): ε-greedy actor (or NoisyNet's, --noisy), trace
-replay with a look-ahead of n − 1 steps (uniform or prioritized), value learner.
+"""DQN as pure functions, `make(config, spec)` (agents/core/parts.py): ε-greedy actor (or
+NoisyNet's, --noisy), a trace replay with a look-ahead of n − 1 steps (uniform or
+prioritized), the value learner (agents/dqn/learner.py). R2D1 (agents/r2d1/) is `build` with
+its recurrent network, learner and ε.
 
-One iteration: collect `trace_len` steps of every env with ε-greedy on the online network,
-store them (`absorb`, which also counts the env steps that drive ε), then run the updates
-owed (`updates_due`: replay_ratio transitions learnt per env step, as rlpyt). ε is a pure
-function of the env steps the learner has absorbed, which the checkpoint holds, so a resumed
-run explores as the original would have.
+One iteration: act `trace_len` steps in every env, ε-greedy on the online network; count the
+env steps (they drive ε: a pure function of the learner's own count, which the checkpoint
+holds, so a resumed run explores as the original would have); store the rollout; then the
+updates owed (`updates_due`: replay_ratio transitions learnt per env step, as rlpyt).
 
 Why traces with a look-ahead rather than single transitions: a sampled trace of T steps
 comes with the n − 1 steps after it (`replay.TraceReplay`'s `lookahead`), so all T
@@ -17,103 +18,104 @@ transition instead of 2n, at the price of learning 4 consecutive transitions tog
 
 from __future__ import annotations
 
-from typing import ClassVar
+import functools
+import types
 
 import jax.numpy as jnp
 
 from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
-from agents.core.base import AgentBase, window_replay
 from agents.core.config import module_from_config
 from agents.core.learning import updates_owed
-from agents.dqn.config import DQNConfig
+from agents.core.parts import AgentParts, ReplayParts, no_core
 from agents.dqn.learner import METRICS, DQNLearner, dqn_optimizer
 from networks import QNetwork
-from replay import TraceReplay
+from replay import window_replay
 
 
-class DQNAgent(AgentBase):
-    name = "dqn"
-    metric_names = METRICS
-    # ε comes from the learner's own env-step count and the update counts are a function of
-    # the step count: nothing reads the seed. R2D1 inherits both (tests/agents/test_population.py).
-    supports_population = True
-    tunable: ClassVar[dict[str, tuple[float, float]]] = {"lr": (1e-7, 1.0), "discount": (0.5, 1.0)}
-    # --prioritized: a new trace's priority. Schaul et al. 2016 (Algorithm 1, line 6) give
-    # every new transition the largest priority so far, so that each is replayed at least
-    # once; R2D1 overrides it.
-    new_traces_at_max: ClassVar[bool] = True
+def make(config, spec) -> AgentParts:
+    """DQN's parts for `config` (agents/dqn/config.py) on an env of `spec`."""
+    atoms = ()
+    if config.distributional:
+        atoms = tuple(float(x) for x in jnp.linspace(config.v_min, config.v_max, config.num_atoms))
+    net = module_from_config(
+        QNetwork, config, obs_spec=spec.obs_spec, num_actions=spec.num_actions,
+        num_atoms=config.num_atoms if config.distributional else 0, atoms=atoms,
+    )  # fmt: skip
 
-    def __init__(self, config: DQNConfig, env, *, seed=0, mesh=None, replay_memory_limit=None):
-        super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)
+    def q_values(params, obs, first, core):
+        return net.apply(params, obs).q_values, core
 
-    # ------------------------------------------------------------------ hooks
-    def make_network(self, spec):
-        cfg = self.config
-        atoms = ()
-        if cfg.distributional:
-            atoms = tuple(float(x) for x in jnp.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms))
-        return module_from_config(
-            QNetwork, cfg, obs_spec=spec.obs_spec, num_actions=spec.num_actions,
-            num_atoms=cfg.num_atoms if cfg.distributional else 0, atoms=atoms,
-        )  # fmt: skip
+    def noisy_q_values(params, obs, noise_key):
+        return net.apply(params, obs, noise_key=noise_key).q_values
 
-    def make_learner(self, network):
-        return DQNLearner(self.config, network, dqn_optimizer)
+    if config.noisy:
+        actor = noisy_q_actor(noisy_q_values, config.eval_epsilon)
+    else:
+        actor = epsilon_greedy_actor(q_values, config.eval_epsilon)
+    # Schaul et al. 2016 (Algorithm 1, line 6) give every new transition the largest priority
+    # so far, so that each is replayed at least once.
+    return build(config, spec, net, DQNLearner(config, net, dqn_optimizer), actor,
+                 new_at_max=True)  # fmt: skip
 
-    @property
-    def noisy(self) -> bool:
-        """--noisy (DQN's flag; R2D1, built on this agent, has no NoisyNet)."""
-        return getattr(self.config, "noisy", False)
 
-    def make_actor(self):
-        if self.noisy:
-            return noisy_q_actor(self.noisy_q_values, self.config.eval_epsilon)
-        return epsilon_greedy_actor(self.q_values, self.config.eval_epsilon)
+def linear(config, env_steps):
+    """ε of the training actor after `env_steps` env steps (a scalar); 0 with --noisy."""
+    if getattr(config, "noisy", False):
+        return jnp.zeros_like(jnp.asarray(env_steps, jnp.float32))
+    return linear_epsilon(
+        env_steps, config.eps_start, config.eps_end, config.eps_decay_steps,
+        config.eps_decay_start,
+    )  # fmt: skip
 
-    def q_values(self, params, obs, first, core):
-        return self.network.apply(params, obs).q_values, core
 
-    def noisy_q_values(self, params, obs, noise_key):
-        return self.network.apply(params, obs, noise_key=noise_key).q_values
+def build(config, spec, net, learner, actor, *, new_at_max: bool, epsilon=None,
+          initial_core=no_core, feedback=None) -> AgentParts:  # fmt: skip
+    """The parts of a value-based replay agent (DQN, R2D1): `actor` = (select_action, act)
+    on params (network params, ε); `epsilon(env_steps)`: the training actor's ε (default
+    `linear`'s schedule)."""
+    epsilon = epsilon or functools.partial(linear, config)
+    steps_per_iteration = config.trace_len * config.num_envs
+    select_action, act = actor
 
-    def epsilon(self, env_steps):
-        """ε of the training actor after `env_steps` env steps (scalar, or `[num_envs]`); 0
-        with --noisy."""
-        cfg = self.config
-        if self.noisy:
-            return jnp.zeros_like(jnp.asarray(env_steps, jnp.float32))
-        return linear_epsilon(
-            env_steps, cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps, cfg.eps_decay_start
-        )
+    def learn(state, rollout, hyper, axis_name=None):  # the fresh rollout: count its steps
+        return state._replace(env_steps=state.env_steps + steps_per_iteration), None
 
-    def policy_params(self, learner):
-        return learner.params, self.epsilon(learner.env_steps)
+    def update(state, batch, hyper, axis_name=None):
+        """One learner update, logging the acting ε of the learner's env steps."""
+        eps = jnp.mean(epsilon(state.env_steps))
+        state, metrics, priorities = learner.update(state, batch, axis_name, hyper.values or None)
+        return state, {**metrics, "epsilon": eps}, priorities
 
-    def make_replay(self, trace_replay: TraceReplay):
-        return window_replay(trace_replay, self.config, new_at_max=self.new_traces_at_max)
-
-    def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
-        learner, replay, metrics = super().absorb(learner, replay, traj, axis_name)
-        learner = learner._replace(env_steps=learner.env_steps + self.steps_per_iteration)
-        return learner, replay, metrics
-
-    def replay_update(self, learner, replay, axis_name=None, hparams=None):
-        """AgentBase's replay update, logging the acting ε of the learner's env steps."""
-        epsilon = jnp.mean(self.epsilon(learner.env_steps))
-        learner, replay, metrics = super().replay_update(learner, replay, axis_name, hparams)
-        return learner, replay, {**metrics, "epsilon": epsilon}
-
-    def updates_due(self, iteration: int, env_steps: int) -> int:
-        """Updates owed by this iteration's env steps: replay_ratio transitions learnt per env
-        step, from `start_train_at` on, once a trace and its look-ahead can be sampled. A pure
-        function of the step count (resume-safe, the same in every process)."""
-        cfg = self.config
+    def updates_due(iteration: int, env_steps: int) -> int:
+        """replay_ratio transitions learnt per env step, from `start_train_at` on, once a trace
+        and its look-ahead can be sampled."""
         return updates_owed(
-            iteration, env_steps, self.steps_per_iteration, start_train_at=cfg.start_train_at,
-            updates_per_env_step=self.updates_per_env_step(),
-            warmup_iterations=1 + (cfg.lookback + cfg.lookahead) // cfg.trace_len,
+            iteration, env_steps, steps_per_iteration, start_train_at=config.start_train_at,
+            updates_per_env_step=updates_per_env_step(config),
+            warmup_iterations=1 + (config.lookback + config.lookahead) // config.trace_len,
         )  # fmt: skip
 
-    def updates_per_env_step(self) -> float:
-        cfg = self.config
-        return cfg.replay_ratio / (cfg.batch_size * cfg.learn_len)
+    return AgentParts(
+        init=learner.init,
+        act=select_action,
+        acting=lambda state: (state.params, epsilon(state.env_steps)),
+        learn=learn,
+        evaluate=act,
+        reset_params=lambda state, params, hyper: learner.reset_params(
+            state, params, hyper.values or None
+        ),
+        metric_names=METRICS,
+        initial_core=initial_core,
+        feedback=feedback,
+        replay=ReplayParts(
+            wrap=functools.partial(window_replay, config=config, new_at_max=new_at_max),
+            update=update,
+            updates_due=updates_due,
+        ),
+        modules=types.SimpleNamespace(network=net, learner=learner, epsilon=epsilon),
+    )
+
+
+def updates_per_env_step(config) -> float:
+    """Learner updates per env step: replay_ratio transitions learnt per env step."""
+    return config.replay_ratio / (config.batch_size * config.learn_len)

@@ -54,7 +54,7 @@ def test_dqn_minatar_preset_explores_as_the_paper():
     from engine.common import make_agent
 
     agent = make_agent("dqn", "gymnax/Breakout-MinAtar", preset="dqn-minatar")
-    eps = np.asarray(agent.epsilon(jnp.array([0, 4_999, 5_000, 55_000, 105_000, 10**6])))
+    eps = np.asarray(agent.modules.epsilon(jnp.array([0, 4_999, 5_000, 55_000, 105_000, 10**6])))
     np.testing.assert_allclose(eps, [1.0, 1.0, 1.0, 0.55, 0.1, 0.1], rtol=1e-6)
 
 
@@ -359,7 +359,7 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
     """--noisy: ε is 0; each env's action is the argmax of Q under its own noise draw
     (resampled every step); greedy evaluation uses the means; updates draw fresh noise and
     move σ."""
-    from agents.dqn.agent import DQNAgent
+    from agents.dqn import DQNAgent
     from envs import make_env
 
     cfg = DQNConfig(num_envs=4, trace_len=2, batch_size=4, buffer_size=400, start_train_at=8,
@@ -370,19 +370,20 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
     assert float(epsilon) == 0.0
     # The observation nearest the greedy decision boundary, given to 64 envs.
     cands = jnp.asarray(np.random.default_rng(0).normal(size=(512, 4)), jnp.float32)
-    gap = jnp.abs(jnp.diff(agent.network.apply(net_params, cands).q_values, axis=-1))[:, 0]
+    gap = jnp.abs(jnp.diff(agent.modules.network.apply(net_params, cands).q_values, axis=-1))[:, 0]
     obs = jnp.tile(cands[jnp.argmin(gap)][None], (64, 1))
     key = jax.random.PRNGKey(5)
     out = jax.jit(agent.select_action)((net_params, epsilon), obs, None, (), key)
     keys = jax.random.split(key, 64)
+    net = agent.modules.network
     want = [
-        int(jnp.argmax(agent.network.apply(net_params, obs[i : i + 1], noise_key=keys[i])[0][0]))
+        int(jnp.argmax(net.apply(net_params, obs[i : i + 1], noise_key=keys[i])[0][0]))
         for i in range(64)
     ]
     np.testing.assert_array_equal(np.asarray(out.action), want)
     assert len(set(want)) == 2 and out.mu == ()  # the same observation, different draws
     greedy, _ = agent.act(True)((net_params, epsilon), obs[:2], None, (), key)
-    means = agent.network.apply(net_params, obs[:2]).q_values
+    means = agent.modules.network.apply(net_params, obs[:2]).q_values
     np.testing.assert_array_equal(np.asarray(greedy), np.asarray(jnp.argmax(means, -1)))
 
     for it in range(4):
@@ -400,12 +401,12 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
     learner, L = state.learner, cfg.learn_len
     obs = jnp.asarray(np.random.default_rng(1).normal(size=(L + 3, 5, 4)), jnp.float32)
     k_online, k_target = jax.random.split(jax.random.PRNGKey(9))
-    out = agent.learner.unroll(
+    out = agent.modules.learner.unroll(
         learner.params, learner.target_params, types.SimpleNamespace(obs=obs), (k_online, k_target)
     )
 
     def q(params, x, key):
-        return np.asarray(agent.network.apply(params, x, noise_key=key).q_values)
+        return np.asarray(agent.modules.network.apply(params, x, noise_key=key).q_values)
 
     np.testing.assert_allclose(out.learn.q_values, q(learner.params, obs[:L], k_online), 1e-6)
     np.testing.assert_allclose(out.ahead.q_values, q(learner.params, obs[L:], k_online), 1e-6)
@@ -415,7 +416,7 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
     assert not np.allclose(q(learner.params, obs, k_online), q(learner.params, obs, k_target))
     # With traces shorter than the return (n = 3 > L = 2) only each step's bootstrap state
     # x_{t+3} is evaluated, under the same two draws.
-    sparse = DQNLearner(dataclasses.replace(cfg, n_step=3), agent.network, dqn_optimizer)
+    sparse = DQNLearner(dataclasses.replace(cfg, n_step=3), agent.modules.network, dqn_optimizer)
     mask = jnp.ones((L + 2, 5), jnp.float32)
     out = sparse.unroll(
         learner.params, learner.target_params, types.SimpleNamespace(obs=obs, mask=mask),
@@ -432,7 +433,7 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
         )
     # ... and `update` hands `unroll` two different keys, new ones at every update.
     seen = []
-    unroll = agent.learner.unroll
+    unroll = agent.modules.learner.unroll
 
     def recording(params, target_params, batch, noise=(None, None)):
         seen.append(tuple(np.asarray(k) for k in noise))
@@ -440,12 +441,12 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
 
     sample = agent.replay.sample(state.replay, jax.random.PRNGKey(4), cfg.batch_size)
     batch = TraceBatch.from_sample(sample, agent.replay.window_len)
-    agent.learner.unroll = recording
+    agent.modules.learner.unroll = recording
     try:
-        after, *_ = agent.learner.update(learner, batch)  # op by op: the keys are concrete
-        agent.learner.update(after, batch)
+        after, *_ = agent.modules.learner.update(learner, batch)  # op by op: the keys are concrete
+        agent.modules.learner.update(after, batch)
     finally:
-        del agent.learner.unroll
+        del agent.modules.learner.unroll
     (a_online, a_target), (b_online, b_target) = seen
     assert not np.array_equal(a_online, a_target) and not np.array_equal(a_online, b_online)
     assert not np.array_equal(a_target, b_target)
@@ -470,7 +471,7 @@ def test_noisy_sampled_evaluation_is_epsilon_greedy_on_the_means():
     """With --noisy, the sampled evaluation acts as Dopamine's and Kaixhin/Rainbow's
     evaluation of data-efficient Rainbow: ε-greedy (--eval-epsilon) on the noise-free network;
     the greedy one is its argmax."""
-    from agents.dqn.agent import DQNAgent
+    from agents.dqn import DQNAgent
     from envs import make_env
 
     obs = jnp.asarray(np.random.default_rng(2).normal(size=(256, 4)), jnp.float32)
@@ -480,7 +481,7 @@ def test_noisy_sampled_evaluation_is_epsilon_greedy_on_the_means():
                         noisy=True, eval_epsilon=eps)  # fmt: skip
         agent = DQNAgent(cfg, make_env("CartPole-v1", 2, 0))
         params = agent.policy_params(agent.init(jax.random.PRNGKey(0)).learner)
-        means = np.asarray(jnp.argmax(agent.network.apply(params[0], obs).q_values, -1))
+        means = np.asarray(jnp.argmax(agent.modules.network.apply(params[0], obs).q_values, -1))
         greedy, _ = agent.act(True)(params, obs, None, (), key)
         sampled, _ = agent.act(False)(params, obs, None, (), key)
         np.testing.assert_array_equal(np.asarray(greedy), means)
@@ -505,14 +506,14 @@ def test_annealed_learning_rate_reaches_zero_at_anneal_steps():
     assert learning_rate(DQNConfig(lr=1e-3)) == 1e-3
     # DQN's own optimizer takes those steps (Adam's first step is lr per parameter with a
     # tiny ε and no clipping at this gradient norm), and so does R2D1's.
-    from agents.r2d1.agent import R2D1Agent
+    from agents.r2d1 import R2D1Agent
     from agents.r2d1.config import R2D1Config
     from envs import make_env
 
     r2d1_cfg = R2D1Config(lr=1e-3, anneal_steps=10_000, start_train_at=2_000, replay_ratio=32.0,
                           batch_size=16, trace_len=4, seq_len=4, burn_in=0, n_step=1,
                           adam_eps=1e-12, num_envs=1)  # fmt: skip
-    r2d1 = R2D1Agent(r2d1_cfg, make_env("CartPole-P-v1", 1, 0)).learner.optimizer
+    r2d1 = R2D1Agent(r2d1_cfg, make_env("CartPole-P-v1", 1, 0)).modules.learner.optimizer
     r2d1_updates = (10_000 - 2_000) * 32.0 / (16 * r2d1_cfg.learn_len)
     for opt, total in (
         (dqn_optimizer(cfg.replace(adam_eps=1e-12, max_grad_norm=100.0)), updates),
@@ -603,8 +604,8 @@ def test_prioritized_new_traces_start_at_the_largest_priority_but_r2d1s_at_their
     Algorithm 1: every transition replayed at least once; the replay's rule is tested in
     tests/replay/test_prioritized.py); R2D1 the lazy initial priority of its env's recent
     traces, standing in for R2D2's actor-computed priorities."""
-    from agents.dqn.agent import DQNAgent
-    from agents.r2d1.agent import R2D1Agent
+    from agents.dqn import DQNAgent
+    from agents.r2d1 import R2D1Agent
     from agents.r2d1.config import R2D1Config
     from envs import make_env
 
@@ -622,14 +623,13 @@ def test_layer_norm_flag_reaches_the_torso_and_the_cartpole_default_copies_every
     without the flag), and the CartPole default copies its target every 500 updates (issue
     65: with 200, Q diverged on 3 seeds of 30)."""
     from agents.core.registry import get_agent
-    from agents.dqn.agent import DQNAgent
+    from agents.dqn.agent import make
 
     spec = type("Spec", (), {"obs_spec": (4,), "num_actions": 2})()
     obs = jnp.asarray(np.random.default_rng(0).normal(size=(5, 4)) * 10, jnp.float32)
     for on in (False, True):
-        agent = DQNAgent.__new__(DQNAgent)
-        agent.config = DQNConfig(hidden=(16,), layer_norm=on)
-        params = agent.make_network(spec).init(jax.random.PRNGKey(0), obs)
+        net = make(DQNConfig(hidden=(16,), layer_norm=on), spec).modules.network
+        params = net.init(jax.random.PRNGKey(0), obs)
         names = {k for path in jax.tree_util.tree_flatten_with_path(params)[0] for k in path[0]}
         assert any("LayerNorm" in str(k) for k in names) == on
     assert get_agent("dqn").make_config().target_update_period == 500

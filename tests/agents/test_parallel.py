@@ -45,7 +45,7 @@ def _one_update(num_devices: int, trust_region: bool):
     agent = ACERAgent(cfg, make_env("CartPole-v1", 8, 3), mesh=make_mesh(num_devices))
     placed = place_rollout(traj, agent.mesh)
     new, _, metrics = agent._absorb(
-        to_global(learner, agent.mesh, P()), agent._replay_init(), placed
+        to_global(learner, agent.mesh, P()), agent._init_replay(), placed
     )
     return jax.device_get((new.params, new.avg_params, metrics[0]))
 
@@ -292,7 +292,7 @@ def _sharded_replay_with_unequal_priorities(agent, seed=0):
         ),
         donate_argnums=0,
     )  # fmt: skip
-    state = agent._replay_init()
+    state = agent._init_replay()
     for _ in range(c):
         state = add(state, obs, steps, extras)
     env, slot = (a.reshape(-1) for a in np.meshgrid(np.arange(n), np.arange(c), indexing="ij"))
@@ -308,9 +308,9 @@ def _sharded_replay_with_unequal_priorities(agent, seed=0):
     return set_priorities(state, tile(env), tile(slot), values.reshape(-1).astype(np.float32))
 
 
-# One fast case per code path that hands `sample` the mesh axis: DQN's (AgentBase.replay_update
-# through DQN's own) and TD3's (OffPolicyAgent.sample_batch, with β). R2D1 inherits DQN's,
-# Reactor runs AgentBase's directly, feed-forward SAC shares TD3's: the slow tier's (issue 67).
+# One fast case per code path that hands `sample` the mesh axis: DQN's (the parts driver's
+# replay_update) and TD3's (OffPolicyAgent.sample_batch, with β). R2D1 shares DQN's, Reactor
+# runs AgentBase's, feed-forward SAC shares TD3's: the slow tier's (issue 67).
 @pytest.mark.parametrize(
     "name, env_id, overrides",
     [
@@ -348,6 +348,7 @@ def test_prioritized_agents_normalise_weights_over_every_device(
     tests/replay/test_partition_specs.py; this test is the agents' wiring of it."""
     from agents.core.offpolicy import OffPolicyAgent
     from agents.core.parallel import DATA
+    from agents.core.parts import PartsAgent
     from agents.core.registry import get_agent
     from replay import PrioritizedTraceReplay
 
@@ -371,7 +372,16 @@ def test_prioritized_agents_normalise_weights_over_every_device(
     abstract = jax.eval_shape(agent.init_learner, jax.random.PRNGKey(0))
     learner = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), abstract)
     replay = _sharded_replay_with_unequal_priorities(agent)
-    agent.learner = _WeightsOnly(drawn)
+    weights_only = _WeightsOnly(drawn)
+    if isinstance(agent, PartsAgent):  # its learner update is a part (`ReplayParts.update`)
+        replay_parts = agent.parts.replay._replace(
+            update=lambda learner, batch, hyper, axis_name=None: weights_only.update(
+                learner, batch, axis_name
+            )
+        )
+        agent.parts = agent.parts._replace(replay=replay_parts)
+    else:
+        agent.learner = weights_only
 
     def weights(learner, replay):
         _, _, metrics = agent.replay_update(learner, replay, DATA)

@@ -156,7 +156,7 @@ def test_the_acting_part_takes_any_env_count_with_apex_rates(num_envs):
     """`Agent.acting` on an evaluation env of another count than training's: the Ape-X
     rates are those of its own envs (Horgan et al. 2018: ε_i = 0.4^(1 + 7i/(N−1)))."""
     from agents.core.actors import apex_epsilons
-    from agents.r2d1.agent import R2D1Agent
+    from agents.r2d1 import R2D1Agent
     from envs import make_env
 
     config = R2D1Config(num_envs=4, hidden=(8,), lstm_size=8, apex_epsilon=True)
