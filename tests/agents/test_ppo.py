@@ -271,7 +271,8 @@ def _sharded_update(num_devices, **changes):
     else:
         agent = _agent(cfg, mesh=make_mesh(num_devices))
         learner = to_global(state.learner, agent.mesh, P())
-        new, _, metrics = agent._absorb(learner, (), place_rollout(traj, agent.mesh))
+        absorb = agent.programs["absorb"]  # the one-iteration path's, over the mesh
+        new, _, metrics = absorb(learner, (), place_rollout(traj, agent.mesh))
     return jax.device_get((new.params, new.obs_stats, new.return_stats, new.returns, metrics))
 
 
@@ -360,7 +361,8 @@ def test_dict_observations_end_to_end():
     agent = PPOAgent(cfg, env)
     state = agent.init(jax.random.PRNGKey(0))
     agent.compile(state)
-    actor, traj, placed = agent.collect(state)
+    rollout = agent.programs["rollout"]  # MiniGrid's conv on CPU: the host drives it
+    actor, traj, placed = rollout(agent.acting_params(state.learner), state.actor)
     assert set(traj.obs) == {"image", "direction", "mission"}
     _, buffer = jax.jit(agent.modules.learner.prepare)(state.learner, placed)
     image = np.asarray(traj.obs["image"])
