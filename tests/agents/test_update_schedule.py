@@ -13,6 +13,7 @@ from fractions import Fraction
 
 import pytest
 
+from agents.core.parts import PartsAgent
 from agents.core.registry import get_agent
 
 
@@ -38,8 +39,13 @@ def test_every_presets_schedule_is_its_exact_rate(name, preset):
     cfg = spec.config_cls(**spec.split_preset(preset)[1])
     agent_cls = spec.agent_cls
     stub = types.SimpleNamespace(config=cfg, steps_per_iteration=cfg.num_envs * cfg.trace_len)
-    if hasattr(agent_cls, "updates_per_env_step"):
-        stub.updates_per_env_step = types.MethodType(agent_cls.updates_per_env_step, stub)
+    if issubclass(agent_cls, PartsAgent):  # the schedule is a part: ReplayParts.updates_due
+        env_spec = types.SimpleNamespace(obs_spec=(4,), num_actions=2, num_envs=cfg.num_envs)
+        due = agent_cls.make(cfg, env_spec).replay.updates_due
+    else:  # a class-based agent's method, on a stand-in with what it reads
+        if hasattr(agent_cls, "updates_per_env_step"):
+            stub.updates_per_env_step = types.MethodType(agent_cls.updates_per_env_step, stub)
+        due = types.MethodType(agent_cls.updates_due, stub)
     warmup = 1 + (getattr(cfg, "lookback", 0) + getattr(cfg, "lookahead", 0)) // cfg.trace_len
     if name == "reactor":
         warmup = 1
@@ -50,4 +56,4 @@ def test_every_presets_schedule_is_its_exact_rate(name, preset):
     for it in [*range(10), *range(first, first + 3000), *range(10**6, 10**6 + 200)]:
         e = it * spi
         want = 0 if it < warmup else owed(e + spi) - owed(e)
-        assert agent_cls.updates_due(stub, it, e) == want, (preset, it)
+        assert due(it, e) == want, (preset, it)
