@@ -633,6 +633,14 @@ class Runner:
         if self.args.run.debug:
             jax.config.update("jax_debug_nans", True)
             enable_data_checks()
+        try:
+            return self._build_and_run()
+        finally:  # process-wide switches: as they were before the run, whatever failed
+            if self.args.run.debug:
+                enable_data_checks(False)
+            jax.config.update("jax_debug_nans", debug_nans)
+
+    def _build_and_run(self) -> dict | None:
         if self.lead:
             check_run_dir_writable(self.run_dir)
             check_run_folder_links(self.run_dir)  # nothing is written through a link
@@ -649,9 +657,6 @@ class Runner:
             agent.close()
             if lock is not None:
                 lock.close()
-            if self.args.run.debug:  # process-wide switches: as they were before the run
-                enable_data_checks(False)
-            jax.config.update("jax_debug_nans", debug_nans)
 
     def _check_pace(self, agent) -> None:
         """--iterations-per-sync within what the agent can run per program, and

@@ -41,3 +41,15 @@ def test_debug_ppo_dispatching_each_minibatch_finishes(tmp_path):
             "8", "--total-steps", "64", "--eval-episodes", "0", "--no-progress", "--debug",
             "--num-devices", "1", "--run-dir", str(tmp_path / "dbg")]  # fmt: skip
     assert train.main(argv)["env_steps"] == 64
+
+
+def test_debug_switches_are_reset_when_the_build_fails(tmp_path):
+    """`--debug` turns on process-wide switches (data checks, `jax_debug_nans`); a run that
+    fails while it is built (here a discrete-only agent on a continuous env) leaves them as
+    they were, for whatever the process runs next."""
+    argv = ["--agent", "dqn", "--env", "Pendulum-v1", "--debug", "--no-progress",
+            "--run-dir", str(tmp_path / "dbg")]  # fmt: skip
+    with pytest.raises(SystemExit):
+        train.main(argv)
+    assert programs._DATA_CHECKS == [False]
+    assert not jax.config.jax_debug_nans
