@@ -54,7 +54,7 @@ import jax.numpy as jnp
 
 from agents.core.actors import categorical_actor
 from agents.core.learning import replay_step
-from agents.core.parallel import DATA, P, check_divisible, local_replica, to_global
+from agents.core.parallel import DATA, check_divisible, local_replica
 from agents.core.programs import (
     ChunkProgram,
     Program,
@@ -64,6 +64,7 @@ from agents.core.programs import (
     data_checks_enabled,
     host_chunk,
     host_reason,
+    initial_state,
     metric_sums,
     replay_program_specs,
     rollout_program_specs,
@@ -267,19 +268,10 @@ class RolloutAgent(OneMember):
         return ()
 
     def init(self, key, *, jit: bool = False) -> TrainState:
-        """`jit=True` builds the learner with one compiled program instead of op by op: the
-        faster way in a fresh process (SAC 4.2 → 2.6 s, Reactor 6.8 → 3.8 s on the 2-vCPU
-        machine), the slower one for a later agent of a process, whose ops are compiled
-        already (SAC 0.07 → 1.4 s). The runner passes it; tests, which build many agents in
-        one process, do not."""
-        learner_key, actor_key = jax.random.split(key)
-        if jax.process_count() > 1:  # same learner everywhere, different actions per process
-            actor_key = jax.random.fold_in(actor_key, jax.process_index())
-        actor = self._init_actor(actor_key)
-        learner = (jax.jit(self.init_learner) if jit else self.init_learner)(learner_key)
-        if self.mesh is not None:
-            learner = to_global(learner, self.mesh, P())  # replicated: same seed everywhere
-        return TrainState(learner, self._init_replay(), actor)
+        """`agents.core.programs.initial_state` of this agent's pieces."""
+        return initial_state(
+            key, self.init_learner, self._init_actor, self._init_replay, self.mesh, jit=jit
+        )
 
     def reset_actor(self, state: TrainState, key) -> TrainState:
         self.close()

@@ -63,7 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents.core.learning import Hyper, replay_step
-from agents.core.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, local_replica, to_global
+from agents.core.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, local_replica
 from agents.core.programs import (
     Program,
     RolloutProgram,
@@ -71,6 +71,7 @@ from agents.core.programs import (
     convolves_on_cpu,
     host_chunk,
     host_reason,
+    initial_state,
     metric_sums,
     replay_program_specs,
     rollout_program_specs,
@@ -371,15 +372,10 @@ class PartsAgent(OneMember):
         return jax.jit(init)()
 
     def init(self, key, *, jit: bool = False) -> TrainState:
-        """`jit`: the learner built by one compiled program (faster in a fresh process)."""
-        learner_key, actor_key = jax.random.split(key)
-        if jax.process_count() > 1:  # same learner everywhere, different actions per process
-            actor_key = jax.random.fold_in(actor_key, jax.process_index())
-        actor = self._init_actor(actor_key)
-        learner = (jax.jit(self.init_learner) if jit else self.init_learner)(learner_key)
-        if self.mesh is not None:
-            learner = to_global(learner, self.mesh, P())  # replicated: same seed everywhere
-        return TrainState(learner, self._init_replay(), actor)
+        """`agents.core.programs.initial_state` of this agent's pieces."""
+        return initial_state(
+            key, self.init_learner, self._init_actor, self._init_replay, self.mesh, jit=jit
+        )
 
     def reset_actor(self, state: TrainState, key) -> TrainState:
         return state._replace(actor=self._init_actor(key))

@@ -72,6 +72,27 @@ def convolves_on_cpu(spec, config) -> bool:
     return slow and jax.default_backend() == "cpu"
 
 
+def initial_state(key, init_learner, init_actor, init_replay, mesh=None, *, jit=False):
+    """A fresh `TrainState` from the run key: the learner from one half of it (the same in
+    every process: replicated over `mesh`), the actor from the other (each process folds in
+    its index: different actions), the replay from `init_replay()`. `jit=True` builds the
+    learner with one compiled program instead of op by op: the faster way in a fresh process
+    (SAC 4.2 -> 2.6 s, Reactor 6.8 -> 3.8 s on the 2-vCPU machine), the slower one for a
+    later agent of a process, whose ops are compiled already (SAC 0.07 -> 1.4 s). The runner
+    passes it; tests, which build many agents in one process, do not."""
+    from agents.core.parallel import to_global
+    from agents.core.protocol import TrainState
+
+    learner_key, actor_key = jax.random.split(key)
+    if jax.process_count() > 1:
+        actor_key = jax.random.fold_in(actor_key, jax.process_index())
+    actor = init_actor(actor_key)
+    learner = (jax.jit(init_learner) if jit else init_learner)(learner_key)
+    if mesh is not None:
+        learner = to_global(learner, mesh, P())
+    return TrainState(learner, init_replay(), actor)
+
+
 def host_reason(env, mesh, config) -> str | None:
     """Why each training iteration of an agent on `env` (data parallel over `mesh`, or None)
     needs the host; None: many iterations can run in one device program."""
