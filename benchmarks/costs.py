@@ -76,10 +76,12 @@ def acer_costs(agent) -> dict:
     forward passes of the averaged network with the trust region, and one acting forward
     pass. Feed-forward, array observations and discrete actions only."""
     cfg = agent.config
-    if cfg.lstm_size or agent.env.spec.pytree_obs or agent.continuous:
+    if cfg.lstm_size or agent.env.spec.pytree_obs or not agent.env.spec.discrete:
         return {}
     n_train = (1 + cfg.replay_ratio) * (cfg.trace_len + 1) / cfg.trace_len
-    return network_pass_costs(agent, 1 + (n_train if cfg.trust_region else 0), n_train)
+    net, learner = agent.modules.network, agent.modules.learner
+    n_fwd = 1 + (n_train if cfg.trust_region else 0)
+    return network_pass_costs(agent, n_fwd, n_train, None, net, learner.optimizer)
 
 
 def dqn_passes_per_step(config, updates_per_env_step: float) -> tuple[float, float]:

@@ -1,8 +1,12 @@
 """ACER (Wang et al. 2017): config, actor, learner and agent; registered as `--agent acer`."""
 
-from agents.acer.agent import ACERAgent
+from agents.acer.agent import make
 from agents.acer.config import PRESETS, ACERConfig
+from agents.core.base import ACTOR_CRITIC_TUNABLE
+from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
+
+ACERAgent = parts_agent("acer", make, tunable=ACTOR_CRITIC_TUNABLE, discrete_only=False)
 
 DESCRIPTION = "ACER: Retrace critic, truncated IS with bias correction, trust region"
 SPEC = AgentSpec(

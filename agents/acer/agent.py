@@ -1,107 +1,101 @@
-"""The ACER agent: env, network, trace replay and learner on the shared seam (AgentBase).
+"""ACER as pure functions, `make(config, spec)` (agents/core/parts.py): the env's network,
+the trace replay and the learner.
 
 Discrete actions: a categorical policy and Q(x, ·) (networks.ACERNetwork, ACERLearner).
 Continuous actions (ACER §5): a diagonal Gaussian over normalised actions, which the env
 receives clipped to [−1, 1] and scaled to its bounds as SAC and TD3 scale theirs, and a
 stochastic dueling network critic (networks.GaussianSDNNetwork, ACERGaussianLearner); the
-trace stores the unclipped sample and the Gaussian's statistics as μ. The loop below is the
+trace stores the unclipped sample and the Gaussian's statistics as μ. The iteration is the
 same for both.
 
 One iteration (ACER §4, Algorithm 1):
 1. collect T steps from every env with the current policy, recording μ;
-2. one on-policy update on those B traces, and write them to the replay (`absorb`);
-3. Poisson(replay_ratio) off-policy updates on traces sampled uniformly from the replay.
-
-Steps 2 and 3 are device programs with the learner and replay donated; in XLA mode step 1
-is one too (envpool's step inside a `lax.scan`). Nothing syncs with the host until the
-runner fetches the metrics, once per iteration.
+2. one on-policy update on those B traces (`learn`), and write them to the replay;
+3. Poisson(replay_ratio) off-policy updates on traces sampled uniformly from the replay
+   (`updates_due`, drawn on the host: a pure function of the seed and iteration).
 """
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
-from agents.acer import actor
+from agents.acer.actor import policy_logits
 from agents.acer.config import CONTINUOUS_ONLY, ACERConfig
 from agents.acer.continuous import ACERGaussianLearner
 from agents.acer.learner import METRICS, ACERLearner
-from agents.core.actors import gaussian_actor
-from agents.core.base import ACTOR_CRITIC_TUNABLE, AgentBase
+from agents.core.actors import categorical_actor, gaussian_actor
 from agents.core.config import ConfigError, flag
 from agents.core.learning import TraceBatch
 from agents.core.parallel import check_divisible
+from agents.core.parts import AgentParts, ReplayParts, no_core
 from networks import ACERNetwork, GaussianSDNNetwork
 
 
-class ACERAgent(AgentBase):
-    """ACER on a `VecEnv`. All learning maths is in `ACERLearner`."""
-
-    name = "acer"
-    metric_names = METRICS
-    discrete_only = False
-    supports_population = True  # tests/agents/test_population.py
-    tunable = ACTOR_CRITIC_TUNABLE
-
-    def __init__(self, config: ACERConfig, env, *, seed=0, mesh=None, replay_memory_limit=None):
-        check_action_space(config, env.spec)
-        super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)
-        if config.microbatch_traces:  # the on-policy update splits the fresh traces too
-            check_divisible(
-                "--num-envs per device", config.num_envs // self.num_devices,
-                config.microbatch_traces, "--microbatch-traces",
-            )  # fmt: skip
-
-    @property
-    def continuous(self) -> bool:
-        return not self.env.spec.discrete
-
-    def make_network(self, spec):
-        cfg = self.config
-        if not spec.discrete:
-            dim = int(np.prod(spec.action_shape))
-            return GaussianSDNNetwork(spec.obs_spec, dim, cfg.hidden, cfg.initial_log_std)
-        return ACERNetwork(spec.obs_spec, spec.num_actions, cfg.hidden, cfg.lstm_size)
-
-    def make_learner(self, network):
-        if self.continuous:
-            return ACERGaussianLearner(self.config, network, network.action_dim)
-        return ACERLearner(self.config, network)
-
-    def make_actor(self):
-        if not self.continuous:
-            return super().make_actor()
-        spec, net = self.env.spec, self.network
-
-        def policy_gaussian(params, obs, first, core):
-            return net.apply(params, obs, method=net.policy), core
-
+def make(config: ACERConfig, spec) -> AgentParts:
+    """ACER's parts for `config` (agents/acer/config.py) on an env of `spec`."""
+    check_action_space(config, spec)
+    if spec.discrete:
+        net = ACERNetwork(spec.obs_spec, spec.num_actions, config.hidden, config.lstm_size)
+        learner = ACERLearner(config, net)
+        recurrent = bool(config.lstm_size)
+        actor = categorical_actor(
+            lambda params, obs, first, core: policy_logits(net, recurrent, params, obs, first,
+                                                           core)
+        )  # fmt: skip
+    else:
+        dim = int(np.prod(spec.action_shape))
+        net = GaussianSDNNetwork(spec.obs_spec, dim, config.hidden, config.initial_log_std)
+        learner = ACERGaussianLearner(config, net, dim)
         low = np.asarray(spec.action_low, np.float32)
         high = np.asarray(spec.action_high, np.float32)
-        return gaussian_actor(policy_gaussian, low, high, normalised=True)
+        actor = gaussian_actor(
+            lambda params, obs, first, core: (net.apply(params, obs, method=net.policy), core),
+            low, high, normalised=True,
+        )  # fmt: skip
+    select_action, act = actor
 
-    def policy_logits(self, params, obs, first, core):
-        recurrent = bool(self.config.lstm_size)
-        return actor.policy_logits(self.network, recurrent, params, obs, first, core)
+    def update(state, batch, hyper, axis_name=None):
+        """One ACER update on a batch of traces: (state, metrics, priorities)."""
+        return learner.update(state, batch, axis_name, hyper.values or None)
 
-    def initial_core(self, num_envs):
-        return self.network.initial_state(num_envs) if self.config.lstm_size else ()
+    def learn(state, rollout, hyper, axis_name=None):
+        """The on-policy update on the iteration's fresh traces."""
+        state, metrics, _ = update(state, TraceBatch.from_rollout(rollout), hyper, axis_name)
+        return state, metrics
 
-    def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
-        """The on-policy update on the fresh traces, then store them."""
-        batch = TraceBatch.from_rollout(traj)
-        learner, metrics, _ = self.learner.update(learner, batch, axis_name, hparams)
-        learner, replay, _ = super().absorb(learner, replay, traj, axis_name)
-        return learner, replay, [metrics]
-
-    def updates_due(self, iteration: int, env_steps: int) -> int:
+    def updates_due(iteration: int, env_steps: int, seed: int) -> int:
         """Poisson(replay_ratio), a pure function of (seed, iteration), or of the iteration
         alone with --replay-draw shared: resume-safe, and the same in every process, so all
         of them run the same collective updates."""
-        cfg = self.config
-        if cfg.replay_ratio <= 0 or iteration < 1 or env_steps < cfg.start_train_at:
+        if config.replay_ratio <= 0 or iteration < 1 or env_steps < config.start_train_at:
             return 0  # a trace becomes sampleable once the next one is written (iteration ≥ 1)
-        key = [iteration] if cfg.replay_draw == "shared" else [self.seed, iteration]
-        return int(np.random.default_rng(key).poisson(cfg.replay_ratio))
+        key = [iteration] if config.replay_draw == "shared" else [seed, iteration]
+        return int(np.random.default_rng(key).poisson(config.replay_ratio))
+
+    def check_devices(num_devices: int) -> None:
+        if config.microbatch_traces:  # the on-policy update splits the fresh traces too
+            check_divisible(
+                "--num-envs per device", config.num_envs // num_devices,
+                config.microbatch_traces, "--microbatch-traces",
+            )  # fmt: skip
+
+    return AgentParts(
+        init=learner.init,
+        act=select_action,
+        acting=lambda state: state.params,
+        learn=learn,
+        evaluate=act,
+        reset_params=lambda state, params, hyper: learner.reset_params(
+            state, params, hyper.values or None
+        ),
+        metric_names=METRICS,
+        initial_core=net.initial_state if spec.discrete and config.lstm_size else no_core,
+        replay=ReplayParts(wrap=lambda replay: replay, update=update, updates_due=updates_due),
+        check_devices=check_devices,
+        modules=types.SimpleNamespace(network=net, learner=learner),
+    )
 
 
 def check_action_space(config: ACERConfig, spec) -> None:

@@ -113,8 +113,9 @@ class ReplayParts(NamedTuple):
 
     wrap: Callable  # replay.TraceReplay -> the replay the agent samples (window, priorities)
     update: Callable  # (learner, TraceBatch, hyper, axis_name) -> (learner, metrics, priorities)
-    updates_due: Callable  # (iteration, env_steps) -> int: the updates an iteration owes, a
-    # pure function of the counts before it (on the host: a resumed run repeats it)
+    updates_due: Callable  # (iteration, env_steps, seed) -> int: the updates an iteration
+    # owes, a pure function of the counts before it and the seed (on the host: a resumed run
+    # repeats it)
 
 
 class AgentParts(NamedTuple):
@@ -400,7 +401,9 @@ class PartsAgent(OneMember):
 
     def updates_due(self, iteration: int, env_steps: int) -> int:
         """The replay updates this iteration owes after its rollout (none without a replay)."""
-        return 0 if self.replay is None else self.parts.replay.updates_due(iteration, env_steps)
+        if self.replay is None:
+            return 0
+        return self.parts.replay.updates_due(iteration, env_steps, self.seed)
 
     def train_chunk(self, state: TrainState, iteration: int, env_steps: int, count: int):
         if not 1 <= count <= self.max_chunk:
@@ -521,9 +524,9 @@ class PartsAgent(OneMember):
         replay, staged = state.replay, self.parts.staged
         if staged is None:
             learner, replay, metrics = learn[0](state.learner, replay, placed)
-            for _ in range(self.updates_due(iteration, env_steps)):
-                learner, replay, m = learn[1](learner, replay)
-                metrics.append(m)
+            todo = self.updates_due(iteration, env_steps)
+            learner, replay, more = self.replay_updates(learner, replay, todo)
+            metrics += more
         else:
             prepare, step, refresh = learn
             learner, buffer = prepare(state.learner, placed)
@@ -535,6 +538,15 @@ class PartsAgent(OneMember):
                 metrics.append(m)
         stats = (traj.finished_return, traj.finished_length, traj.game_over)
         return TrainState(learner, replay, actor), IterationOutput(metrics, *stats)
+
+    def replay_updates(self, learner, replay, count: int):
+        """`count` replay updates, each its own program as the host-driven path runs them:
+        (learner, replay, [metrics of each])."""
+        metrics = []
+        for _ in range(count):
+            learner, replay, m = self._host_programs[1][1](learner, replay)
+            metrics.append(m)
+        return learner, replay, metrics
 
     def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
         """`absorb` (module function) with this agent's parts, config and replay."""

@@ -86,7 +86,7 @@ def build(config, spec, net, learner, actor, *, new_at_max: bool, epsilon=None,
         state, metrics, priorities = learner.update(state, batch, axis_name, hyper.values or None)
         return state, {**metrics, "epsilon": eps}, priorities
 
-    def updates_due(iteration: int, env_steps: int) -> int:
+    def updates_due(iteration: int, env_steps: int, seed: int) -> int:
         """replay_ratio transitions learnt per env step, from `start_train_at` on, once a trace
         and its look-ahead can be sampled."""
         return updates_owed(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from agents import losses
-from agents.acer.agent import ACERAgent
+from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.acer.learner import ACERLearner
 from agents.core.actors import categorical_actor

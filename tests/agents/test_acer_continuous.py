@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from agents import losses
-from agents.acer.agent import ACERAgent
+from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.acer.continuous import ACERGaussianLearner
 from agents.core.learning import TraceBatch
@@ -90,7 +90,7 @@ def test_actions_are_clipped_and_scaled_to_the_env_bounds(pendulum):
     assert np.any(np.abs(a) > 1.0)  # the stored action is the unclipped sample
     want = low + (np.clip(a, -1.0, 1.0) + 1.0) * (high - low) / 2.0
     np.testing.assert_allclose(env_a, want, rtol=1e-6, atol=1e-6)
-    mean, log_std = agent.learner.policy(params, obs)
+    mean, log_std = agent.modules.learner.policy(params, obs)
     np.testing.assert_allclose(np.asarray(out.mu["mean"]), np.asarray(mean), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(out.mu["log_std"]), np.asarray(log_std), rtol=1e-6)
     greedy, _ = agent.act(True)(params, obs, None, (), jax.random.PRNGKey(2))
@@ -209,7 +209,7 @@ def test_agent_iterations_learn_from_fresh_and_replayed_traces(pendulum):
     agent = ACERAgent(SMALL.replace(replay_ratio=3.0), pendulum, seed=0)
     state = agent.init(jax.random.PRNGKey(0))
     agent.compile(state)
-    net = agent.network
+    net = agent.modules.network
     theta = np.random.default_rng(0).uniform(-np.pi, np.pi, 64)
     thetadot = np.random.default_rng(1).uniform(-8.0, 8.0, 64)
     states = jnp.asarray(np.stack([np.cos(theta), np.sin(theta), thetadot], -1), jnp.float32)
@@ -233,8 +233,9 @@ def test_agent_iterations_learn_from_fresh_and_replayed_traces(pendulum):
     assert spec["action"].shape == (1,) and spec["action"].dtype == jnp.float32
     assert set(spec["mu"]) == {"mean", "log_std"}
 
-    learner, _, replayed = agent.learn(state.learner, state.replay, 4, 40)  # replay only
-    assert len(replayed) == agent.updates_due(4, 40) > 0
+    due = agent.updates_due(4, 40)
+    learner, _, replayed = agent.replay_updates(state.learner, state.replay, due)  # replay only
+    assert len(replayed) == due > 0
     values.append(mean_v(learner.params))
     assert max(targets) < values[0] - 5.0, (targets, values)  # the targets lie well below
     assert np.all(np.diff(values) < 0), values  # V falls at each step toward them

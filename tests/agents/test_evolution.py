@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.acer.agent import ACERAgent
+from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.core.config import ConfigError
 from agents.core.evolution import (

@@ -5,7 +5,7 @@ replay contents, different update counts) reuse it."""
 import jax
 import pytest
 
-from agents.acer.agent import ACERAgent
+from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.core.parallel import make_mesh
 from agents.reactor.agent import ReactorAgent

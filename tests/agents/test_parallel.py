@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from agents.acer.agent import ACERAgent
+from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.core.parallel import make_mesh, place_rollout, to_global
 from envs import make_env
@@ -44,7 +44,7 @@ def _one_update(num_devices: int, trust_region: bool):
         return jax.device_get((new.params, new.avg_params, metrics[0]))
     agent = ACERAgent(cfg, make_env("CartPole-v1", 8, 3), mesh=make_mesh(num_devices))
     placed = place_rollout(traj, agent.mesh)
-    new, _, metrics = agent._absorb(
+    new, _, metrics = agent.programs["absorb"](
         to_global(learner, agent.mesh, P()), agent._init_replay(), placed
     )
     return jax.device_get((new.params, new.avg_params, metrics[0]))

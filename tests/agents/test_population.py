@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from agents.acer.agent import ACERAgent
+from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.core.config import ConfigError
 from agents.core.parallel import POP, make_mesh
