@@ -62,6 +62,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from agents.core.actor_thread import ActorThread
 from agents.core.learning import Hyper, replay_step
 from agents.core.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, local_replica
 from agents.core.programs import (
@@ -134,6 +135,9 @@ class AgentParts(NamedTuple):
     feedback: Callable | None = None
     staged: StagedLearn | None = None  # the learning the host drives, or None
     replay: ReplayParts | None = None  # learning from a trace replay, or None (on-policy)
+    # why acting runs in a thread of its own, decoupled from learning (the Reactor's
+    # --decoupled: agents/core/actor_thread.py), or None: acting and learning in lock-step
+    decoupled: str | None = None
     check_devices: Callable | None = None  # num_devices -> None, or a one-line error
     modules: Any = None  # what the functions are built from (network, learner), for tests
     # and benchmarks to inspect; the driver never reads it
@@ -341,8 +345,11 @@ class PartsAgent(OneMember):
         self.core_feedback = parts.feedback  # read by the acting loops (evaluation too)
         self.steps_per_iteration = config.trace_len * config.num_envs
         self.max_chunk = chunk_length(self.steps_per_iteration)
-        self.compile_s, self.wait_s = 0.0, {}
+        self.compile_s = 0.0
+        # seconds the learner waited on other threads, by what for (benchmarks read it)
+        self.wait_s = {"learner_waiting_for_actor": 0.0} if parts.decoupled else {}
         self._chunk: _Chunk | None = None
+        self._actor_thread: ActorThread | None = None
         self.replay = None if parts.replay is None else self._make_replay(replay_memory_limit)
 
     # ------------------------------------------------------------------ the protocol
@@ -350,7 +357,7 @@ class PartsAgent(OneMember):
     def host_driven(self) -> str | None:
         if self.parts.staged is not None:
             return self.parts.staged.why
-        return host_reason(self.env, self.mesh, self.config)
+        return self.parts.decoupled or host_reason(self.env, self.mesh, self.config)
 
     @property
     def bytes_per_transition(self) -> float:
@@ -379,6 +386,7 @@ class PartsAgent(OneMember):
         )
 
     def reset_actor(self, state: TrainState, key) -> TrainState:
+        self.close()  # a decoupled actor's thread steps the envs with its own actor state
         return state._replace(actor=self._init_actor(key))
 
     def compile(self, state: TrainState) -> float:
@@ -438,7 +446,10 @@ class PartsAgent(OneMember):
         return {"rollout": rollout, **dict(zip(names, learn, strict=False))}
 
     def close(self) -> None:
-        """Nothing runs in the background."""
+        """Stop the decoupled actor's thread, if one runs (idempotent)."""
+        if self._actor_thread is not None:
+            self._actor_thread.close()
+            self._actor_thread = None
 
     # ------------------------------------------------------------------ the pieces
     def _make_replay(self, memory_limit):
@@ -516,17 +527,34 @@ class PartsAgent(OneMember):
         if any(again for again, _ in self.parts.staged.steps):
             refresh.compile(learner_shape, buffer)
 
+    def collect(self, state: TrainState):
+        """One rollout: `(actor, rollout, rollout placed on the mesh)`. With the current
+        policy; a decoupled agent's is the next one its actor thread made (with the params
+        published last: `train_iteration`)."""
+        rollout = self._host_programs[0]
+        if not self.parts.decoupled:
+            return rollout(self.parts.acting(state.learner), state.actor)
+        if self._actor_thread is None:
+            self._actor_thread = ActorThread(rollout, self.acting_params(state.learner),
+                                             state.actor)  # fmt: skip
+        actor, traj, waited = self._actor_thread.get()
+        self.wait_s["learner_waiting_for_actor"] += waited
+        return actor, traj, rollout.place(traj)
+
     def train_iteration(self, state: TrainState, iteration: int, env_steps: int):
-        """One iteration as the host drives it: the rollout program, then `absorb`'s and the
-        owed `replay_update`s (or the staged learning's: `prepare`, then each step)."""
-        rollout, learn = self._host_programs
-        actor, traj, placed = rollout(self.parts.acting(state.learner), state.actor)
+        """One iteration as the host drives it: the rollout program (`collect`), then
+        `absorb`'s and the owed `replay_update`s (or the staged learning's: `prepare`, then
+        each step)."""
+        learn = self._host_programs[1]
+        actor, traj, placed = self.collect(state)
         replay, staged = state.replay, self.parts.staged
         if staged is None:
             learner, replay, metrics = learn[0](state.learner, replay, placed)
             todo = self.updates_due(iteration, env_steps)
             learner, replay, more = self.replay_updates(learner, replay, todo)
             metrics += more
+            if self._actor_thread is not None and todo:
+                self._actor_thread.publish(self.acting_params(learner))
         else:
             prepare, step, refresh = learn
             learner, buffer = prepare(state.learner, placed)
@@ -577,6 +605,9 @@ class PartsAgent(OneMember):
         return convolves_on_cpu(self.env.spec, self.config)
 
     def population_conflict(self) -> str | None:
+        if self.parts.decoupled:
+            why = self.parts.decoupled
+            return f"a population acts and learns in lock-step (one program for all): {why}"
         return None if self.parts.staged is None else self.parts.staged.population
 
 

@@ -1,8 +1,12 @@
 """The Reactor (Gruslys et al. 2018): config, learner and agent; `--agent reactor`."""
 
+from agents.core.base import ACTOR_CRITIC_TUNABLE
+from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
-from agents.reactor.agent import ReactorAgent
+from agents.reactor.agent import make
 from agents.reactor.config import PRESETS, ReactorConfig
+
+ReactorAgent = parts_agent("reactor", make, tunable=ACTOR_CRITIC_TUNABLE)
 
 DESCRIPTION = "Reactor: distributional Retrace, β-LOO, prioritized sequence replay, LSTM"
 SPEC = AgentSpec(

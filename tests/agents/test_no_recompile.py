@@ -8,7 +8,7 @@ import pytest
 from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.core.parallel import make_mesh
-from agents.reactor.agent import ReactorAgent
+from agents.reactor import ReactorAgent
 from agents.reactor.config import ReactorConfig
 from envs import make_env
 

@@ -231,7 +231,7 @@ def _pair(make, cfgs, size=2, iters=4, hparams=None, env_id="CartPole-v1", membe
 
 @pytest.mark.slow
 def test_reactor_members_equal_lock_step_single_runs():
-    from agents.reactor.agent import ReactorAgent
+    from agents.reactor import ReactorAgent
     from agents.reactor.config import ReactorConfig
 
     cfg = ReactorConfig(
@@ -246,7 +246,7 @@ def test_reactor_members_equal_lock_step_single_runs():
     decoupled = ReactorAgent(
         dataclasses.replace(cfg, decoupled=True), make_env("CartPole-v1", 2, 0)
     )
-    with pytest.raises(ConfigError, match=r"lock-step.*add --no-decoupled"):
+    with pytest.raises(ConfigError, match=r"lock-step.*--no-decoupled"):
         Population([decoupled])
 
 

@@ -11,7 +11,7 @@ from jax.sharding import PartitionSpec as P
 
 from agents import losses
 from agents.core.learning import TraceBatch
-from agents.reactor.agent import ReactorAgent
+from agents.reactor import ReactorAgent
 from agents.reactor.config import ReactorConfig
 from agents.reactor.learner import ReactorLearner
 from envs import make_env
