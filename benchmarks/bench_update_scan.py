@@ -1,5 +1,5 @@
 """K learner updates as one scanned program against K dispatched programs, for any agent that
-sets `updates_per_program = K > 1` (agents.core.base: SAC, TD3).
+sets `updates_per_program = K > 1` (`ReplayParts.per_program`: SAC, TD3).
 
 `python -m benchmarks.bench_update_scan [--agent sac] [--env Pendulum-v1] [--preset P]`
 fills the replay with a few iterations, then times, in alternating rounds, K calls of the
@@ -54,18 +54,19 @@ def main(argv: list[str] | None = None) -> dict:
     if k <= 1:
         raise SystemExit(f"error: {args.agent} runs one update per program with this config")
     state = agent.init(jax.random.PRNGKey(args.seed))
-    agent.compile(state)
-    for it in range(args.fill):
+    for it in range(args.fill):  # the host-driven path: its programs compile here
         state, _ = agent.train_iteration(state, it, it * agent.steps_per_iteration)
     learner, replay = state.learner, state.replay
+    programs = agent.programs  # the host-driven path's (train_iteration ran them)
+    singles_program, scanned_program = programs["replay_update"], programs["replay_updates"]
 
     def singles(learner, replay):
         for _ in range(k):
-            learner, replay, m = agent._replay_update(learner, replay)
+            learner, replay, m = singles_program(learner, replay)
         return learner, replay, m
 
     def scanned(learner, replay):
-        return agent._replay_updates(learner, replay)
+        return scanned_program(learner, replay)
 
     times = {"single": [], "scanned": []}
     for _ in range(args.rounds):

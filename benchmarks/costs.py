@@ -126,10 +126,10 @@ def sac_costs(agent) -> dict:
     critic step (N critics forward + backward + Adam on B) and the actor step (actor + N
     critics forward + backward on B). The batch axis is transitions here, so the bench's best
     batch size stands for B."""
-    cfg, spec, learner = agent.config, agent.env.spec, agent.learner
+    cfg, spec, learner = agent.config, agent.env.spec, agent.modules.learner
     if cfg.recurrent:  # the unroll's cost depends on the sequence layout
         return {}
-    state = learner.init(jax.random.PRNGKey(0), agent.sample_obs(1))
+    state = learner.init(jax.random.PRNGKey(0), jnp.zeros((1, *spec.obs_shape), jnp.float32))
     actor, critic = state.params["actor"], state.params["critic"]
     members, key = jnp.arange(cfg.critic_subset), jax.random.PRNGKey(0)
     obs = random_inputs(spec.obs_shape, jnp.float32)

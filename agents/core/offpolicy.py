@@ -3,9 +3,12 @@ discrete SAC, TD3, DDPG): their common flags, transition sampling from the trace
 prioritized replay with an annealed IS exponent, the update-to-data schedule and random
 exploration at the start.
 
-Transitions from traces. The rollout of T steps per env is stored as one trace slot per env
-(agents.core.base). A learner update wants B transitions, each with the n − 1 steps after it for
-n-step or V-trace targets: the replay is given a look-ahead of n − 1 steps
+An agent here is `make(config, spec) -> AgentParts` (agents/core/parts.py) over `build`
+below, which gives it what they share; the agent brings its networks, actor and learner.
+
+Transitions from traces. The rollout of T steps per env is stored as one trace slot per env.
+A learner update wants B transitions, each with the n − 1 steps after it for n-step or
+V-trace targets: the replay is given a look-ahead of n − 1 steps
 (`replay.TraceReplay.lookahead`), B slots are drawn (uniformly, or by priority) and in each
 one offset o ∈ [0, T) uniformly, inside the jitted update. Uniform slot × uniform offset is a
 uniform transition; every offset has its full n-step window because of the look-ahead. The
@@ -20,8 +23,8 @@ maximum, are raised to β, which is annealed linearly from --importance-exponent
 --per-beta-steps are their former names here). New slots get the maximum priority of the
 slots learnt so far.
 
-Many updates per env step run as one `lax.scan` over updates (`AgentBase.updates_per_program`
-= the updates of one iteration): one dispatch per iteration.
+Many updates per env step run as one `lax.scan` over updates (`ReplayParts.per_program` = the
+updates of one iteration): one dispatch per iteration where the host drives.
 
 Episode boundaries follow the trace conventions (agents/core/rollout.py): discount_t = γ(1 −
 terminated_{t+1}) (a time-limit truncation keeps γ and so bootstraps from the final
@@ -34,7 +37,7 @@ and survives a resume. `absorb` takes each rollout's observations into it (summe
 devices under data parallelism, so every replica holds the same statistics). The replay
 stores RAW observations; a sampled batch is normalised when it is learnt, with the current
 statistics, and the actor normalises with the same statistics (`ActingParams.obs_stats`):
-after an iteration's `absorb`, its updates and the next rollout see the same mean and
+after an iteration's `learn`, its updates and the next rollout see the same mean and
 variance. Normalised values are clipped to ±--obs-clip (5).
 
 Curiosity (--rnd-coef > 0): random network distillation (agents/core/rnd.py). RND's own state
@@ -46,7 +49,10 @@ SAC, TD3 and DDPG all get it from this seam. ICM is not implemented.
 
 from __future__ import annotations
 
+import functools
 import math
+import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -54,7 +60,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agents.core.base import AgentBase
 from agents.core.config import (
     ReplayWindow,
     check,
@@ -66,8 +71,9 @@ from agents.core.config import (
 )
 from agents.core.learning import TraceBatch, per_importance_exponent, sample_key, updates_owed
 from agents.core.normalization import RunningStats, normalize
+from agents.core.parts import AgentParts, ReplayParts, no_core
 from agents.core.rnd import RND
-from replay import TraceReplay, window_replay
+from replay import window_replay
 
 
 @dataclass(frozen=True)
@@ -215,7 +221,7 @@ def per_beta(config, env_steps):
 
 
 class ActingParams(NamedTuple):
-    """What the off-policy actors take (`OffPolicyAgent.policy_params`)."""
+    """What the off-policy actors take (`AgentParts.acting` of `build`)."""
 
     actor: Any  # the actor network's params
     explore: Any  # bool: act uniformly at random (before start_train_at)
@@ -235,145 +241,170 @@ OFF_POLICY_TUNABLE: dict[str, tuple[float, float]] = {
 }
 
 
-class OffPolicyAgent(AgentBase):
-    """`AgentBase` for SAC/TD3-style learners (module docstring). A subclass implements
-    `make_network`, `make_learner` and `make_actor` (whose functions take `ActingParams` and
-    feed the actor `observation(obs, params.obs_stats)`); its learner has
-    `init(key, sample_obs)` and `update(state, TraceBatch of n steps, axis_name) -> (state,
-    metrics, |TD| [B])` (a recurrent learner adds its recomputed core states, which reach
-    `after_update`), and a state with `params` (a dict with "actor"), `key`,
-    `env_steps`, and `obs_stats` and `rnd` (both `()` from `init`; this agent fills them)."""
+def check_spec(name: str, spec) -> None:
+    """Vector observations and, for continuous actions, finite bounds: a one-line error."""
+    if len(spec.obs_shape) != 1:
+        raise ValueError(
+            f"{name} takes vector observations; {spec.env_id} has observations of shape "
+            f"{spec.obs_shape}"
+        )
+    if not spec.discrete and (
+        spec.action_low is None
+        or not (np.all(np.isfinite(spec.action_low)) and np.all(np.isfinite(spec.action_high)))
+    ):
+        raise ValueError(f"{name} needs finite action bounds; {spec.env_id} has none")
 
-    discrete_only = False
 
-    def __init__(self, config, env, *, seed=0, mesh=None, replay_memory_limit=None):
-        self.updates_per_program = config.updates_per_iteration
-        if config.rnd_coef > 0:
-            self.metric_names = (*type(self).metric_names, "rnd_loss", "intrinsic_reward")
-        spec = env.spec
-        if len(spec.obs_shape) != 1:
-            raise ValueError(
-                f"{self.name} takes vector observations; {spec.env_id} has observations of "
-                f"shape {spec.obs_shape}"
-            )
-        if not spec.discrete and (
-            spec.action_low is None
-            or not (np.all(np.isfinite(spec.action_low)) and np.all(np.isfinite(spec.action_high)))
-        ):
-            raise ValueError(f"{self.name} needs finite action bounds; {spec.env_id} has none")
-        super().__init__(config, env, seed=seed, mesh=mesh, replay_memory_limit=replay_memory_limit)
+def observation(config, obs, obs_stats):
+    """What the actor and the critics see: raw observations normalised with `obs_stats`
+    (--normalize-obs), or as they are."""
+    if not config.normalize_obs:
+        return obs
+    return normalize(obs, obs_stats, config.obs_clip)
 
-    def make_replay(self, trace_replay: TraceReplay):
-        return window_replay(trace_replay, self.config)
 
-    def _build_acting(self, config, env, seed: int, mesh) -> None:
-        """RND's networks too: their state is part of the learner's (`init_learner`)."""
-        rnd = config.rnd_coef > 0
-        self.rnd = RND(config.hidden, config.rnd_features, config.rnd_lr) if rnd else None
-        super()._build_acting(config, env, seed, mesh)
+def step_position(config, info, offset):
+    """Ring position of each sampled transition in its env's stream `[B]`."""
+    return info.slot * config.trace_len + offset
 
-    def init_learner(self, key):
+
+def sample_transitions(config, replay, replay_state, learner, key, batch_size, axis_name=None):
+    """B transitions with their n-step windows (module docstring): (TraceBatch, info,
+    offsets); `axis_name`: the mesh axis under `shard_map` (the importance weights' maximum
+    is over every device's draws)."""
+    k_slot, k_offset = jax.random.split(key)
+    sample = replay.sample(replay_state, k_slot, batch_size, axis_name=axis_name)
+    full = TraceBatch.from_sample(sample, replay.window_len)
+    offset = jax.random.randint(k_offset, (batch_size,), 0, config.trace_len)
+    batch = window_at(full, offset, config.n_step)
+    if config.prioritized:
+        beta = per_beta(config, learner.env_steps)
+        batch = batch._replace(is_weight=batch.is_weight**beta)
+    return batch, sample.info, offset
+
+
+def keep_replay(replay, replay_state, learner, batch, info, offset, computed=()):
+    """The replay after an update, unchanged (`build`'s default `after_update`)."""
+    return replay_state
+
+
+def build(
+    config, spec, name: str, learner, actor, metric_names: tuple[str, ...], *,
+    sample: Callable | None = None, after_update: Callable = keep_replay,
+    acting_critic: bool = False, initial_core=no_core, feedback=None,
+) -> AgentParts:  # fmt: skip
+    """The parts of a separate-actor-critic agent (module docstring) from its `learner` and
+    `actor` = (select_action, act) on `ActingParams`, whose functions see observations
+    through `observation`. The learner has `init(key, sample_obs)` and `update(state,
+    TraceBatch of n steps, axis_name, hparams) -> (state, metrics, |TD| [B], *computed)`
+    (a recurrent learner returns its recomputed core states as `computed`), and a state with
+    `params` (a dict with "actor" and "critic"), `key`, `env_steps`, and `obs_stats` and
+    `rnd` (both `()` from `init`; filled here).
+
+    `sample(replay, replay state, learner, key, batch size, axis_name) -> (TraceBatch, info,
+    offsets)`: the batch of an update (default `sample_transitions`); `after_update(replay,
+    replay state, learner, batch, info, offsets, computed) -> replay state`: what an update
+    writes back (default none); `acting_critic`: the actor steps the critics' recurrent core
+    too (their params are in `ActingParams.critic`)."""
+    check_spec(name, spec)
+    rnd = RND(config.hidden, config.rnd_features, config.rnd_lr) if config.rnd_coef > 0 else None
+    if rnd is not None:
+        metric_names = (*metric_names, "rnd_loss", "intrinsic_reward")
+    steps_per_iteration = config.trace_len * config.num_envs
+    sample = sample or functools.partial(sample_transitions, config)
+    select_action, act = actor
+
+    def init(key, sample_obs):
         """The learner's state with the observation statistics (--normalize-obs) and RND's
         state (--rnd-coef), `()` when off."""
-        state = super().init_learner(key)
-        sample = self.sample_obs(self.env.spec.num_envs)
-        stats = RunningStats.zeros(sample.shape[1:]) if self.config.normalize_obs else ()
-        rnd = () if self.rnd is None else self.rnd.init(jax.random.fold_in(key, 1), sample)
-        return state._replace(obs_stats=stats, rnd=rnd)
+        state = learner.init(key, sample_obs)
+        stats = RunningStats.zeros(sample_obs.shape[1:]) if config.normalize_obs else ()
+        rnd_state = () if rnd is None else rnd.init(jax.random.fold_in(key, 1), sample_obs)
+        return state._replace(obs_stats=stats, rnd=rnd_state)
 
-    def observation(self, obs, obs_stats):
-        """What the actor and the critics see: raw observations normalised with `obs_stats`
-        (--normalize-obs), or as they are."""
-        if not self.config.normalize_obs:
-            return obs
-        return normalize(obs, obs_stats, self.config.obs_clip)
+    def acting(state) -> ActingParams:
+        """The actor's params, whether to act uniformly at random (before start_train_at)
+        and the observation statistics the learner uses (and the critics' params where
+        acting steps their core)."""
+        critic = state.params["critic"] if acting_critic else ()
+        explore = state.env_steps < config.start_train_at
+        return ActingParams(state.params["actor"], explore, state.obs_stats, critic)
 
-    def policy_params(self, learner) -> ActingParams:
-        """The actor's params, whether to act uniformly at random (before start_train_at) and
-        the observation statistics the learner uses."""
-        steps = learner.env_steps
-        if isinstance(steps, jax.ShapeDtypeStruct):  # AgentBase builds the step spec abstractly
-            explore = jax.ShapeDtypeStruct((), jnp.bool_)
-        else:
-            explore = steps < self.config.start_train_at
-        return ActingParams(learner.params["actor"], explore, learner.obs_stats)
-
-    def absorb(self, learner, replay, traj, axis_name=None, hparams=None):
-        """Store the rollout (raw observations), count its env steps, and take its
+    def learn(state, rollout, hyper, axis_name=None):
+        """The fresh rollout (stored by the driver): count its env steps, and take its
         observations into the running statistics (over all devices)."""
-        learner, replay, _ = super().absorb(learner, replay, traj, axis_name)
-        env_steps = learner.env_steps + self.steps_per_iteration
-        obs_stats, rnd = learner.obs_stats, learner.rnd
-        if self.config.normalize_obs:
-            obs_stats = obs_stats.update(traj.obs, 2, axis_name)
-        if self.rnd is not None:
-            rnd = self.rnd.observe(rnd, traj.obs, axis_name)
-        return learner._replace(env_steps=env_steps, obs_stats=obs_stats, rnd=rnd), replay, []
+        obs_stats, rnd_state = state.obs_stats, state.rnd
+        if config.normalize_obs:
+            obs_stats = obs_stats.update(rollout.obs, 2, axis_name)
+        if rnd is not None:
+            rnd_state = rnd.observe(rnd_state, rollout.obs, axis_name)
+        env_steps = state.env_steps + steps_per_iteration
+        return state._replace(env_steps=env_steps, obs_stats=obs_stats, rnd=rnd_state), None
 
-    def updates_due(self, iteration: int, env_steps: int) -> int:
-        """update_to_data updates per env step from start_train_at on, once a slot and its
-        look-ahead can be sampled; a pure function of the counts (resume-safe)."""
-        cfg = self.config
-        return updates_owed(
-            iteration, env_steps, self.steps_per_iteration, start_train_at=cfg.start_train_at,
-            updates_per_env_step=cfg.update_to_data,
-            warmup_iterations=1 + (cfg.lookback + cfg.lookahead) // cfg.trace_len,
-        )  # fmt: skip
-
-    def sample_batch(self, learner, replay, key, axis_name=None):
-        """B transitions with their n-step windows (module docstring): (TraceBatch, info,
-        offsets); `axis_name`: the mesh axis under `shard_map` (the importance weights'
-        maximum is over every device's draws)."""
-        cfg = self.config
-        k_slot, k_offset = jax.random.split(key)
-        b = cfg.batch_size // self.num_devices
-        sample = self.replay.sample(replay, k_slot, b, axis_name=axis_name)
-        full = TraceBatch.from_sample(sample, self.replay.window_len)
-        offset = jax.random.randint(k_offset, (b,), 0, cfg.trace_len)
-        batch = window_at(full, offset, cfg.n_step)
-        if cfg.prioritized:
-            batch = batch._replace(is_weight=batch.is_weight ** per_beta(cfg, learner.env_steps))
-        return batch, sample.info, offset
-
-    def replay_update(self, learner, replay, axis_name=None, hparams=None):
-        key, sub = sample_key(learner.key, axis_name)
-        batch, info, offset = self.sample_batch(learner, replay, sub, axis_name)
-        extra = {}
-        if self.rnd is not None:
-            learner, batch, extra = self.add_intrinsic_reward(learner, batch, axis_name)
-        batch = batch._replace(obs=self.observation(batch.obs, learner.obs_stats))
-        learner, metrics, td, *computed = self.learner.update(
-            learner._replace(key=key), batch, axis_name, hparams
-        )
-        metrics = {**metrics, **extra}
-        if self.config.prioritized:
-            priorities = jnp.power(td + 1e-6, self.config.priority_exponent)
-            replay = self.replay.set_priorities(replay, info.env_index, info.slot, priorities)
-        replay = self.after_update(learner, replay, batch, info, offset, *computed)
-        return learner, replay, metrics
-
-    def add_intrinsic_reward(self, learner, batch: TraceBatch, axis_name=None):
-        """RND (agents/core/rnd.py): --rnd-coef times the intrinsic reward of every step of the
-        windows, e(x_{t+1}) / σ_e under the current predictor, added to its extrinsic reward;
-        then one predictor step on the sampled transitions' next observations. Returns
-        (learner, batch, RND's metrics)."""
+    def add_intrinsic_reward(state, batch: TraceBatch, axis_name=None):
+        """RND (agents/core/rnd.py): --rnd-coef times the intrinsic reward of every step of
+        the windows, e(x_{t+1}) / σ_e under the current predictor, added to its extrinsic
+        reward; then one predictor step on the sampled transitions' next observations.
+        Returns (learner state, batch, RND's metrics)."""
         n = batch.reward.shape[0]
         next_obs = batch.obs[1 : n + 1]  # raw: RND normalises its own input
-        r_int = self.rnd.rewards(learner.rnd, next_obs)  # [n, B]
-        rnd, loss = self.rnd.update(learner.rnd, next_obs[:1], batch.mask[:1], axis_name)
+        r_int = rnd.rewards(state.rnd, next_obs)  # [n, B]
+        rnd_state, loss = rnd.update(state.rnd, next_obs[:1], batch.mask[:1], axis_name)
         mask0 = batch.mask[0]
         mean = jnp.sum(mask0 * r_int[0]) / jnp.maximum(jnp.sum(mask0), 1.0)
         if axis_name is not None:
             mean = jax.lax.pmean(mean, axis_name)
-        batch = batch._replace(reward=batch.reward + self.config.rnd_coef * r_int)
-        return learner._replace(rnd=rnd), batch, {"rnd_loss": loss, "intrinsic_reward": mean}
+        batch = batch._replace(reward=batch.reward + config.rnd_coef * r_int)
+        return state._replace(rnd=rnd_state), batch, {"rnd_loss": loss, "intrinsic_reward": mean}
 
-    def after_update(self, learner, replay, batch, info, offset, computed=()):
-        """Hook after each update (e.g. rewrite stored behaviour statistics or recurrent
-        states); `computed`: what the learner's update returned after |TD| (a recurrent
-        learner's recomputed core states), if anything. Returns the replay."""
-        return replay
+    def step(replay, replay_state, state, batch_size, hyper, axis_name=None):
+        """One update: sample, add curiosity, normalise, learn, store priorities, write
+        back (`after_update`)."""
+        key, sub = sample_key(state.key, axis_name)
+        batch, info, offset = sample(replay, replay_state, state, sub, batch_size, axis_name)
+        extra = {}
+        if rnd is not None:
+            state, batch, extra = add_intrinsic_reward(state, batch, axis_name)
+        batch = batch._replace(obs=observation(config, batch.obs, state.obs_stats))
+        state, metrics, td, *computed = learner.update(
+            state._replace(key=key), batch, axis_name, hyper.values or None
+        )
+        if config.prioritized:
+            priorities = jnp.power(td + 1e-6, config.priority_exponent)
+            replay_state = replay.set_priorities(replay_state, info.env_index, info.slot,
+                                                 priorities)  # fmt: skip
+        replay_state = after_update(replay, replay_state, state, batch, info, offset, *computed)
+        return state, replay_state, {**metrics, **extra}
 
-    def step_position(self, info, offset):
-        """Ring position of each sampled transition in its env's stream `[B]`."""
-        return info.slot * self.config.trace_len + offset
+    def updates_due(iteration: int, env_steps: int, seed: int) -> int:
+        """update_to_data updates per env step from start_train_at on, once a slot and its
+        look-ahead can be sampled; a pure function of the counts (resume-safe)."""
+        return updates_owed(
+            iteration, env_steps, steps_per_iteration, start_train_at=config.start_train_at,
+            updates_per_env_step=config.update_to_data,
+            warmup_iterations=1 + (config.lookback + config.lookahead) // config.trace_len,
+        )  # fmt: skip
+
+    return AgentParts(
+        init=init,
+        act=select_action,
+        acting=acting,
+        learn=learn,
+        evaluate=act,
+        reset_params=lambda state, params, hyper: learner.reset_params(
+            state, params, hyper.values or None
+        ),
+        metric_names=metric_names,
+        initial_core=initial_core,
+        feedback=feedback,
+        replay=ReplayParts(
+            wrap=functools.partial(window_replay, config=config),
+            update=None,
+            updates_due=updates_due,
+            step=step,
+            per_program=config.updates_per_iteration,
+        ),
+        modules=types.SimpleNamespace(
+            learner=learner, rnd=rnd, sample=sample, after_update=after_update
+        ),
+    )

@@ -108,15 +108,26 @@ class StagedLearn(NamedTuple):
 
 
 class ReplayParts(NamedTuple):
-    """How an agent learns from a trace replay (DQN, R2D1): after each rollout is stored,
-    `updates_due` updates, each on `batch_size` traces the driver samples (prioritised where
-    the replay is), their new priorities stored (`agents.core.learning.replay_step`)."""
+    """How an agent learns from a trace replay (ACER, the Reactor, DQN, R2D1, SAC, TD3): after
+    each rollout is stored, `updates_due` updates, each on `batch_size` traces the driver
+    samples (prioritised where the replay is), their new priorities stored
+    (`agents.core.learning.replay_step`); or, for an agent that samples for itself
+    (transitions inside traces: SAC, TD3), each its own `step`."""
 
     wrap: Callable  # replay.TraceReplay -> the replay the agent samples (window, priorities)
-    update: Callable  # (learner, TraceBatch, hyper, axis_name) -> (learner, metrics, priorities)
+    # (learner, TraceBatch, hyper, axis_name) -> (learner, metrics, priorities), or None with
+    # `step`
+    update: Callable | None
     updates_due: Callable  # (iteration, env_steps, seed) -> int: the updates an iteration
     # owes, a pure function of the counts before it and the seed (on the host: a resumed run
     # repeats it)
+    # (replay, replay state, learner, batch size, hyper, axis_name) -> (learner, replay state,
+    # metrics): one whole update, sampling included, where the agent samples for itself
+    step: Callable | None = None
+    # where the host drives: the updates run as one program (a `lax.scan`) of this many
+    # (SAC, TD3 at an update-to-data ratio of 1 or more: one dispatch instead of K; keep 1
+    # for a convolution, whose weight gradient is slow inside a rolled loop on XLA:CPU)
+    per_program: int = 1
 
 
 class AgentParts(NamedTuple):
@@ -198,6 +209,8 @@ def replay_update(parts, config, replay, batch_size, learner, replay_state, axis
                   hparams=None):  # fmt: skip
     """One update from the replay (`ReplayParts`): (learner, replay state, metrics). Pure."""
     hyper = Hyper(config, hparams)
+    if parts.replay.step is not None:
+        return parts.replay.step(replay, replay_state, learner, batch_size, hyper, axis_name)
 
     def update(learner, batch):
         return parts.replay.update(learner, batch, hyper, axis_name)
@@ -402,8 +415,8 @@ class PartsAgent(OneMember):
                 self._compile_staged(learn, state.learner, placed)
             else:
                 learn[0].compile(state.learner, state.replay, placed)
-                if self.replay is not None:
-                    learn[1].compile(state.learner, state.replay)
+                for program in learn[1:]:  # one update, and K scanned
+                    program.compile(state.learner, state.replay)
         self.compile_s = time.perf_counter() - t0
         return self.compile_s
 
@@ -442,7 +455,9 @@ class PartsAgent(OneMember):
         if self._chunk is not None:
             return {"chunk": self._chunk}
         rollout, learn = self._host_programs
-        names = ("prepare", "step", "refresh") if self.parts.staged else ("absorb", "replay_update")
+        names = ("prepare", "step", "refresh") if self.parts.staged else (
+            "absorb", "replay_update", "replay_updates",
+        )  # fmt: skip
         return {"rollout": rollout, **dict(zip(names, learn, strict=False))}
 
     def close(self) -> None:
@@ -501,6 +516,10 @@ class PartsAgent(OneMember):
         learn = [Program(self.absorb, mesh=mesh, donate_argnums=(0, 1), **take)]
         if self.replay is not None:
             learn.append(Program(self.replay_update, mesh=mesh, donate_argnums=(0, 1), **update))
+            if self.updates_per_program > 1:
+                learn.append(
+                    Program(self.scanned_updates, mesh=mesh, donate_argnums=(0, 1), **update)
+                )
         return rollout, tuple(learn)
 
     def _staged_programs(self) -> tuple:
@@ -551,7 +570,7 @@ class PartsAgent(OneMember):
         if staged is None:
             learner, replay, metrics = learn[0](state.learner, replay, placed)
             todo = self.updates_due(iteration, env_steps)
-            learner, replay, more = self.replay_updates(learner, replay, todo)
+            learner, replay, more = self.run_replay_updates(learner, replay, todo)
             metrics += more
             if self._actor_thread is not None and todo:
                 self._actor_thread.publish(self.acting_params(learner))
@@ -567,12 +586,22 @@ class PartsAgent(OneMember):
         stats = (traj.finished_return, traj.finished_length, traj.game_over)
         return TrainState(learner, replay, actor), IterationOutput(metrics, *stats)
 
-    def replay_updates(self, learner, replay, count: int):
-        """`count` replay updates, each its own program as the host-driven path runs them:
-        (learner, replay, [metrics of each])."""
-        metrics = []
-        for _ in range(count):
-            learner, replay, m = self._host_programs[1][1](learner, replay)
+    @property
+    def updates_per_program(self) -> int:
+        """Replay updates per host-driven program (`ReplayParts.per_program`)."""
+        return 1 if self.parts.replay is None else self.parts.replay.per_program
+
+    def run_replay_updates(self, learner, replay, count: int):
+        """`count` replay updates as the host-driven path runs them: whole programs of
+        `updates_per_program` (their metrics stacked `[K]`: one entry stands for K updates),
+        then single ones. (learner, replay, [metrics of each program])."""
+        programs, metrics = self._host_programs[1], []
+        k = self.updates_per_program
+        for _ in range(count // k if k > 1 else 0):
+            learner, replay, m = programs[2](learner, replay)
+            metrics.append(m)
+        for _ in range(count % k if k > 1 else count):
+            learner, replay, m = programs[1](learner, replay)
             metrics.append(m)
         return learner, replay, metrics
 
@@ -587,6 +616,18 @@ class PartsAgent(OneMember):
         return replay_update(
             self.parts, self.config, self.replay, b, learner, replay, axis_name, hparams
         )
+
+    def scanned_updates(self, learner, replay, axis_name=None):
+        """`updates_per_program` replay updates in one `lax.scan`; metrics stacked `[K]`."""
+
+        def body(carry, _):
+            learner, replay, metrics = self.replay_update(*carry, axis_name)
+            return (learner, replay), metrics
+
+        (learner, replay), metrics = jax.lax.scan(
+            body, (learner, replay), None, length=self.updates_per_program
+        )
+        return learner, replay, metrics
 
     # ------------------------------------------------------------------ as a population member
     # What agents/core/population.py reads of its members: the same pieces.

@@ -1,9 +1,15 @@
 """SAC (continuous and discrete) with critic ensembles (REDQ), n-step or V-trace targets and
 prioritized replay; registered as `--agent sac`."""
 
+from agents.core.offpolicy import OFF_POLICY_TUNABLE
+from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
-from agents.sac.agent import SACAgent
+from agents.sac.agent import make
 from agents.sac.config import PRESETS, SACConfig
+
+# What a population may vary per member (`--vary`, `--evolve`): numbers the learner reads.
+TUNABLE = {**OFF_POLICY_TUNABLE, "alpha_lr": (1e-7, 1.0)}
+SACAgent = parts_agent("sac", make, tunable=TUNABLE, discrete_only=False)
 
 DESCRIPTION = "SAC: soft actor-critic, continuous or discrete, critic ensembles (REDQ)"
 SPEC = AgentSpec(

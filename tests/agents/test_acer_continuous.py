@@ -234,7 +234,7 @@ def test_agent_iterations_learn_from_fresh_and_replayed_traces(pendulum):
     assert set(spec["mu"]) == {"mean", "log_std"}
 
     due = agent.updates_due(4, 40)
-    learner, _, replayed = agent.replay_updates(state.learner, state.replay, due)  # replay only
+    learner, _, replayed = agent.run_replay_updates(state.learner, state.replay, due)  # replay only
     assert len(replayed) == due > 0
     values.append(mean_v(learner.params))
     assert max(targets) < values[0] - 5.0, (targets, values)  # the targets lie well below

@@ -83,7 +83,7 @@ def _continuous(agent_cls, config_cls):
         config = config_cls(
             num_envs=2, trace_len=4, batch_size=8, buffer_size=48, hidden=(8,), **values
         )
-        learner = agent_cls(config, make_env("Pendulum-v1", 2, 0)).learner
+        learner = agent_cls(config, make_env("Pendulum-v1", 2, 0)).modules.learner
         return learner, learner.init(jax.random.PRNGKey(0), jnp.zeros((2, 3)))
 
     return make
@@ -105,14 +105,14 @@ def _continuous_batch(key, B=8):
 
 
 def _sac(**values):
-    from agents.sac.agent import SACAgent
+    from agents.sac import SACAgent
     from agents.sac.config import SACConfig
 
     return _continuous(SACAgent, SACConfig)(**values)
 
 
 def _td3(**values):
-    from agents.td3.agent import TD3Agent
+    from agents.td3 import TD3Agent
     from agents.td3.config import TD3Config
 
     return _continuous(TD3Agent, TD3Config)(**values)

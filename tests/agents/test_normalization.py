@@ -11,9 +11,10 @@ import pytest
 from agents.core.learning import sample_key
 from agents.core.normalization import RunningStats, normalize
 from agents.core.offpolicy import ActingParams
-from agents.sac.agent import SACAgent
+from agents.core.protocol import TrainState
+from agents.sac import SACAgent
 from agents.sac.config import SACConfig
-from agents.td3.agent import TD3Agent
+from agents.td3 import TD3Agent
 from agents.td3.config import TD3Config
 from envs import make_env
 
@@ -78,7 +79,7 @@ def test_running_stats_merged_over_devices_equal_one_device():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("agent_cls, cfg_cls", [(SACAgent, SACConfig), (TD3Agent, TD3Config)])
-def test_off_policy_agents_store_raw_and_learn_and_act_normalised(agent_cls, cfg_cls):
+def test_off_policy_agents_store_raw_and_learn_and_act_normalised(agent_cls, cfg_cls, monkeypatch):
     env = make_env("Pendulum-v1", 2, 0)
     agent = agent_cls(cfg_cls(**TINY, normalize_obs=True, start_train_at=0), env)
     state = agent.init(jax.random.PRNGKey(0))
@@ -86,7 +87,7 @@ def test_off_policy_agents_store_raw_and_learn_and_act_normalised(agent_cls, cfg
     absorb = jax.jit(agent.absorb)
     learner, replay, actor, raw = state.learner, state.replay, state.actor, []
     for _ in range(4):
-        actor, traj, _ = agent.rollout(agent.policy_params(learner), actor)
+        actor, traj, _ = agent.collect(TrainState(learner, replay, actor))
         learner, replay, _ = absorb(learner, replay, traj)
         raw.append(np.asarray(traj.obs))  # [T, B, 3]
     raw = np.concatenate(raw)  # [16, 2, 3]
@@ -99,16 +100,16 @@ def test_off_policy_agents_store_raw_and_learn_and_act_normalised(agent_cls, cfg
 
     # The learner gets the sampled batch normalised with the learner's statistics.
     seen = {}
-    update = agent.learner.update
+    update = agent.modules.learner.update
 
     def spy(s, batch, *args):
         seen["obs"] = batch.obs
         return update(s, batch, *args)
 
-    agent.learner.update = spy
+    monkeypatch.setattr(agent.modules.learner, "update", spy)  # the parts are shared
     agent.replay_update(learner, replay)
     _, sub = sample_key(learner.key)
-    batch, _, _ = agent.sample_batch(learner, replay, sub)
+    batch, _, _ = agent.modules.sample(agent.replay, replay, learner, sub, 8)
     mean, var = np.asarray(learner.obs_stats.mean), np.asarray(learner.obs_stats.var)
     want = np.clip((np.asarray(batch.obs) - mean) / np.sqrt(var + 1e-8), -5.0, 5.0)
     np.testing.assert_allclose(np.asarray(seen["obs"]), want, rtol=1e-5, atol=1e-5)
@@ -119,7 +120,7 @@ def test_off_policy_agents_store_raw_and_learn_and_act_normalised(agent_cls, cfg
     params = agent.policy_params(learner)
     assert isinstance(params, ActingParams) and params.obs_stats is learner.obs_stats
     got = agent.act(True)(params, obs, None, (), jax.random.PRNGKey(0))[0]
-    out = agent.learner.actor.apply(params.actor, jnp.asarray(np.clip((flat[:6] - mean) /
+    out = agent.modules.learner.actor.apply(params.actor, jnp.asarray(np.clip((flat[:6] - mean) /
                                     np.sqrt(var + 1e-8), -5, 5), jnp.float32))  # fmt: skip
     a = jnp.tanh(out[0]) if isinstance(out, tuple) else out
     np.testing.assert_allclose(np.asarray(got), 2.0 * np.asarray(a), rtol=1e-4, atol=1e-5)

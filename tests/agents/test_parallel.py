@@ -309,8 +309,8 @@ def _sharded_replay_with_unequal_priorities(agent, seed=0):
 
 
 # One fast case per code path that hands `sample` the mesh axis: DQN's (the parts driver's
-# replay_update) and TD3's (OffPolicyAgent.sample_batch, with β). R2D1 shares DQN's, Reactor
-# runs AgentBase's, feed-forward SAC shares TD3's: the slow tier's (issue 67).
+# replay_update) and TD3's (agents.core.offpolicy.sample_transitions, with β). R2D1 and the
+# Reactor share DQN's, feed-forward SAC shares TD3's: the slow tier's (issue 67).
 @pytest.mark.parametrize(
     "name, env_id, overrides",
     [
@@ -346,9 +346,7 @@ def test_prioritized_agents_normalise_weights_over_every_device(
     compiled the 5 whole agents before, about 50 s for the 5 on a 2-core machine, to see the
     keyword only). `sample` itself is checked against NumPy, both rules, in
     tests/replay/test_partition_specs.py; this test is the agents' wiring of it."""
-    from agents.core.offpolicy import OffPolicyAgent
     from agents.core.parallel import DATA
-    from agents.core.parts import PartsAgent
     from agents.core.registry import get_agent
     from replay import PrioritizedTraceReplay
 
@@ -373,15 +371,16 @@ def test_prioritized_agents_normalise_weights_over_every_device(
     learner = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), abstract)
     replay = _sharded_replay_with_unequal_priorities(agent)
     weights_only = _WeightsOnly(drawn)
-    if isinstance(agent, PartsAgent):  # its learner update is a part (`ReplayParts.update`)
+    if agent.parts.replay.update is not None:  # the driver samples (`ReplayParts.update`)
         replay_parts = agent.parts.replay._replace(
             update=lambda learner, batch, hyper, axis_name=None: weights_only.update(
                 learner, batch, axis_name
             )
         )
         agent.parts = agent.parts._replace(replay=replay_parts)
-    else:
-        agent.learner = weights_only
+    else:  # the agent samples (`ReplayParts.step`, SAC and TD3): its learner's update
+        # (the parts are shared by equal agents: monkeypatch restores it)
+        monkeypatch.setattr(agent.modules.learner, "update", weights_only.update)
 
     def weights(learner, replay):
         _, _, metrics = agent.replay_update(learner, replay, DATA)
@@ -399,6 +398,6 @@ def test_prioritized_agents_normalise_weights_over_every_device(
     assert np.abs(per_device - want).max() > 0.05  # the two rules differ on these draws
     # SAC and TD3 raise the weights to β before their learner (β = --importance-exponent at
     # env step 0); DQN, R2D1 and Reactor hand them on as sampled.
-    beta = cfg.importance_exponent if isinstance(agent, OffPolicyAgent) else 1.0
+    beta = cfg.importance_exponent if agent.parts.replay.step is not None else 1.0
     np.testing.assert_allclose(got, want**beta, rtol=1e-5)
     assert seen and set(seen) == {DATA}  # the one sampling call, given the mesh axis

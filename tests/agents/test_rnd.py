@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from agents.core.learning import sample_key
+from agents.core.protocol import TrainState
 from agents.core.rnd import RND, RNDState
-from agents.sac.agent import SACAgent
+from agents.sac import SACAgent
 from agents.sac.config import SACConfig
-from agents.td3.agent import TD3Agent
+from agents.td3 import TD3Agent
 from agents.td3.config import TD3Config
 from envs import make_env
 
@@ -69,7 +70,7 @@ def test_errors_and_rewards_match_numpy():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("agent_cls, cfg_cls", [(SACAgent, SACConfig), (TD3Agent, TD3Config)])
-def test_windows_get_the_intrinsic_reward_before_the_targets(agent_cls, cfg_cls):
+def test_windows_get_the_intrinsic_reward_before_the_targets(agent_cls, cfg_cls, monkeypatch):
     coef, n = 0.5, 2
     env = make_env("Pendulum-v1", 2, 0)
     agent = agent_cls(cfg_cls(**TINY, rnd_coef=coef, n_step=n, start_train_at=0), env)
@@ -79,23 +80,23 @@ def test_windows_get_the_intrinsic_reward_before_the_targets(agent_cls, cfg_cls)
     absorb = jax.jit(agent.absorb)
     learner, replay, actor = state.learner, state.replay, state.actor
     for _ in range(4):
-        actor, traj, _ = agent.rollout(agent.policy_params(learner), actor)
+        actor, traj, _ = agent.collect(TrainState(learner, replay, actor))
         learner, replay, _ = absorb(learner, replay, traj)
     assert float(learner.rnd.obs_stats.count) == pytest.approx(32, abs=1e-3)
     assert float(learner.rnd.error_stats.count) == pytest.approx(32, abs=1e-3)
 
     seen = {}
-    update = agent.learner.update
+    update = agent.modules.learner.update
 
     def spy(s, batch, *args):
         seen["reward"] = batch.reward
         return update(s, batch, *args)
 
-    agent.learner.update = spy
+    monkeypatch.setattr(agent.modules.learner, "update", spy)  # the parts are shared
     new, _, metrics = agent.replay_update(learner, replay)
     _, sub = sample_key(learner.key)
-    batch, _, _ = agent.sample_batch(learner, replay, sub)
-    r_int = np.asarray(agent.rnd.rewards(learner.rnd, batch.obs[1:]))
+    batch, _, _ = agent.modules.sample(agent.replay, replay, learner, sub, 8)
+    r_int = np.asarray(agent.modules.rnd.rewards(learner.rnd, batch.obs[1:]))
     assert r_int.shape == (n, 8) and np.all(r_int > 0)
     want = np.asarray(batch.reward) + coef * r_int
     np.testing.assert_allclose(np.asarray(seen["reward"]), want, rtol=1e-5, atol=1e-6)

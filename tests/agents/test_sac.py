@@ -5,6 +5,7 @@ updates, and a subprocess train → resume → evaluate per agent.
 References are NumPy, written from the equations over the written stream, not from the JAX
 code."""
 
+import copy
 import json
 
 import jax
@@ -13,10 +14,10 @@ import numpy as np
 import pytest
 
 from agents.core.learning import draw_members, ensemble_min
-from agents.core.offpolicy import ActingParams
-from agents.sac.agent import SACAgent
+from agents.core.offpolicy import ActingParams, step_position
+from agents.sac import SACAgent
 from agents.sac.config import SACConfig
-from agents.td3.agent import TD3Agent
+from agents.td3 import TD3Agent
 from agents.td3.config import TD3Config
 from envs import make_env
 from networks.sac import QEnsemble
@@ -75,6 +76,22 @@ def _stream(num_envs, length, rng):
     return obs, reward, discount, mask, logmu
 
 
+def _sampler(agent):
+    """The agent's batch sampling, jitted: (learner, replay state, key) -> (TraceBatch,
+    info, offsets)."""
+    sample, replay, b = agent.modules.sample, agent.replay, agent.config.batch_size
+    return jax.jit(lambda learner, state, key: sample(replay, state, learner, key, b))
+
+
+def _known_learner(agent):
+    """A copy of the agent's learner (its parts are shared by equal agents: not patched
+    in place) whose soft values and log-probs are `_KnownValues`'."""
+    learner = copy.copy(agent.modules.learner)
+    known = _KnownValues(learner)
+    learner.soft_value_parts, learner.log_prob = known.soft_value_parts, known.log_prob
+    return learner
+
+
 def _fill(agent, state, stream, iterations):
     """Write the stream into the agent's replay, one slot per iteration."""
     obs, reward, discount, mask, logmu = stream
@@ -82,7 +99,7 @@ def _fill(agent, state, stream, iterations):
     add = jax.jit(agent.replay.add)
     inner = getattr(agent.replay, "base", agent.replay)
     mu_spec = inner.step_spec["mu"]
-    D = agent.learner.action_dim
+    D = agent.modules.learner.action_dim
     for k in range(iterations):
         sl = slice(k * T, (k + 1) * T)
 
@@ -162,21 +179,17 @@ def _reference(stream, env, pos, n, vtrace, alpha):
 
 
 def test_sampled_windows_match_the_stream(pendulum):
-    """agent.sample_batch: each sample's window is the stream at its (env, slot·T + offset)."""
+    """The agent's sampling: each sample's window is the stream at its (env, slot·T + offset)."""
     target, n = "vtrace", 3
     cfg = SACConfig(**{**TINY, "batch_size": 64}, n_step=n, target=target, discount=GAMMA)
     agent = SACAgent(cfg, pendulum)
     state = agent.init(jax.random.PRNGKey(0))
     stream = _stream(2, 5 * cfg.trace_len, np.random.default_rng(n))
     state = _fill(agent, state, stream, 5)
-    known = _KnownValues(agent.learner)
-    agent.learner.soft_value_parts = known.soft_value_parts
-    agent.learner.log_prob = known.log_prob
-    batch, info, offset = jax.jit(agent.sample_batch)(
-        state.learner, state.replay, jax.random.PRNGKey(3)
-    )
-    y, _ = agent.learner.targets(state.learner, batch, jax.random.PRNGKey(0), jnp.arange(2))
-    pos = np.asarray(agent.step_position(info, offset))
+    learner = _known_learner(agent)
+    batch, info, offset = _sampler(agent)(state.learner, state.replay, jax.random.PRNGKey(3))
+    y, _ = learner.targets(state.learner, batch, jax.random.PRNGKey(0), jnp.arange(2))
+    pos = np.asarray(step_position(agent.config, info, offset))
     env = np.asarray(info.env_index)
     np.testing.assert_array_equal(np.asarray(batch.obs[0, :, 0]), stream[0][env, pos, 0])
     mask = stream[3]
@@ -215,9 +228,7 @@ def test_window_targets_see_terminations_and_truncations(pendulum, target, n, fa
         logmu[:, ::3] = -1e6
         stream = (*stream[:4], logmu)
     state = _fill(agent, state, stream, 5)
-    known = _KnownValues(agent.learner)
-    agent.learner.soft_value_parts = known.soft_value_parts
-    agent.learner.log_prob = known.log_prob
+    learner = _known_learner(agent)
     env = np.repeat([0, 1], 3 * 4)
     slot = np.tile(np.repeat([0, 1, 2], 4), 2)
     offset = np.tile(np.arange(4), 6)
@@ -228,7 +239,7 @@ def test_window_targets_see_terminations_and_truncations(pendulum, target, n, fa
     info = SampleInfo(jnp.asarray(env), jnp.asarray(slot), ones, ones)
     full = TraceBatch.from_sample(ReplaySample(sample, info), agent.replay.window_len)
     batch = window_at(full, jnp.asarray(offset), n)
-    y, rho_mean = agent.learner.targets(state.learner, batch, jax.random.PRNGKey(0), jnp.arange(2))
+    y, rho_mean = learner.targets(state.learner, batch, jax.random.PRNGKey(0), jnp.arange(2))
     assert np.isfinite(np.asarray(rho_mean))  # logged, and checked to be finite, per update
     pos = slot * 4 + offset
     mask, discount = stream[3], stream[2]
@@ -273,9 +284,9 @@ def test_discrete_vtrace_targets_match_the_soft_bellman_reference():
         mask=jnp.asarray(mask), core_state=(), is_weight=jnp.ones(B),
     )  # fmt: skip
     members = jnp.arange(2)
-    y, _ = agent.learner.targets(state.learner, batch, jax.random.PRNGKey(1), members)
+    learner = agent.modules.learner
+    y, _ = learner.targets(state.learner, batch, jax.random.PRNGKey(1), members)
 
-    learner = agent.learner
     logits = np.asarray(learner.actor.apply(state.learner.params["actor"], obs), np.float64)
     q = np.asarray(learner.critic.apply(state.learner.target_critic, obs), np.float64)
     q_min = q[:2].min(0)  # [n+1, B, A]
@@ -310,7 +321,7 @@ def test_per_is_weights_are_annealed_powers_of_the_sampling_probabilities(pendul
     replay = agent.replay.set_priorities(
         state.replay, jnp.asarray(envs), jnp.asarray(slots), jnp.asarray(prio[envs, slots])
     )
-    sample = jax.jit(agent.sample_batch)
+    sample = _sampler(agent)
     for env_steps, beta in ((0, 0.4), (500, 0.7), (5000, 1.0)):
         learner = state.learner._replace(env_steps=jnp.asarray(env_steps, jnp.int32))
         batch, info, _ = sample(learner, replay, jax.random.PRNGKey(env_steps))
@@ -348,7 +359,7 @@ def test_actions_are_scaled_to_the_env_bounds(pendulum):
         )
         if not explore:
             np.testing.assert_allclose(np.tanh(np.asarray(out.mu["pre_tanh"])), a, rtol=1e-5)
-            mean, log_std = agent.learner.actor.apply(actor, obs)
+            mean, log_std = agent.modules.learner.actor.apply(actor, obs)
             logp = losses.tanh_gaussian_log_prob(
                 out.mu["pre_tanh"], mean, log_std, low=low, high=high
             )
@@ -378,7 +389,7 @@ def test_scanned_updates_equal_single_updates(pendulum, agent_cls, cfg_cls):
     assert agent.updates_per_program == 4
     state = agent.init(jax.random.PRNGKey(0))
     state = _fill(agent, state, _stream(2, 20, np.random.default_rng(0)), 5)
-    scan = jax.jit(agent.replay_updates)
+    scan = jax.jit(agent.scanned_updates)
     one = jax.jit(agent.replay_update)
     copy = lambda t: jax.tree.map(jnp.copy, t)  # noqa: E731
     ls, _, ms = scan(copy(state.learner), copy(state.replay))
@@ -399,7 +410,7 @@ def test_scanned_updates_equal_single_updates(pendulum, agent_cls, cfg_cls):
 def test_discrete_sac_learns_finite_updates():
     env = make_env("CartPole-v1", 2, 0)
     agent = SACAgent(SACConfig(**TINY), env)
-    assert agent.learner.discrete
+    assert agent.modules.learner.discrete
     state = agent.init(jax.random.PRNGKey(0))
     for it in range(4):
         state, out = agent.train_iteration(state, it, it * 8)
@@ -465,14 +476,13 @@ def test_overwrite_mu_rewrites_only_the_sampled_windows(pendulum):
     state = agent.init(jax.random.PRNGKey(0))
     state = _fill(agent, state, _stream(2, 20, np.random.default_rng(0)), 5)
     before = np.asarray(state.replay.steps["mu"]["logp"])
-    batch, info, offset = jax.jit(agent.sample_batch)(
-        state.learner, state.replay, jax.random.PRNGKey(1)
-    )
-    replay = agent.after_update(state.learner, state.replay, batch, info, offset)
+    batch, info, offset = _sampler(agent)(state.learner, state.replay, jax.random.PRNGKey(1))
+    replay = agent.modules.after_update(agent.replay, state.replay, state.learner, batch, info,
+                                        offset)  # fmt: skip
     after = np.asarray(replay.steps["mu"]["logp"])
     actor = state.learner.params["actor"]
-    want = np.asarray(agent.learner.log_prob(actor, batch.obs[:2], batch.action, batch.mu))
-    env, pos = np.asarray(info.env_index), np.asarray(agent.step_position(info, offset))
+    want = np.asarray(agent.modules.learner.log_prob(actor, batch.obs[:2], batch.action, batch.mu))
+    env, pos = np.asarray(info.env_index), np.asarray(step_position(agent.config, info, offset))
     touched = np.zeros_like(before, bool)
     for k in range(2):
         np.testing.assert_allclose(
@@ -538,7 +548,7 @@ def test_sharded_td3_update_keeps_each_rows_td(pendulum):
     from agents.core.learning import TraceBatch
     from agents.core.parallel import DATA, make_mesh
 
-    learner = TD3Agent(TD3Config(**TINY, target_noise=0.0), pendulum).learner
+    learner = TD3Agent(TD3Config(**TINY, target_noise=0.0), pendulum).modules.learner
     n, B, D = 1, 8, pendulum.spec.obs_shape[0]
     rng = np.random.default_rng(0)
     batch = TraceBatch(
@@ -570,7 +580,7 @@ def test_sharded_td3_update_keeps_each_rows_td(pendulum):
         close(m1[k], m2[k])
     # With smoothing noise, each device draws its own (agents.core.learning.device_keys):
     # the same four rows on both devices get different targets.
-    noisy = TD3Agent(TD3Config(**TINY), pendulum).learner
+    noisy = TD3Agent(TD3Config(**TINY), pendulum).modules.learner
 
     def repeat(x, axis):  # rows 0-3 again as rows 4-7
         return jnp.concatenate([jnp.take(x, jnp.arange(4), axis)] * 2, axis)
@@ -597,7 +607,9 @@ def test_td3_update_targets_loss_and_delayed_policy_step(pendulum):
     critics at every one). The networks' outputs come from the networks; the rest is NumPy."""
     from agents.core.learning import TraceBatch
 
-    learner = TD3Agent(TD3Config(**TINY, target_noise=0.0, policy_delay=2), pendulum).learner
+    learner = TD3Agent(
+        TD3Config(**TINY, target_noise=0.0, policy_delay=2), pendulum
+    ).modules.learner
     rng = np.random.default_rng(3)
     B = 8
     batch = TraceBatch(

@@ -15,7 +15,7 @@ import pytest
 
 from agents.core.config import ConfigError
 from agents.core.learning import TraceBatch
-from agents.sac.agent import SACAgent
+from agents.sac import SACAgent
 from agents.sac.config import SACConfig
 from envs import make_env
 from networks.sac import RecurrentSACState
@@ -64,7 +64,7 @@ def test_burn_in_gets_no_gradient(pendulum_p):
     stored state)."""
     agent = SACAgent(SACConfig(**TINY), pendulum_p)
     state = _filled(agent)
-    learner, cfg = agent.learner, agent.config
+    learner, cfg = agent.modules.learner, agent.config
     batch, _ = _windows(agent, state.replay, [0, 1], [4, 5])
     rng = np.random.default_rng(0)
     batch = batch._replace(
@@ -99,7 +99,7 @@ def _stepwise_states(agent, params, batch, at):
     """Reference: the window replayed one step at a time from its stored state, as acting
     does (the action taken and the reward received become the next step's inputs); the
     (actor, critic) states before window positions `at`."""
-    actor, critic = agent.learner.actor, agent.learner.critic
+    actor, critic = agent.modules.learner.actor, agent.modules.learner.critic
     core = batch.core_state
     out = {}
     for i in range(max(at)):
@@ -126,10 +126,12 @@ def test_refresh_writes_the_online_states_of_later_traces(pendulum_p, refresh):
     learner = state.learner._replace(params=_perturbed(state.learner.params, jax.random.PRNGKey(3)))
     env_index, slot = np.array([0, 1]), np.array([5, 7])
     batch, info = _windows(agent, state.replay, env_index, slot)
-    new, metrics, td, computed = jax.jit(agent.learner.update)(learner, batch)
+    new, metrics, td, computed = jax.jit(agent.modules.learner.update)(learner, batch)
     assert td.shape == (2,) and all(np.isfinite(float(v)) for v in metrics.values())
     before = jax.tree.map(np.asarray, state.replay.extras)
-    replay = agent.after_update(new, state.replay, batch, info, jnp.zeros(2, jnp.int32), computed)
+    offset = jnp.zeros(2, jnp.int32)
+    replay = agent.modules.after_update(agent.replay, state.replay, new, batch, info, offset,
+                                        computed)  # fmt: skip
     after = jax.tree.map(np.asarray, replay.extras)
     if not refresh:
         assert computed == ()
@@ -209,13 +211,13 @@ def test_sharded_update_refreshes_each_rows_own_states(pendulum_p):
     state = _filled(agent)
     learner = state.learner._replace(params=_perturbed(state.learner.params, jax.random.PRNGKey(3)))
     batch, _ = _windows(agent, state.replay, np.array([0, 1]), np.array([5, 7]))
-    _, _, td1, refreshed1 = jax.jit(agent.learner.update)(learner, batch)
+    _, _, td1, refreshed1 = jax.jit(agent.modules.learner.update)(learner, batch)
     time_major = ("obs", "first", "action", "mu", "reward", "discount", "mask")
     rows = batch._replace(
         **dict.fromkeys(time_major, P(None, DATA)), core_state=P(DATA), is_weight=P(DATA)
     )
     sharded = jax.shard_map(
-        lambda s, b: agent.learner.update(s, b, axis_name=DATA),
+        lambda s, b: agent.modules.learner.update(s, b, axis_name=DATA),
         mesh=make_mesh(2),
         in_specs=(P(), rows),
         out_specs=(P(), P(), P(DATA), P(None, DATA)),
