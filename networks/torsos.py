@@ -306,7 +306,7 @@ def convolves_in_loops_slowly(obs_spec: Any, cnn: str = "nature") -> bool:
     """Whether the torso `make_torso` builds for `obs_spec` has a convolution whose weight
     gradient XLA:CPU runs slowly inside a rolled loop (PERF-NOTES): the Nature CNN and the
     dict encoder's GridCNN (`nn.Conv`); not the MinAtar CNN (`PatchConv` on CPU). The agents
-    keep such torsos out of rolled loops on CPU (agents.core.base `convolves_on_cpu`).
+    keep such torsos out of rolled loops on CPU (agents.core.programs `convolves_on_cpu`).
     `cnn`: `make_torso`'s; the data-efficient CNN's convolutions are `TiledConv`s there."""
     shape = _array_shape(obs_spec)
     if shape is not None:

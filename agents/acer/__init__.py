@@ -2,7 +2,7 @@
 
 from agents.acer.agent import make
 from agents.acer.config import PRESETS, ACERConfig
-from agents.core.base import ACTOR_CRITIC_TUNABLE
+from agents.core.learning import ACTOR_CRITIC_TUNABLE
 from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
 

@@ -2,7 +2,7 @@
 population-based training and the cross-entropy method over weights.
 
 Hyper-parameters. An agent names the scalar config fields a population may vary, with the
-range they must stay in (`AgentBase.tunable`, e.g. ACER's `lr`, `entropy_weight`,
+range they must stay in (`PartsAgent.tunable`, e.g. ACER's `lr`, `entropy_weight`,
 `discount`). `draw_hparams` turns specs such as `lr=1e-4,3e-4,1e-3`,
 `lr=loguniform:1e-5:1e-2` or `entropy_weight=normal:0.01:0.005:0:0.1` into one value per
 member (the Advanced-SAC seed's `random_params`: a choice `in`, or a truncated normal).

@@ -97,6 +97,15 @@ def slice_batch(batch, start: int, size: int, batch_major: tuple[str, ...] = BAT
     return type(batch)(**fields)
 
 
+# What a population may vary in the actor-critic agents' configs (ACER, the Reactor, PPO, A2C):
+# fields read only as numbers in their learners, and the discount the rollout writes.
+ACTOR_CRITIC_TUNABLE: dict[str, tuple[float, float]] = {
+    "lr": (1e-7, 1.0),
+    "entropy_weight": (0.0, 1.0),
+    "discount": (0.5, 1.0),
+}
+
+
 class Hyper:
     """The hyper-parameters one update reads: a population member's `values` (`field ->
     scalar`, traced inside the population's programs; agents/core/population.py) where

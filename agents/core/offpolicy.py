@@ -135,7 +135,7 @@ class OffPolicyConfig(ReplayWindow):
     rnd_features: int = 64
     """With --rnd-coef: size of RND's embedding (the output of its target and predictor)."""
 
-    # AgentBase's microbatching of trace updates does not apply to transition batches.
+    # The trace agents' microbatching of updates does not apply to transition batches.
     microbatch_traces = 0
 
     # Flags that do nothing without their switch (agents.core.config.check_only_with); SAC and TD3

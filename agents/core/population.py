@@ -35,9 +35,9 @@ copied or edited. Only fields the agent lists in `tunable` may vary (numbers the
 reads arithmetically; `discount` is written into the traces by this module's rollout).
 `evolve` applies a PBT or CEM generation (agents/core/evolution.py).
 
-What an agent needs to take part: it is a `RolloutAgent` whose iteration is the base one
-(collect, `absorb`, then `updates_due` × `replay_update`), whose pure functions do not
-read its seed (randomness comes from the keys in its states), and which has
+What an agent needs to take part: it is a parts agent (agents/core/parts.py: its iteration is
+the shared one, collect, `absorb`, then `updates_due` × `replay_update`), whose pure
+functions do not read its seed (randomness comes from the keys in its states), and which has
 `reset_params(state, params, hparams) -> state`: its learner state restarted from new weights as its
 `init` starts its own (fresh optimiser states, target or averaged copies set to them), which
 CEM applies to the members it resamples. It says so with
@@ -516,7 +516,7 @@ class Population:
 
     def init(self, keys, *, jit: bool = True) -> TrainState:
         """`keys[i]`: member i's run key, `PRNGKey(seed + i)`, split as a single run splits
-        its key (agents.core.base.RolloutAgent.init). The learners are always built by one
+        its key (agents.core.programs.initial_state). The learners are always built by one
         compiled program (`init_learner`); `jit` is the protocol's and changes nothing."""
         split = jax.vmap(jax.random.split)(keys)
         learner_keys, actor_keys = split[:, 0], split[:, 1]

@@ -112,12 +112,6 @@ def enable_data_checks(on: bool = True) -> None:
     _DATA_CHECKS[0] = on
 
 
-def data_checks_enabled() -> bool:
-    """Whether programs built now check their data (`--debug`): the chunk program does not,
-    so a run then drives each iteration from the host (`AgentBase.host_driven`)."""
-    return _DATA_CHECKS[0]
-
-
 def member_loop_map(fn):
     """`jax.vmap(fn)`'s contract (map the leading axis of every argument leaf, stack the
     outputs), computed as an unrolled loop over that axis inside the traced program: one

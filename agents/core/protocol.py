@@ -3,9 +3,9 @@
 An agent is a folder under `agents/` (config, actor, learner, agent) plus one line in
 `agents/core/registry.py`. The training runner (`engine/runner.py`), `evaluate`, `plot` and
 the benchmarks talk to it only through `Agent` below; none of them branches on an agent's
-name. `AgentBase` (agents/core/base.py) implements most of it for agents that collect time-major
-rollouts into a trace replay, but an agent may implement the protocol from scratch (the
-toy agent in tests/experiments/test_agent_seam.py does).
+name. `PartsAgent` (agents/core/parts.py) implements it once over an agent's pure functions
+(`AgentParts`), for every agent in `agents/`; an agent may also implement the protocol from
+scratch (the toy agent in tests/experiments/test_agent_seam.py does).
 
 Life cycle, as the runner drives it::
 
@@ -157,7 +157,7 @@ class Agent(Protocol):
         self, state: TrainState, iteration: int, env_steps: int, count: int
     ) -> tuple[TrainState, ChunkOutput]:
         """Act and learn for `count` (1 <= count <= max_chunk) iterations, one after another
-        in one device program where the agent can (agents/core/base.py): no host sync, the
+        in one device program where the agent can (agents/core/parts.py): no host sync, the
         outputs stay on the device. Where the host drives each iteration (`host_driven`) they
         run one by one from the host, each synced, and the outputs are on the host.
 

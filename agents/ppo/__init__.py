@@ -1,7 +1,7 @@
 """PPO (Schulman et al. 2017): config, learner and agent; registered as `--agent ppo`. The
 learner (agents/ppo/learner.py) and the agent's `build` are shared with A2C (agents/a2c/)."""
 
-from agents.core.base import ACTOR_CRITIC_TUNABLE
+from agents.core.learning import ACTOR_CRITIC_TUNABLE
 from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
 from agents.ppo.agent import make

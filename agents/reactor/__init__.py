@@ -1,6 +1,6 @@
 """The Reactor (Gruslys et al. 2018): config, learner and agent; `--agent reactor`."""
 
-from agents.core.base import ACTOR_CRITIC_TUNABLE
+from agents.core.learning import ACTOR_CRITIC_TUNABLE
 from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
 from agents.reactor.agent import make

@@ -24,7 +24,7 @@ class ReactorConfig(Config):
     # Old run folders saved this field under its former name.
     RENAMED: ClassVar[dict[str, str]] = {"microbatch_sequences": "microbatch_traces"}
 
-    # Replay traces per env that leave one sampleable (agents.core.base.AgentBase).
+    # Replay traces per env that leave one sampleable (agents/core/parts.py).
     min_traces_per_env: ClassVar[int] = 3
 
     num_envs: int = 8

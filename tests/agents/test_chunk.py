@@ -1,4 +1,4 @@
-"""Many iterations per host sync (`train_chunk`, agents/core/base.py and agents/core/population.py).
+"""Many iterations per host sync (`train_chunk`: agents/core/parts.py, agents/core/population.py).
 
 A chunk of N iterations in one program must be the N iterations of the one-iteration path
 (`train_iteration`, whose programs the host drives): the same update counts, episode

@@ -93,8 +93,6 @@ def test_a_second_agent_with_the_same_config_compiles_nothing(agent_name):
     import numpy as np
     from jax import monitoring
 
-    from agents.core.base import shared_chunk_key
-    from agents.core.parts import PartsAgent
     from engine.common import make_agent
 
     def train(seed=0):
@@ -124,19 +122,14 @@ def test_a_second_agent_with_the_same_config_compiles_nothing(agent_name):
     jax.tree.map(np.testing.assert_array_equal, (state2, out2), (state, out))
     assert out.updates.sum() > 0  # it learnt: the shared program is not an idle one
 
-    # An env that calls out to its own pool (envpool) is not shared. Another seed is not
-    # shared by a class-based agent (its programs may read `self.seed`); an agent made of
-    # parts (agents/core/parts.py) shares it: nothing its programs compute depends on the
+    # An env that calls out to its own pool (envpool) is not shared. Another seed is: nothing
+    # the programs of an agent made of parts (agents/core/parts.py) compute depends on the
     # seed except through the keys in their state.
     case = SECOND_AGENT_CASES[agent_name]
     other = make_agent(agent_name, "gymnax/CartPole-v1", seed=1, **case)
     pool = make_agent(agent_name, "CartPole-v1", **case)
-    try:
-        if isinstance(first, PartsAgent):  # the program objects, neither traced again
-            assert other._chunk_program() is first.programs["chunk"]
-            assert pool._chunk_program() is not first.programs["chunk"]
-        else:
-            assert shared_chunk_key(other, state) != shared_chunk_key(first, state)
-            assert shared_chunk_key(pool, state) is None
+    try:  # the program objects, neither traced again
+        assert other._chunk_program() is first.programs["chunk"]
+        assert pool._chunk_program() is not first.programs["chunk"]
     finally:
         pool.close()

@@ -373,16 +373,12 @@ def test_member_loop_members_equal_single_runs():
 def test_member_loop_is_chosen_for_images_on_cpu():
     from types import SimpleNamespace
 
-    from agents.core.base import RolloutAgent
-    from agents.core.programs import member_loop_map
+    from agents.core.programs import convolves_on_cpu, member_loop_map
     from envs import ArraySpec
 
     def convolves(obs_spec, **config):
-        stub = SimpleNamespace(
-            env=SimpleNamespace(spec=SimpleNamespace(obs_spec=obs_spec)),
-            config=SimpleNamespace(**config),
-        )
-        return RolloutAgent.convolves_on_cpu.fget(stub)
+        spec = SimpleNamespace(obs_spec=obs_spec)
+        return convolves_on_cpu(spec, SimpleNamespace(**config))
 
     assert jax.default_backend() == "cpu"
     assert convolves(ArraySpec((4, 84, 84), np.uint8))  # Atari frames

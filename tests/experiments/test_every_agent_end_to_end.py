@@ -18,7 +18,6 @@ import jax
 import numpy as np
 import pytest
 
-from agents.core.base import RolloutAgent
 from agents.core.parts import PartsAgent
 from agents.core.registry import agent_names
 from engine.checkpoint import Checkpointer
@@ -123,8 +122,7 @@ def test_train_resume_evaluate_in_process(tmp_path, case, monkeypatch):
         return spy_compile
 
     monkeypatch.setattr(Checkpointer, "save", spy_save)
-    for cls in (RolloutAgent, PartsAgent):  # the class-based agents' and the parts agents'
-        monkeypatch.setattr(cls, "compile", spy(cls.compile))
+    monkeypatch.setattr(PartsAgent, "compile", spy(PartsAgent.compile))
     summary = train.main([*flags.split(), *common, *steps])
     assert summary["agent"] == _agent(case) and summary["env_steps"] == first
     saved = json.loads((run_dir / "summary.json").read_text())
@@ -150,8 +148,7 @@ def test_train_resume_evaluate_in_process(tmp_path, case, monkeypatch):
     def no_agent(*args, **kwargs):
         raise AssertionError("evaluate built a whole agent")
 
-    for cls in (RolloutAgent, PartsAgent):
-        monkeypatch.setattr(cls, "__init__", no_agent)
+    monkeypatch.setattr(PartsAgent, "__init__", no_agent)
     out = tmp_path / "eval.json"
     result = evaluate.main([str(run_dir), "--episodes", "2", "--num-envs", "2", "--out", str(out)])
     assert result["episodes"] == 2 and result["checkpoint_step"] == total
