@@ -21,7 +21,6 @@ import types
 
 import numpy as np
 
-from agents.acer.actor import policy_logits
 from agents.acer.config import CONTINUOUS_ONLY, ACERConfig
 from agents.acer.continuous import ACERGaussianLearner
 from agents.acer.learner import METRICS, ACERLearner
@@ -30,6 +29,7 @@ from agents.core.config import ConfigError, flag
 from agents.core.learning import TraceBatch
 from agents.core.parallel import check_divisible
 from agents.core.parts import AgentParts, ReplayParts, no_core
+from agents.core.rollout import time_major
 from networks import ACERNetwork, GaussianSDNNetwork
 
 
@@ -96,6 +96,16 @@ def make(config: ACERConfig, spec) -> AgentParts:
         check_devices=check_devices,
         modules=types.SimpleNamespace(network=net, learner=learner),
     )
+
+
+def policy_logits(network, recurrent: bool, params, obs, first, core):
+    """`(logits [B, A], core)` of ACER's discrete network at one batched step (the
+    categorical sampling is shared: `agents.core.actors.categorical_actor`)."""
+    if recurrent:
+        (logits, _), core = network.apply(params, time_major(obs), first[None], core)
+        return logits[0], core
+    logits, _ = network.apply(params, obs)
+    return logits, core
 
 
 def check_action_space(config: ACERConfig, spec) -> None:

@@ -211,10 +211,7 @@ def replay_update(parts, config, replay, batch_size, learner, replay_state, axis
     hyper = Hyper(config, hparams)
     if parts.replay.step is not None:
         return parts.replay.step(replay, replay_state, learner, batch_size, hyper, axis_name)
-
-    def update(learner, batch):
-        return parts.replay.update(learner, batch, hyper, axis_name)
-
+    update = functools.partial(parts.replay.update, hyper=hyper, axis_name=axis_name)
     return replay_step(replay, replay_state, learner, batch_size, update, axis_name)
 
 

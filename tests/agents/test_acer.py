@@ -156,7 +156,7 @@ def test_rollout_fields_follow_the_trace_convention():
     """discount = γ(1 − terminated_{t+1}), mask = 1 − first_{t+1}; truncation keeps γ."""
     env = make_env("CartPole-v1", 3, 0, max_episode_steps=7)
     net = ACERNetwork((4,), 2, (8,))
-    from agents.acer.actor import policy_logits
+    from agents.acer.agent import policy_logits
 
     select, _ = categorical_actor(lambda *a: policy_logits(net, False, *a))
     params = net.init(jax.random.PRNGKey(0), jnp.zeros((3, 4)))
@@ -182,7 +182,7 @@ def test_rollout_fields_follow_the_trace_convention():
 
 def test_xla_and_host_rollouts_agree():
     net = ACERNetwork((4,), 2, (8,))
-    from agents.acer.actor import policy_logits
+    from agents.acer.agent import policy_logits
 
     select, _ = categorical_actor(lambda *a: policy_logits(net, False, *a))
     params = net.init(jax.random.PRNGKey(0), jnp.zeros((2, 4)))
