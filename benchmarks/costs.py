@@ -50,16 +50,12 @@ def random_inputs(shape: tuple[int, ...], dtype) -> Callable[[int], Array]:
     return make
 
 
-def network_pass_costs(
-    agent, forward: float, train: float, obs_shape=None, net=None, optimizer=None
-) -> dict:
+def network_pass_costs(agent, forward: float, train: float, net, optimizer, obs_shape=None) -> dict:
     """The usual cost model of one network on array observations: `forward` acting or
-    target passes and `train` forward+backward passes with the learner's optimizer per env
-    step (ACER's, DQN's, PPO's). `net`, `optimizer`: by default the agent's `network` and
-    its learner's `optimizer`."""
+    target passes and `train` forward+backward passes with `optimizer` per env step (ACER's,
+    DQN's, PPO's). `net`: the agent's network (`agent.modules.network`); `obs_shape`: its
+    input's shape (default: the env's observations)."""
     spec = agent.env.spec
-    net = agent.network if net is None else net
-    optimizer = agent.learner.optimizer if optimizer is None else optimizer
     shape = spec.obs_shape if obs_shape is None else obs_shape
     params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, *shape), spec.obs_dtype))
     obs = random_inputs(shape, spec.obs_dtype)
@@ -81,7 +77,7 @@ def acer_costs(agent) -> dict:
     n_train = (1 + cfg.replay_ratio) * (cfg.trace_len + 1) / cfg.trace_len
     net, learner = agent.modules.network, agent.modules.learner
     n_fwd = 1 + (n_train if cfg.trust_region else 0)
-    return network_pass_costs(agent, n_fwd, n_train, None, net, learner.optimizer)
+    return network_pass_costs(agent, n_fwd, n_train, net, learner.optimizer)
 
 
 def dqn_passes_per_step(config, updates_per_env_step: float) -> tuple[float, float]:
@@ -104,7 +100,7 @@ def dqn_costs(agent) -> dict:
         return {}
     n_train, n_fwd = dqn_passes_per_step(agent.config, updates_per_env_step(agent.config))
     net, learner = agent.modules.network, agent.modules.learner
-    return network_pass_costs(agent, n_fwd, n_train, None, net, learner.optimizer)
+    return network_pass_costs(agent, n_fwd, n_train, net, learner.optimizer)
 
 
 def ppo_costs(agent) -> dict:
@@ -116,7 +112,7 @@ def ppo_costs(agent) -> dict:
         return {}
     cfg = agent.config
     return network_pass_costs(
-        agent, 1 + 1 / cfg.trace_len, cfg.epochs, shape, net, learner.optimizer
+        agent, 1 + 1 / cfg.trace_len, cfg.epochs, net, learner.optimizer, shape
     )
 
 

@@ -25,9 +25,10 @@ registry line. One training iteration, written once (`_Chunk`'s `iteration`)::
     actor, traj = rollout(act, acting(learner), actor)   # T steps of every env, in XLA
     learner, metrics = learn(learner, traj, hyper)
 
-An agent with a trace replay (`AgentParts.replay`: DQN, R2D1) then stores the rollout and
-runs the replay updates the iteration owes (`ReplayParts.updates_due`, counted on the host,
-each a sample of the replay, the agent's `update`, the new priorities stored)::
+An agent with a trace replay (`AgentParts.replay`: ACER, the Reactor, DQN, R2D1, SAC, TD3)
+then stores the rollout and runs the replay updates the iteration owes
+(`ReplayParts.updates_due`, counted on the host, each a sample of the replay, the agent's
+`update`, the new priorities stored; or the agent's own `step`)::
 
     replay = add(replay, traj)
     repeat updates_due(iteration, env_steps) times:      # a fori_loop inside the program
@@ -39,8 +40,11 @@ host, a data-parallel mesh, `--debug`'s data checks, a convolution on XLA:CPU) t
 pieces run as two programs (`train_iteration`: a `RolloutProgram`, then `absorb`, `shard_map`ped
 over the mesh with gradients averaged inside `learn`); an agent whose learning the host must
 drive stage by stage (`AgentParts.staged`: PPO's `--update-loop dispatch`) runs its stages
-there as programs of their own. A population (`--num-seeds`) vmaps the same `act` and
-`absorb` over its members (agents/core/population.py).
+there as programs of their own, and an agent that acts decoupled from learning
+(`AgentParts.decoupled`: the Reactor's actor thread, agents/core/actor_thread.py) gets its
+rollouts from a thread that steps the envs with the params published after each iteration's
+updates. A population (`--num-seeds`) vmaps the same `act` and `absorb` over its members
+(agents/core/population.py).
 
 `make` is called once per (config, env spec), and its functions are shared by every agent
 built from equal values; an agent on an env whose step is a pure function of its task (a

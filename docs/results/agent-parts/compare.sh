@@ -1,36 +1,39 @@
 #!/usr/bin/env bash
-# usage: cmp66.sh TAG args...  runs old and new with same args, compares metrics + final checkpoint
+# usage: OLD=<clone before> NEW=<clone after> compare.sh TAG <train flags>
+# Trains both clones with the same flags and seed, then compares metrics.csv (less its timing
+# columns; a population's per member), every array of the final checkpoint, and the final
+# evaluation's mean. Runs go to /tmp/cmp/TAG-old and /tmp/cmp/TAG-new.
 tag=$1; shift
-for side in old66 main; do
+mkdir -p /tmp/cmp
+for side in old new; do
+  dir=$OLD; [ $side = new ] && dir=$NEW
   rm -rf /tmp/cmp/$tag-$side
-  (cd /work/$side && python -m experiments.train "$@" --no-progress --run-dir /tmp/cmp/$tag-$side > /tmp/cmp/$tag-$side.log 2>&1) || { echo "$side failed"; tail -5 /tmp/cmp/$tag-$side.log; }
+  (cd $dir && python -m experiments.train "$@" --no-progress --run-dir /tmp/cmp/$tag-$side > /tmp/cmp/$tag-$side.log 2>&1) || { echo "$side failed"; tail -5 /tmp/cmp/$tag-$side.log; }
 done
-python - /tmp/cmp/$tag-old66 /tmp/cmp/$tag-main <<'PY'
-import sys, csv, pathlib, numpy as np
-a, b = map(pathlib.Path, sys.argv[1:])
+python - /tmp/cmp/$tag-old /tmp/cmp/$tag-new $tag <<'PY'
+import sys, csv, json, pathlib, numpy as np
+a, b = map(pathlib.Path, sys.argv[1:3])
 def rows(p):
     r = list(csv.DictReader(open(p / "metrics.csv")))
     drop = {k for k in r[0] if k in ("sps", "wall_s") or "time" in k or k.endswith("_sps")}
-    return [{k: v for k, v in x.items() if k not in drop} for x in r], drop
-ra, drop = rows(a); rb, _ = rows(b)
-print("rows", len(ra), len(rb), "identical metrics (less", sorted(drop), "):", ra == rb)
-import orbax.checkpoint as ocp
+    return [{k: v for k, v in x.items() if k not in drop} for x in r]
+members = sorted(x.name for x in a.glob("member-*"))
+if members:
+    ra = [rows(a / m) for m in members]; rb = [rows(b / m) for m in members]
+else:
+    ra, rb = rows(a), rows(b)
+import orbax.checkpoint as ocp, jax
 ca = sorted((a / "checkpoints").iterdir())[-1]; cb = sorted((b / "checkpoints").iterdir())[-1]
-print(ca.name, cb.name)
-import jax
 def load(c):
-    out = {}
-    for item in sorted(p for p in c.iterdir() if p.is_dir()):
-        try:
-            out[item.name] = ocp.PyTreeCheckpointer().restore(item)
-        except Exception as e:
-            out[item.name] = repr(e)[:80]
-    return out
+    return {i.name: ocp.PyTreeCheckpointer().restore(i) for i in sorted(p for p in c.iterdir() if p.is_dir()) if i.name != "meta"}
 la, lb = load(ca), load(cb)
-print("items", sorted(la))
-for k in la:
-    if k in ("meta",): print("meta", la[k] == lb[k] if not isinstance(la[k], dict) else {kk: la[k][kk] == lb[k].get(kk) for kk in la[k] if "time" not in kk and "wall" not in kk})
-    else:
-        eq = jax.tree.map(lambda x, y: bool(np.array_equal(np.asarray(x), np.asarray(y))), la[k], lb[k])
-        print(k, "bit-identical:", all(jax.tree.leaves(eq)), len(jax.tree.leaves(eq)), "leaves")
+same = all(all(jax.tree.leaves(jax.tree.map(lambda x, y: bool(np.array_equal(np.asarray(x), np.asarray(y))), la[k], lb[k]))) for k in la)
+def ev(p):
+    if members:
+        return [ev1(p / m) for m in members]
+    return ev1(p)
+def ev1(p):
+    s = p / "summary.json"
+    return json.loads(s.read_text()).get("eval_return_mean") if s.exists() else None
+print(f"{sys.argv[3]}: rows {len(ra)}/{len(rb)} metrics identical {ra == rb}; checkpoint {ca.name} arrays identical {same} ({sum(len(jax.tree.leaves(v)) for v in la.values())} leaves); eval {ev(a)} / {ev(b)}")
 PY
