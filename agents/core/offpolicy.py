@@ -33,7 +33,7 @@ n-step and V-trace windows.
 
 Observation normalisation (--normalize-obs). A running mean and variance of the observations
 (`agents.core.normalization.RunningStats`) is a field of the learner state, so it is checkpointed
-and survives a resume. `absorb` takes each rollout's observations into it (summed over the
+and survives a resume. `learn` takes each rollout's observations into it (summed over the
 devices under data parallelism, so every replica holds the same statistics). The replay
 stores RAW observations; a sampled batch is normalised when it is learnt, with the current
 statistics, and the actor normalises with the same statistics (`ActingParams.obs_stats`):
