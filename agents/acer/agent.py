@@ -28,7 +28,7 @@ from agents.core.actors import categorical_actor, gaussian_actor
 from agents.core.config import ConfigError, flag
 from agents.core.learning import TraceBatch
 from agents.core.parallel import check_divisible
-from agents.core.parts import AgentParts, ReplayParts, no_core
+from agents.core.parts import AgentParts, ReplayParts, no_core, reset_with
 from agents.core.rollout import time_major
 from networks import ACERNetwork, GaussianSDNNetwork
 
@@ -87,9 +87,7 @@ def make(config: ACERConfig, spec) -> AgentParts:
         acting=lambda state: state.params,
         learn=learn,
         evaluate=act,
-        reset_params=lambda state, params, hyper: learner.reset_params(
-            state, params, hyper.values or None
-        ),
+        reset_params=reset_with(learner),
         metric_names=METRICS,
         initial_core=net.initial_state if spec.discrete and config.lstm_size else no_core,
         replay=ReplayParts(wrap=lambda replay: replay, update=update, updates_due=updates_due),

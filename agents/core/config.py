@@ -343,6 +343,12 @@ class ReplayWindow(Config):
         return self.learn_len - self.trace_len + self.n_step - 1
 
     @property
+    def warmup_iterations(self) -> int:
+        """Iterations before a trace and its look-back and look-ahead can be sampled (the
+        replay update schedule's warm-up, `agents.core.learning.updates_owed`)."""
+        return 1 + (self.lookback + self.lookahead) // self.trace_len
+
+    @property
     def min_traces_per_env(self) -> int:
         """The fewest replay traces per env that leave one sampleable window."""
         return 3 + self.lookback // self.trace_len + self.lookahead // self.trace_len

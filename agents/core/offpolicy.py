@@ -71,7 +71,7 @@ from agents.core.config import (
 )
 from agents.core.learning import TraceBatch, per_importance_exponent, sample_key, updates_owed
 from agents.core.normalization import RunningStats, normalize
-from agents.core.parts import AgentParts, ReplayParts, no_core
+from agents.core.parts import AgentParts, ReplayParts, no_core, reset_with
 from agents.core.rnd import RND
 from replay import window_replay
 
@@ -382,7 +382,7 @@ def build(
         return updates_owed(
             iteration, env_steps, steps_per_iteration, start_train_at=config.start_train_at,
             updates_per_env_step=config.update_to_data,
-            warmup_iterations=1 + (config.lookback + config.lookahead) // config.trace_len,
+            warmup_iterations=config.warmup_iterations,
         )  # fmt: skip
 
     return AgentParts(
@@ -391,9 +391,7 @@ def build(
         acting=acting,
         learn=learn,
         evaluate=act,
-        reset_params=lambda state, params, hyper: learner.reset_params(
-            state, params, hyper.values or None
-        ),
+        reset_params=reset_with(learner),
         metric_names=metric_names,
         initial_core=initial_core,
         feedback=feedback,

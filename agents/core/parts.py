@@ -89,6 +89,12 @@ from envs.core import spec_key
 from replay import make_trace_replay
 
 
+def reset_with(learner):
+    """`AgentParts.reset_params` of a learner with `reset_params(state, params, hparams)`:
+    the member's hyper-parameter values, or None for the config's."""
+    return lambda state, params, hyper: learner.reset_params(state, params, hyper.values or None)
+
+
 def no_core(num_envs: int):
     """The recurrent state of a feed-forward agent: none."""
     return ()

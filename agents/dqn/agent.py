@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
 from agents.core.config import module_from_config
 from agents.core.learning import updates_owed
-from agents.core.parts import AgentParts, ReplayParts, no_core
+from agents.core.parts import AgentParts, ReplayParts, no_core, reset_with
 from agents.dqn.learner import METRICS, DQNLearner, dqn_optimizer
 from networks import QNetwork
 from replay import window_replay
@@ -92,7 +92,7 @@ def build(config, spec, net, learner, actor, *, new_at_max: bool, epsilon=None,
         return updates_owed(
             iteration, env_steps, steps_per_iteration, start_train_at=config.start_train_at,
             updates_per_env_step=updates_per_env_step(config),
-            warmup_iterations=1 + (config.lookback + config.lookahead) // config.trace_len,
+            warmup_iterations=config.warmup_iterations,
         )  # fmt: skip
 
     return AgentParts(
@@ -101,9 +101,7 @@ def build(config, spec, net, learner, actor, *, new_at_max: bool, epsilon=None,
         acting=lambda state: (state.params, epsilon(state.env_steps)),
         learn=learn,
         evaluate=act,
-        reset_params=lambda state, params, hyper: learner.reset_params(
-            state, params, hyper.values or None
-        ),
+        reset_params=reset_with(learner),
         metric_names=METRICS,
         initial_core=initial_core,
         feedback=feedback,

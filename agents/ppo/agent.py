@@ -17,7 +17,7 @@ from agents.core.actors import logp_value_actor
 from agents.core.config import ConfigError, module_from_config
 from agents.core.hooks import call_hook, config_hook
 from agents.core.parallel import DATA, check_divisible
-from agents.core.parts import AgentParts, StagedLearn
+from agents.core.parts import AgentParts, StagedLearn, reset_with
 from agents.core.programs import convolves_on_cpu
 from agents.ppo.learner import METRICS, OnPolicyLearner, buffer_specs
 from envs import obs_zeros
@@ -125,9 +125,7 @@ def build(config, spec, make_optimizer, metric_names) -> AgentParts:
         acting=lambda state: (state.params, state.obs_stats),
         learn=learn,
         evaluate=act,
-        reset_params=lambda state, params, hyper: learner.reset_params(
-            state, params, hyper.values or None
-        ),
+        reset_params=reset_with(learner),
         metric_names=metric_names,
         initial_core=lambda n: net.initial_state(n) if recurrent else (),
         feedback=feed_back if config.prev_action_reward else None,

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from agents.core.actors import categorical_actor
 from agents.core.config import module_from_config
 from agents.core.learning import updates_owed
-from agents.core.parts import AgentParts, ReplayParts
+from agents.core.parts import AgentParts, ReplayParts, reset_with
 from agents.core.rollout import time_major
 from agents.reactor.config import ReactorConfig
 from agents.reactor.learner import METRICS, ReactorLearner
@@ -69,9 +69,7 @@ def make(config: ReactorConfig, spec) -> AgentParts:
         acting=lambda state: state.params,
         learn=lambda state, rollout, hyper, axis_name=None: (state, None),  # replay only
         evaluate=act,
-        reset_params=lambda state, params, hyper: learner.reset_params(
-            state, params, hyper.values or None
-        ),
+        reset_params=reset_with(learner),
         metric_names=METRICS,
         initial_core=net.initial_state,
         replay=ReplayParts(wrap=wrap, update=update, updates_due=updates_due),
