@@ -279,7 +279,9 @@ class Checkpointer:
                     f"checkpoint {step} in {self.directory} holds no replay or env states "
                     "(saved without --exact-resume)"
                 )
-            mismatch = _structure_mismatch(folder, wanted, item)
+            saved = _saved_tree(folder, item)
+            items[item] = wanted = _fit_empty(wanted, saved)
+            mismatch = _structure_mismatch(saved, wanted)
             if mismatch:
                 raise ValueError(
                     f"checkpoint {step} in {self.directory} does not match the restore "
@@ -445,14 +447,40 @@ def _has_checksums_marker(folder: Path) -> bool:
     return isinstance(custom, dict) and custom.get("checksums") == CHECKSUMS
 
 
-def _structure_mismatch(folder: Path, abstract: Any, item: str = "state") -> str | None:
-    """Why `abstract` cannot be restored from `folder/<item>` (different leaves or shapes),
-    or None. Unreadable metadata is damage."""
+def _saved_tree(folder: Path, item: str = "state") -> Any:
+    """The metadata tree of `folder/<item>` (array metadata at its leaves, and the empty
+    containers saved as they were). Unreadable metadata is damage."""
     try:
         saved = ocp.StandardCheckpointHandler().metadata(folder / item)
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise _Damaged(f"orbax cannot read its metadata: {one_line(err, 200)}") from err
-    saved = ocp.tree.to_flat_dict(getattr(saved, "tree", saved))
+    return getattr(saved, "tree", saved)
+
+
+def _fit_empty(wanted: Any, saved: Any) -> Any:
+    """`wanted` with the entries of its dicts that hold no arrays and were not saved left out,
+    and the saved ones that hold none and are not wanted put in, as saved: an empty field
+    (e.g. a learner state's `icm`, `()` while its option is off) added to a state after a
+    checkpoint was saved, or taken out of it since, changes nothing that is read. The caller
+    rebuilds its state with the empty values of its own (engine.common.restore_checkpoint)."""
+    if isinstance(wanted, tuple) and hasattr(wanted, "_fields") and isinstance(saved, dict):
+        fitted = _fit_empty(wanted._asdict(), saved)  # a NamedTuple is saved as a dict
+        return wanted if list(fitted) == list(wanted._fields) else fitted
+    if not (isinstance(wanted, dict) and isinstance(saved, dict)):
+        return wanted
+    out = {
+        k: _fit_empty(v, saved[k]) if k in saved else v
+        for k, v in wanted.items()
+        if k in saved or jax.tree.leaves(v)
+    }
+    out.update({k: v for k, v in saved.items() if k not in wanted and not jax.tree.leaves(v)})
+    return out
+
+
+def _structure_mismatch(saved: Any, abstract: Any) -> str | None:
+    """Why `abstract` cannot be restored from the saved metadata tree `saved` (different
+    leaves or shapes), or None."""
+    saved = ocp.tree.to_flat_dict(saved)
     wanted = ocp.tree.to_flat_dict(abstract)
     name = "/".join
     missing = sorted(name(k) for k in wanted.keys() - saved.keys())

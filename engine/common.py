@@ -133,13 +133,15 @@ def restore_checkpoint(checkpointer: Checkpointer, learner, step: int | None = N
     `exact` (an `exact_tree`): ((learner, exact_tree), meta, step).
 
     Checkpoints of early versions still load: those that also hold an `actor_key` array (no
-    longer used: a resumed run draws new episodes from its seed and iteration), and those
+    longer used: a resumed run draws new episodes from its seed and iteration), those
     saved before a learner state had one of its episode fields
-    (`agents.core.learning.episode_fields`: PPO's per-env returns), restored as zeros."""
+    (`agents.core.learning.episode_fields`: PPO's per-env returns), restored as zeros, and
+    those saved before it had a field that is empty here (`()`: ICM's state with
+    --icm-coef off; engine.checkpoint leaves such fields out of what it reads)."""
     target = checkpoint_tree(learner)
     if exact is not None:
         (restored, saved), meta, step = checkpointer.restore(target, step, exact=exact)
-        return (type(learner)(**restored["learner"]), saved), meta, step
+        return (_with_episode_fields(restored["learner"], learner), saved), meta, step
     key = {"actor_key": jax.ShapeDtypeStruct((2,), jnp.uint32)}
     older = {"learner": _without_episode_fields(learner)}
     mismatch = None

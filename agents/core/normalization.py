@@ -32,17 +32,26 @@ class RunningStats(NamedTuple):
     def zeros(cls, shape=()) -> RunningStats:
         return cls(jnp.zeros(shape, jnp.float32), jnp.ones(shape, jnp.float32), jnp.float32(1e-4))
 
-    def update(self, x, num_axes: int, axis_name=None) -> RunningStats:
-        """Take in `x` whose first `num_axes` axes are samples (summed over `axis_name`)."""
+    def update(self, x, num_axes: int, axis_name=None, weights=None) -> RunningStats:
+        """Take in `x` whose first `num_axes` axes are samples (summed over `axis_name`);
+        `weights`: optional 0/1 (or any non-negative) weights of the samples, of `x`'s first
+        `num_axes` axes' shape (masked samples count for nothing; no samples, no change)."""
         axes = tuple(range(num_axes))
         x = x.astype(jnp.float32)
 
         def total(v):
             return v if axis_name is None else jax.lax.psum(v, axis_name)
 
-        n = total(jnp.float32(jnp.prod(jnp.asarray(x.shape[:num_axes]))))
-        mean = total(jnp.sum(x, axes)) / n
-        var = total(jnp.sum(jnp.square(x - lead(mean, x.ndim)), axes)) / n
+        if weights is None:
+            n = total(jnp.float32(jnp.prod(jnp.asarray(x.shape[:num_axes]))))
+            mean = total(jnp.sum(x, axes)) / n
+            var = total(jnp.sum(jnp.square(x - lead(mean, x.ndim)), axes)) / n
+        else:
+            w = weights.astype(jnp.float32).reshape(weights.shape + (1,) * (x.ndim - num_axes))
+            n = total(jnp.sum(weights.astype(jnp.float32)))
+            safe = jnp.maximum(n, 1e-8)
+            mean = total(jnp.sum(w * x, axes)) / safe
+            var = total(jnp.sum(w * jnp.square(x - lead(mean, x.ndim)), axes)) / safe
         delta, count = mean - self.mean, self.count + n
         new_mean = self.mean + delta * n / count
         m2 = self.var * self.count + var * n + jnp.square(delta) * self.count * n / count

@@ -40,11 +40,13 @@ statistics, and the actor normalises with the same statistics (`ActingParams.obs
 after an iteration's `learn`, its updates and the next rollout see the same mean and
 variance. Normalised values are clipped to ±--obs-clip (5).
 
-Curiosity (--rnd-coef > 0): random network distillation (agents/core/rnd.py). RND's own state
-(predictor, fixed target, its input and error statistics) is the learner state's `rnd`
-field; each update adds --rnd-coef times the intrinsic rewards of the sampled windows to
-their extrinsic rewards before the learner computes its critic targets, so SAC, discrete
-SAC, TD3 and DDPG all get it from this seam. ICM is not implemented.
+Curiosity, one of two: random network distillation (--rnd-coef > 0, agents/core/rnd.py) or
+the intrinsic curiosity module (--icm-coef > 0, agents/core/icm.py). Its own state (networks,
+optimiser, input and error statistics) is the learner state's `rnd` or `icm` field; `learn`
+takes each rollout into its statistics, and each update adds the coefficient times the
+intrinsic rewards of the sampled windows to their extrinsic rewards before the learner
+computes its critic targets, then trains the curiosity's networks one step on the sampled
+transitions, so SAC, discrete SAC, TD3 and DDPG all get it from this seam.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from agents.core.config import (
     check_prioritized_replay,
     check_trace_replay,
 )
+from agents.core.icm import ICM_ONLY_WITH, check_icm, icm_of
 from agents.core.learning import TraceBatch, per_importance_exponent, sample_key, updates_owed
 from agents.core.normalization import RunningStats, normalize
 from agents.core.parts import AgentParts, ReplayParts, no_core, reset_with
@@ -129,11 +132,24 @@ class OffPolicyConfig(ReplayWindow):
     rnd_coef: float = 0.0
     """Curiosity by random network distillation (Burda et al. 2018, arXiv:1810.12894): the
     weight of RND's intrinsic reward added to the extrinsic reward in the critic targets (0:
-    off; agents/core/rnd.py). ICM (Pathak et al. 2017) is not implemented."""
+    off; agents/core/rnd.py)."""
     rnd_lr: float = 1e-4
     """With --rnd-coef: Adam learning rate of RND's predictor (the paper's 1e-4)."""
     rnd_features: int = 64
     """With --rnd-coef: size of RND's embedding (the output of its target and predictor)."""
+    icm_coef: float = 0.0
+    """Curiosity by the intrinsic curiosity module (Pathak et al. 2017, arXiv:1705.05363): the
+    weight of ICM's intrinsic reward (its forward model's error, divided by a running
+    standard deviation as RND's) added to the extrinsic reward (0: off; agents/core/icm.py).
+    Not with --rnd-coef."""
+    icm_beta: float = 0.2
+    """With --icm-coef: β of ICM's loss (1 − β)·inverse + β·forward (the paper's 0.2)."""
+    icm_lr: float = 1e-3
+    """With --icm-coef: Adam learning rate of ICM's encoder, inverse and forward models (the
+    paper's 1e-3)."""
+    icm_features: int = 64
+    """With --icm-coef: size of ICM's feature embedding φ(s) (the paper's 288 after its
+    convolutions on pixels)."""
 
     # The trace agents' microbatching of updates does not apply to transition batches.
     microbatch_traces = 0
@@ -157,6 +173,7 @@ class OffPolicyConfig(ReplayWindow):
         ),
         "obs_clip": "normalize_obs",
         **dict.fromkeys(("rnd_lr", "rnd_features"), "rnd_coef>0"),
+        **ICM_ONLY_WITH,
     }
 
     def __post_init__(self):
@@ -177,6 +194,11 @@ class OffPolicyConfig(ReplayWindow):
         check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
         check(self.rnd_coef >= 0, "rnd_coef", self.rnd_coef, ">= 0")
         check(self.rnd_lr > 0, "rnd_lr", self.rnd_lr, "> 0")
+        check_icm(self)
+        check(
+            self.icm_coef == 0 or self.rnd_coef == 0, "icm_coef", self.icm_coef,
+            "0 with --rnd-coef > 0 (one curiosity at a time)",
+        )  # fmt: skip
         sizes = f", n_step={self.n_step}"
         if self.learn_len != self.trace_len or self.lookback:  # sequences
             sizes += f", seq_len={self.learn_len}, burn_in={self.lookback}"
@@ -298,8 +320,8 @@ def build(
     through `observation`. The learner has `init(key, sample_obs)` and `update(state,
     TraceBatch of n steps, axis_name, hparams) -> (state, metrics, |TD| [B], *computed)`
     (a recurrent learner returns its recomputed core states as `computed`), and a state with
-    `params` (a dict with "actor" and "critic"), `key`, `env_steps`, and `obs_stats` and
-    `rnd` (both `()` from `init`; filled here).
+    `params` (a dict with "actor" and "critic"), `key`, `env_steps`, and `obs_stats`, `rnd`
+    and `icm` (all `()` from `init`; filled here).
 
     `sample(replay, replay state, learner, key, batch size, axis_name) -> (TraceBatch, info,
     offsets)`: the batch of an update (default `sample_transitions`); `after_update(replay,
@@ -307,20 +329,22 @@ def build(
     writes back (default none); `acting_critic`: the actor steps the critics' recurrent core
     too (their params are in `ActingParams.critic`)."""
     check_spec(name, spec)
-    rnd = RND(config.hidden, config.rnd_features, config.rnd_lr) if config.rnd_coef > 0 else None
-    if rnd is not None:
-        metric_names = (*metric_names, "rnd_loss", "intrinsic_reward")
+    curiosity, field, coef = curiosity_of(config, spec)
+    if curiosity is not None:
+        metric_names = (*metric_names, *curiosity.metric_names)
     steps_per_iteration = config.trace_len * config.num_envs
     sample = sample or functools.partial(sample_transitions, config)
     select_action, act = actor
 
     def init(key, sample_obs):
-        """The learner's state with the observation statistics (--normalize-obs) and RND's
-        state (--rnd-coef), `()` when off."""
+        """The learner's state with the observation statistics (--normalize-obs) and the
+        curiosity's state (--rnd-coef, --icm-coef), `()` when off."""
         state = learner.init(key, sample_obs)
         stats = RunningStats.zeros(sample_obs.shape[1:]) if config.normalize_obs else ()
-        rnd_state = () if rnd is None else rnd.init(jax.random.fold_in(key, 1), sample_obs)
-        return state._replace(obs_stats=stats, rnd=rnd_state)
+        state = state._replace(obs_stats=stats)
+        if curiosity is None:
+            return state
+        return state._replace(**{field: curiosity.init(jax.random.fold_in(key, 1), sample_obs)})
 
     def acting(state) -> ActingParams:
         """The actor's params, whether to act uniformly at random (before start_train_at)
@@ -333,29 +357,14 @@ def build(
     def learn(state, rollout, hyper, axis_name=None):
         """The fresh rollout (stored by the driver): count its env steps, and take its
         observations into the running statistics (over all devices)."""
-        obs_stats, rnd_state = state.obs_stats, state.rnd
+        obs_stats = state.obs_stats
         if config.normalize_obs:
             obs_stats = obs_stats.update(rollout.obs, 2, axis_name)
-        if rnd is not None:
-            rnd_state = rnd.observe(rnd_state, rollout.obs, axis_name)
-        env_steps = state.env_steps + steps_per_iteration
-        return state._replace(env_steps=env_steps, obs_stats=obs_stats, rnd=rnd_state), None
-
-    def add_intrinsic_reward(state, batch: TraceBatch, axis_name=None):
-        """RND (agents/core/rnd.py): --rnd-coef times the intrinsic reward of every step of
-        the windows, e(x_{t+1}) / σ_e under the current predictor, added to its extrinsic
-        reward; then one predictor step on the sampled transitions' next observations.
-        Returns (learner state, batch, RND's metrics)."""
-        n = batch.reward.shape[0]
-        next_obs = batch.obs[1 : n + 1]  # raw: RND normalises its own input
-        r_int = rnd.rewards(state.rnd, next_obs)  # [n, B]
-        rnd_state, loss = rnd.update(state.rnd, next_obs[:1], batch.mask[:1], axis_name)
-        mask0 = batch.mask[0]
-        mean = jnp.sum(mask0 * r_int[0]) / jnp.maximum(jnp.sum(mask0), 1.0)
-        if axis_name is not None:
-            mean = jax.lax.pmean(mean, axis_name)
-        batch = batch._replace(reward=batch.reward + config.rnd_coef * r_int)
-        return state._replace(rnd=rnd_state), batch, {"rnd_loss": loss, "intrinsic_reward": mean}
+        state = state._replace(env_steps=state.env_steps + steps_per_iteration, obs_stats=obs_stats)
+        if curiosity is not None:
+            seen = curiosity.observe_rollout(getattr(state, field), rollout, axis_name)
+            state = state._replace(**{field: seen})
+        return state, None
 
     def step(replay, replay_state, state, batch_size, hyper, axis_name=None):
         """One update: sample, add curiosity, normalise, learn, store priorities, write
@@ -363,8 +372,10 @@ def build(
         key, sub = sample_key(state.key, axis_name)
         batch, info, offset = sample(replay, replay_state, state, sub, batch_size, axis_name)
         extra = {}
-        if rnd is not None:
-            state, batch, extra = add_intrinsic_reward(state, batch, axis_name)
+        if curiosity is not None:  # raw observations: the curiosity normalises its own input
+            own, r_int, extra = curiosity.bonus(getattr(state, field), batch, axis_name)
+            state = state._replace(**{field: own})
+            batch = batch._replace(reward=batch.reward + coef * r_int)
         batch = batch._replace(obs=observation(config, batch.obs, state.obs_stats))
         state, metrics, td, *computed = learner.update(
             state._replace(key=key), batch, axis_name, hyper.values or None
@@ -403,6 +414,20 @@ def build(
             per_program=config.updates_per_iteration,
         ),
         modules=types.SimpleNamespace(
-            learner=learner, rnd=rnd, sample=sample, after_update=after_update
+            learner=learner,
+            sample=sample,
+            after_update=after_update,
+            curiosity=curiosity,
+            rnd=curiosity if field == "rnd" else None,
         ),
     )
+
+
+def curiosity_of(config, spec):
+    """(the curiosity, its learner-state field, its reward coefficient) of an off-policy
+    config: RND with --rnd-coef, ICM with --icm-coef, or (None, None, 0.0)."""
+    if config.rnd_coef > 0:
+        return RND(config.hidden, config.rnd_features, config.rnd_lr), "rnd", config.rnd_coef
+    if config.icm_coef > 0:
+        return icm_of(config, spec), "icm", config.icm_coef
+    return None, None, 0.0

@@ -12,7 +12,7 @@ Pure functions over `RNDState` (a field of the learner state, so checkpointed):
   `losses.rnd_intrinsic_reward`). The agent adds coef·r^i_t to the extrinsic reward of
   every step of the window before the critic targets (agents/core/offpolicy.py);
 - `update` (each update): one Adam step of the predictor on the sampled next observations
-  (gradients averaged over devices).
+  (gradients averaged over devices); `bonus` is `rewards` then `update`.
 
 The paper learns the intrinsic return with a separate, non-episodic value head (§2.3); here
 one critic learns the sum of the rewards under the episodic discounts (a termination ends the
@@ -44,7 +44,11 @@ class RNDState(NamedTuple):
 
 
 class RND:
-    """RND's networks and pure functions (module docstring)."""
+    """RND's networks and pure functions (module docstring), with the interface the
+    off-policy agents call for either curiosity (agents/core/icm.py: `init`,
+    `observe_rollout`, `bonus`, `metric_names`)."""
+
+    metric_names = ("rnd_loss", "intrinsic_reward")
 
     def __init__(self, hidden, features: int, lr: float):
         self.target_net, self.predictor_net = rnd_networks(hidden, features)
@@ -93,3 +97,22 @@ class RND:
             loss = jax.lax.pmean(loss, axis_name)
         predictor, opt_state = apply(self.optimizer, grads, state.opt_state, state.predictor)
         return state._replace(predictor=predictor, opt_state=opt_state), loss
+
+    def observe_rollout(self, state: RNDState, rollout, axis_name=None) -> RNDState:
+        """`observe` of a rollout's observations x_0..x_{T−1}."""
+        return self.observe(state, rollout.obs, axis_name)
+
+    def bonus(self, state: RNDState, batch, axis_name=None):
+        """The intrinsic rewards `[n, B]` of a batch of n-step windows (a
+        `agents.core.learning.TraceBatch`, raw observations: RND normalises its own input),
+        e(x_{t+1}) / σ_e under the current predictor, then one predictor step on the
+        windows' first next observations: (state, rewards, metrics)."""
+        n = batch.reward.shape[0]
+        next_obs = batch.obs[1 : n + 1]
+        rewards = self.rewards(state, next_obs)  # [n, B]
+        state, loss = self.update(state, next_obs[:1], batch.mask[:1], axis_name)
+        mask0 = batch.mask[0]
+        mean = jnp.sum(mask0 * rewards[0]) / jnp.maximum(jnp.sum(mask0), 1.0)
+        if axis_name is not None:
+            mean = jax.lax.pmean(mean, axis_name)
+        return state, rewards, {"rnd_loss": loss, "intrinsic_reward": mean}

@@ -21,10 +21,12 @@ from __future__ import annotations
 import functools
 import types
 
+import jax
 import jax.numpy as jnp
 
 from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
 from agents.core.config import module_from_config
+from agents.core.icm import icm_of
 from agents.core.learning import updates_owed
 from agents.core.parts import AgentParts, ReplayParts, no_core, reset_with
 from agents.dqn.learner import METRICS, DQNLearner, dqn_optimizer
@@ -55,7 +57,7 @@ def make(config, spec) -> AgentParts:
     # Schaul et al. 2016 (Algorithm 1, line 6) give every new transition the largest priority
     # so far, so that each is replayed at least once.
     return build(config, spec, net, DQNLearner(config, net, dqn_optimizer), actor,
-                 new_at_max=True)  # fmt: skip
+                 new_at_max=True, curiosity=icm_of(config, spec))  # fmt: skip
 
 
 def linear(config, env_steps):
@@ -69,22 +71,41 @@ def linear(config, env_steps):
 
 
 def build(config, spec, net, learner, actor, *, new_at_max: bool, epsilon=None,
-          initial_core=no_core, feedback=None) -> AgentParts:  # fmt: skip
+          initial_core=no_core, feedback=None, curiosity=None) -> AgentParts:  # fmt: skip
     """The parts of a value-based replay agent (DQN, R2D1): `actor` = (select_action, act)
     on params (network params, ε); `epsilon(env_steps)`: the training actor's ε (default
-    `linear`'s schedule)."""
+    `linear`'s schedule); `curiosity`: the `agents.core.icm.ICM` of --icm-coef (its state is
+    the learner state's `icm`), or None."""
     epsilon = epsilon or functools.partial(linear, config)
     steps_per_iteration = config.trace_len * config.num_envs
     select_action, act = actor
+    metric_names = METRICS if curiosity is None else (*METRICS, *curiosity.metric_names)
 
-    def learn(state, rollout, hyper, axis_name=None):  # the fresh rollout: count its steps
-        return state._replace(env_steps=state.env_steps + steps_per_iteration), None
+    def init(key, sample_obs):
+        state = learner.init(key, sample_obs)
+        if curiosity is None:
+            return state
+        return state._replace(icm=curiosity.init(jax.random.fold_in(key, 1), sample_obs))
+
+    def learn(state, rollout, hyper, axis_name=None):
+        """The fresh rollout: count its steps (and take it into ICM's statistics)."""
+        state = state._replace(env_steps=state.env_steps + steps_per_iteration)
+        if curiosity is not None:
+            state = state._replace(icm=curiosity.observe_rollout(state.icm, rollout, axis_name))
+        return state, None
 
     def update(state, batch, hyper, axis_name=None):
-        """One learner update, logging the acting ε of the learner's env steps."""
+        """One learner update, logging the acting ε of the learner's env steps; with ICM,
+        --icm-coef times the intrinsic rewards of the batch's steps added to their rewards
+        first, and one ICM step on its learnt transitions."""
         eps = jnp.mean(epsilon(state.env_steps))
+        extra = {}
+        if curiosity is not None:  # raw observations: ICM normalises its own input
+            own, r_int, extra = curiosity.bonus(state.icm, batch, axis_name, config.learn_len)
+            state = state._replace(icm=own)
+            batch = batch._replace(reward=batch.reward + config.icm_coef * r_int)
         state, metrics, priorities = learner.update(state, batch, axis_name, hyper.values or None)
-        return state, {**metrics, "epsilon": eps}, priorities
+        return state, {**metrics, "epsilon": eps, **extra}, priorities
 
     def updates_due(iteration: int, env_steps: int, seed: int) -> int:
         """replay_ratio transitions learnt per env step, from `start_train_at` on, once a trace
@@ -96,13 +117,13 @@ def build(config, spec, net, learner, actor, *, new_at_max: bool, epsilon=None,
         )  # fmt: skip
 
     return AgentParts(
-        init=learner.init,
+        init=init,
         act=select_action,
         acting=lambda state: (state.params, epsilon(state.env_steps)),
         learn=learn,
         evaluate=act,
         reset_params=reset_with(learner),
-        metric_names=METRICS,
+        metric_names=metric_names,
         initial_core=initial_core,
         feedback=feedback,
         replay=ReplayParts(
@@ -110,7 +131,9 @@ def build(config, spec, net, learner, actor, *, new_at_max: bool, epsilon=None,
             update=update,
             updates_due=updates_due,
         ),
-        modules=types.SimpleNamespace(network=net, learner=learner, epsilon=epsilon),
+        modules=types.SimpleNamespace(
+            network=net, learner=learner, epsilon=epsilon, curiosity=curiosity
+        ),
     )
 
 

@@ -14,6 +14,7 @@ from agents.core.config import (
     check_q_learning,
     check_trace_replay,
 )
+from agents.core.icm import ICM_ONLY_WITH, check_icm
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,20 @@ class DQNConfig(ReplayWindow):
     microbatch_traces: int = 0
     """Traces per gradient chunk inside an update (0: no split). On XLA:CPU chunks of about
     32 frames are fastest."""
+    icm_coef: float = 0.0
+    """Curiosity by the intrinsic curiosity module (Pathak et al. 2017, arXiv:1705.05363):
+    the weight of ICM's intrinsic reward (its forward model's error on each sampled
+    transition, divided by a running standard deviation of the errors) added to the reward
+    of every step of the sampled traces before the targets (0: off; agents/core/icm.py).
+    Vector observations only."""
+    icm_beta: float = 0.2
+    """With --icm-coef: β of ICM's loss (1 − β)·inverse + β·forward (the paper's 0.2)."""
+    icm_lr: float = 1e-3
+    """With --icm-coef: Adam learning rate of ICM's encoder, inverse and forward models, one
+    step per update on the learnt transitions (the paper's 1e-3)."""
+    icm_features: int = 64
+    """With --icm-coef: size of ICM's feature embedding φ(s) (the paper's 288 after its
+    convolutions on pixels)."""
 
     # Flags that do nothing without their switch (agents.core.config.check_only_with). The ε
     # schedule is ε-greedy's: presets that set it still combine with --noisy.
@@ -162,6 +177,7 @@ class DQNConfig(ReplayWindow):
         "noisy_std": "noisy",
         **dict.fromkeys(("rmsprop_decay", "rmsprop_eps", "rmsprop_momentum"), "optimizer=rmsprop"),
         "adam_eps": "optimizer=adam",
+        **ICM_ONLY_WITH,
     }  # fmt: skip
     # Flags of one kind of env only (agents.core.config.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames"}
@@ -194,6 +210,7 @@ class DQNConfig(ReplayWindow):
         # the sampled window reaches `lookahead` steps past a trace (ReplayWindow): the
         # replay needs that many more whole traces per env
         check_trace_replay(self, self.min_traces_per_env)
+        check_icm(self)
         check_only_with(self)  # last: a value out of range is named as such first
 
 

@@ -53,6 +53,7 @@ class DQNLearnerState(NamedTuple):
     step: Array  # updates done
     env_steps: Array  # env steps absorbed (drives the ε schedule; checkpointed)
     key: Array
+    icm: Any = ()  # agents.core.icm.ICMState with DQN's --icm-coef (filled by its agent), or ()
 
 
 class Unrolled(NamedTuple):

@@ -78,7 +78,8 @@ densities, SAC and discrete SAC, TD3's targets, the deterministic policy gradien
 ACER (`acer_continuous`: Gaussian log-densities, entropy and KL, the stochastic dueling
 network, Q_ret/Q_opc with the 1/d-th-root truncation, the SDN critic loss, the policy gradient
 with a sampled bias correction and the trust region on the Gaussian's statistics) and
-curiosity (`curiosity`: RND's prediction error and intrinsic reward).
+curiosity (`curiosity`: RND's prediction error and intrinsic reward, ICM's forward and
+inverse losses).
 
 Example::
 
@@ -109,7 +110,13 @@ from agents.losses.acer_continuous import (
     sdn_value_loss,
     sdn_value_targets,
 )
-from agents.losses.curiosity import rnd_intrinsic_reward, rnd_prediction_error
+from agents.losses.curiosity import (
+    icm_forward_loss,
+    icm_inverse_loss,
+    icm_inverse_loss_continuous,
+    rnd_intrinsic_reward,
+    rnd_prediction_error,
+)
 from agents.losses.debug import checked
 from agents.losses.distributional import (
     categorical_cross_entropy,
@@ -195,6 +202,9 @@ __all__ = [
     "gaussian_log_prob",
     "gaussian_trust_region_policy_loss",
     "huber_loss",
+    "icm_forward_loss",
+    "icm_inverse_loss",
+    "icm_inverse_loss_continuous",
     "inverse_value_rescale",
     "lambda_returns",
     "n_step_returns",

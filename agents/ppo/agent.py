@@ -16,6 +16,7 @@ import optax
 from agents.core.actors import logp_value_actor
 from agents.core.config import ConfigError, module_from_config
 from agents.core.hooks import call_hook, config_hook
+from agents.core.icm import icm_of
 from agents.core.parallel import DATA, check_divisible
 from agents.core.parts import AgentParts, StagedLearn, reset_with
 from agents.core.programs import convolves_on_cpu
@@ -63,9 +64,13 @@ def build(config, spec, make_optimizer, metric_names) -> AgentParts:
             "--normalize-obs needs array observations; "
             f"{spec.env_id} gives a dict (normalise inside --preprocess-obs instead)"
         )
+    curiosity = icm_of(config, spec)
+    if curiosity is not None:
+        metric_names = (*metric_names, *curiosity.metric_names)
     learner = OnPolicyLearner(
-        config, net, make_optimizer, discrete=spec.discrete, unroll=loop == "unroll"
-    )
+        config, net, make_optimizer, discrete=spec.discrete, unroll=loop == "unroll",
+        curiosity=curiosity,
+    )  # fmt: skip
     recurrent = bool(config.lstm_size)
 
     def policy_value(acting_params, obs, first, core):

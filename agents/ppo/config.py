@@ -18,6 +18,7 @@ from agents.core.config import (
     check_positive_int,
 )
 from agents.core.hooks import check_hooks
+from agents.core.icm import ICM_ONLY_WITH, check_icm
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,20 @@ class OnPolicyConfig(Config):
     """Hook `module:function`: preprocess_obs(obs) -> obs, applied to every observation
     batch before the network (acting and learning; before --normalize-obs). Must be
     jittable and keep the leading batch dimensions."""
+    icm_coef: float = 0.0
+    """Curiosity by the intrinsic curiosity module (Pathak et al. 2017, arXiv:1705.05363):
+    the weight of ICM's intrinsic reward (its forward model's error on each transition,
+    divided by a running standard deviation of the errors) added to the env's reward after
+    --reshape-reward and before --normalize-reward and the advantages (0: off;
+    agents/core/icm.py). Vector observations only."""
+    icm_beta: float = 0.2
+    """With --icm-coef: β of ICM's loss (1 − β)·inverse + β·forward (the paper's 0.2)."""
+    icm_lr: float = 1e-3
+    """With --icm-coef: Adam learning rate of ICM's encoder, inverse and forward models, one
+    step per rollout on all its transitions (the paper's 1e-3)."""
+    icm_features: int = 64
+    """With --icm-coef: size of ICM's feature embedding φ(s) (the paper's 288 after its
+    convolutions on pixels)."""
 
     # The hook fields and the positional arguments the learner calls each with (agents.core.hooks
     # checks a hook's signature against them; a run folder's hooks are never imported).
@@ -114,6 +129,7 @@ class OnPolicyConfig(Config):
         **dict.fromkeys(("recurrence", "refresh_memories", "prev_action_reward"), "lstm_size>0"),
         "obs_clip": "normalize_obs",
         "scaled_reward_clip": "normalize_reward",
+        **ICM_ONLY_WITH,
     }
     # Flags of one kind of env only (agents.core.config.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {"log_std_init": "continuous", "text": "text"}
@@ -158,6 +174,7 @@ class OnPolicyConfig(Config):
                 self.microbatch_traces,
                 f"a divisor of the {per_minibatch} samples of a minibatch",
             )
+        check_icm(self)
         check_hooks(self)
         check_only_with(self)  # last: a value out of range is named as such first
 

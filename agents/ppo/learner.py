@@ -74,6 +74,7 @@ class LearnerState(NamedTuple):
     # checkpointed with the learner, zeroed by the new episodes' first step after a resume
     # without --exact-resume; PBT leaves each member its own.
     returns: Any
+    icm: Any = ()  # agents.core.icm.ICMState with --icm-coef, or ()
 
     EPISODE_FIELDS = ("returns",)
 
@@ -104,6 +105,8 @@ class RolloutBuffer(NamedTuple):
     lr: Array  # this update's learning rate
     clip_eps: Array  # this update's clipping range (0 when the agent does not clip)
     explained_variance: Array
+    curiosity: dict  # ICM's metrics of this rollout (--icm-coef; logged with every
+    # minibatch's), or {}
 
 
 def buffer_specs(data_axis):
@@ -111,7 +114,7 @@ def buffer_specs(data_axis):
     P = jax.sharding.PartitionSpec
     return RolloutBuffer(
         data=P(None, data_axis), starts=P(None, data_axis), core0=P(data_axis),
-        key=P(), lr=P(), clip_eps=P(), explained_variance=P(),
+        key=P(), lr=P(), clip_eps=P(), explained_variance=P(), curiosity=P(),
     )  # fmt: skip
 
 
@@ -132,11 +135,13 @@ class OnPolicyLearner(ActorCriticLearner):
 
     def __init__(
         self, config, network, make_optimizer, *, discrete: bool, num_devices: int = 1,
-        unroll: bool = False,
+        unroll: bool = False, curiosity=None,
     ):  # fmt: skip
         """`unroll`: `update` runs the epochs x minibatches as a Python loop inside the
-        program, not as nested `lax.scan`s (`update_loop`, module docstring)."""
+        program, not as nested `lax.scan`s (`update_loop`, module docstring); `curiosity`:
+        the `agents.core.icm.ICM` of --icm-coef, or None."""
         self.config, self.network, self.discrete = config, network, discrete
+        self.curiosity = curiosity
         self.num_devices, self.unroll = num_devices, unroll
         self.recurrent = bool(config.lstm_size)
         self.prev_action_reward = bool(config.prev_action_reward)
@@ -189,7 +194,10 @@ class OnPolicyLearner(ActorCriticLearner):
             obs_stats=RunningStats.zeros(x.shape[1:]) if cfg.normalize_obs else (),
             return_stats=RunningStats.zeros() if cfg.normalize_reward else (),
             returns=jnp.zeros((cfg.num_envs,), jnp.float32) if cfg.normalize_reward else (),
-        )
+            icm=() if self.curiosity is None else self.curiosity.init(
+                jax.random.fold_in(init_key, 1), sample_obs
+            ),
+        )  # fmt: skip
 
     def forward(self, params, obs, first, core, prev=()):
         """(dist, value) over time-major `[L, b, ...]` inputs (already prepared); `prev`: the
@@ -236,6 +244,23 @@ class OnPolicyLearner(ActorCriticLearner):
         c = cfg.scaled_reward_clip
         scaled = jnp.clip(reward * jax.lax.rsqrt(stats.var + 1e-8), -c, c)
         return state._replace(return_stats=stats, returns=returns), scaled
+
+    def _add_curiosity(self, state: LearnerState, traj, obs, reward, axis_name):
+        """ICM (agents/core/icm.py) on the rollout's transitions (x_t, a_t, x_{t+1}), raw
+        observations: its statistics take them in, --icm-coef times their intrinsic rewards
+        are added to `reward`, and its networks take one step on all of them. Returns
+        (state, reward, ICM's metrics)."""
+        icm, steps = self.curiosity, traj.steps
+        mask, action = steps["mask"], steps["action"]
+        own = icm.observe_rollout(state.icm, traj, axis_name)
+        r_int = icm.rewards(own, obs[:-1], action, obs[1:], mask)
+        own, metrics = icm.train(own, obs[:-1], action, obs[1:], mask, axis_name)
+        valid = jnp.stack([jnp.sum(mask * r_int), jnp.sum(mask)])
+        if axis_name is not None:
+            valid = jax.lax.psum(valid, axis_name)
+        metrics["intrinsic_reward"] = valid[0] / jnp.maximum(valid[1], 1.0)
+        reward = reward + self.config.icm_coef * r_int
+        return state._replace(icm=own), reward, metrics
 
     # ------------------------------------------------------------------ advantages
     def _bootstrap_value(self, params, obs, first, core_t, prev=()):
@@ -329,6 +354,9 @@ class OnPolicyLearner(ActorCriticLearner):
                     f"reward's [T, B] = {mask.shape}"
                 )
             reward = jnp.asarray(reward, jnp.float32)
+        curiosity = {}
+        if self.curiosity is not None:
+            state, reward, curiosity = self._add_curiosity(state, traj, obs, reward, axis_name)
         if cfg.normalize_reward:
             state, reward = self._scale_rewards(state, reward, steps["first"], axis_name, cfg)
         raw_obs = self.preprocessed(obs)
@@ -365,6 +393,7 @@ class OnPolicyLearner(ActorCriticLearner):
             lr=lr,
             clip_eps=jnp.asarray(clip, jnp.float32),
             explained_variance=_explained_variance(value, ret, mask, axis_name),
+            curiosity=curiosity,
         )
         state = state._replace(
             opt_state=opt_state, step=state.step + 1, key=key, obs_stats=obs_stats
@@ -435,6 +464,7 @@ class OnPolicyLearner(ActorCriticLearner):
         metrics = self.metrics(step, hparams)
         metrics["explained_variance"] = buffer.explained_variance
         metrics["lr"] = buffer.lr
+        metrics.update(buffer.curiosity)
         return state._replace(params=step.params, opt_state=step.opt_state), metrics
 
     def update(self, state: LearnerState, traj, axis_name=None, hparams=None):

@@ -15,11 +15,11 @@ class SACConfig(OffPolicyConfig):
     discrete SAC (Christodoulou 2019, arXiv:1910.07207) when the env's actions are discrete;
     with a critic ensemble and REDQ's random subset (Chen et al. 2021, arXiv:2101.05982),
     n-step or V-trace targets and prioritized replay; optionally running observation
-    normalisation (--normalize-obs) and curiosity by random network distillation
-    (--rnd-coef; ICM is not implemented); or recurrent (--recurrent: R2D2's stored state,
-    burn-in and sequences, Kapturowski et al. 2019, "Recurrent Experience Replay in
-    Distributed Reinforcement Learning", ICLR; agents/sac/recurrent.py). The defaults are the
-    sac-classic preset (Pendulum-v1)."""
+    normalisation (--normalize-obs) and curiosity, by random network distillation
+    (--rnd-coef) or the intrinsic curiosity module (--icm-coef); or recurrent (--recurrent:
+    R2D2's stored state, burn-in and sequences, Kapturowski et al. 2019, "Recurrent
+    Experience Replay in Distributed Reinforcement Learning", ICLR; agents/sac/recurrent.py).
+    The defaults are the sac-classic preset (Pendulum-v1)."""
 
     alpha_lr: float = 1e-3
     """Adam learning rate of log α (automatic temperature)."""
@@ -131,6 +131,10 @@ class SACConfig(OffPolicyConfig):
             )  # fmt: skip
             check(
                 self.rnd_coef == 0, "rnd_coef", self.rnd_coef,
+                "0 with --recurrent (the cores are fed the extrinsic reward)",
+            )  # fmt: skip
+            check(
+                self.icm_coef == 0, "icm_coef", self.icm_coef,
                 "0 with --recurrent (the cores are fed the extrinsic reward)",
             )  # fmt: skip
 

@@ -16,8 +16,9 @@ with vmap. The critics see actions in [−1, 1] (the tanh output); the env gets 
 its bounds, and log-probabilities are those of the scaled action (tanh_gaussian_log_prob
 with the bounds), as CleanRL computes them, so the target entropy −|A| means the same.
 The batch comes from the agent (agents/core/offpolicy.py) as the networks should see it: its
-observations normalised with --normalize-obs, its rewards with RND's intrinsic reward added
-with --rnd-coef; the state's `obs_stats` and `rnd` fields belong to the agent.
+observations normalised with --normalize-obs, its rewards with the curiosity's intrinsic
+reward added with --rnd-coef or --icm-coef; the state's `obs_stats`, `rnd` and `icm` fields
+belong to the agent.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class SACState(NamedTuple):
     env_steps: Array  # int32 env steps absorbed (random actions before start_train_at)
     obs_stats: Any = ()  # RunningStats of --normalize-obs (filled by the agent), or ()
     rnd: Any = ()  # agents.core.rnd.RNDState with --rnd-coef (filled by the agent), or ()
+    icm: Any = ()  # agents.core.icm.ICMState with --icm-coef (filled by the agent), or ()
 
 
 class SACLearner:

@@ -14,8 +14,8 @@ class TD3Config(OffPolicyConfig):
     """TD3 (Fujimoto et al. 2018, arXiv:1802.09477): a deterministic actor, clipped double Q,
     target policy smoothing and delayed actor updates. DDPG (Lillicrap et al. 2016,
     arXiv:1509.02971) is the same learner with the three switched off: --num-critics 1
-    --policy-delay 1 --target-noise 0 (the ddpg-mujoco preset). --normalize-obs and RND
-    curiosity (--rnd-coef; ICM is not implemented) come from the shared off-policy seam. The
+    --policy-delay 1 --target-noise 0 (the ddpg-mujoco preset). --normalize-obs and
+    curiosity (RND's --rnd-coef or ICM's --icm-coef) come from the shared off-policy seam. The
     defaults are the td3-classic preset (Pendulum-v1)."""
 
     num_critics: int = 2

@@ -12,8 +12,9 @@ One update on B transitions with their n-step windows (agents/core/offpolicy.py)
 
 Actions are in [−1, 1] for the networks (tanh output); the env gets them scaled to its bounds.
 The batch comes from the agent (agents/core/offpolicy.py) as the networks should see it: its
-observations normalised with --normalize-obs, its rewards with RND's intrinsic reward added
-with --rnd-coef; the state's `obs_stats` and `rnd` fields belong to the agent.
+observations normalised with --normalize-obs, its rewards with the curiosity's intrinsic
+reward added with --rnd-coef or --icm-coef; the state's `obs_stats`, `rnd` and `icm` fields
+belong to the agent.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class TD3State(NamedTuple):
     env_steps: Array
     obs_stats: Any = ()  # RunningStats of --normalize-obs (filled by the agent), or ()
     rnd: Any = ()  # agents.core.rnd.RNDState with --rnd-coef (filled by the agent), or ()
+    icm: Any = ()  # agents.core.icm.ICMState with --icm-coef (filled by the agent), or ()
 
 
 class TD3Learner:

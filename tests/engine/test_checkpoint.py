@@ -83,6 +83,43 @@ def test_checkpoint_from_before_an_episode_field_restores_it_as_zeros(tmp_path, 
         restore_checkpoint(ckpt, other)
 
 
+class WithEmpty(NamedTuple):  # the learner state after it gained a field empty when off
+    params: Any
+    step: jax.Array
+    icm: Any = ()  # as PPO's and DQN's ICM state without --icm-coef
+
+
+@pytest.mark.parametrize("population", [False, True])
+def test_an_empty_field_added_or_taken_out_since_the_checkpoint_changes_nothing(
+    tmp_path, population
+):
+    """A learner state that gained a field holding no arrays (`icm=()`): its checkpoints from
+    before still restore, and the other way round (a checkpoint holding the empty field, a
+    state without it); the arrays come back, the state's type and empty value are its own.
+    A field with arrays that was not saved is still a mismatch."""
+    from agents.core.population import PopulationLearner
+
+    wrap = (lambda x: PopulationLearner(x, {})) if population else (lambda x: x)
+    old, new = wrap(_learner()), wrap(WithEmpty(*_learner()))
+    for saved, target, name in ((old, new, "a"), (new, old, "b")):
+        ckpt = Checkpointer(tmp_path / name)
+        ckpt.save(5, checkpoint_tree(saved), {"counters": {"env_steps": 5}})
+        zeros = jax.tree.map(jnp.zeros_like, target)
+        for exact in (None, {"replay": jnp.zeros(2)}):
+            if exact is not None:
+                ckpt = Checkpointer(tmp_path / f"{name}-exact")
+                ckpt.save(5, checkpoint_tree(saved), {"counters": {}}, exact=exact)
+            out, _, step = restore_checkpoint(ckpt, zeros, exact=exact)
+            restored = out if exact is None else out[0]
+            inner = restored.member if population else restored
+            assert step == 5 and type(restored) is type(target)
+            np.testing.assert_array_equal(inner.params["w"], _learner().params["w"])
+            assert int(inner.step) == 7
+            assert getattr(inner, "icm", ()) == ()
+    with pytest.raises(ValueError, match=r"not saved: learner/.*icm"):
+        restore_checkpoint(Checkpointer(tmp_path / "a"), wrap(WithEmpty(*_learner(), jnp.ones(2))))
+
+
 def test_resume_with_checkpoints_linked_elsewhere_is_refused_before_training(tmp_path, capsys):
     """A resumed run would rotate (delete) integer-named folders where checkpoints/ leads."""
     run = tmp_path / "run"

@@ -227,6 +227,7 @@ SHARED_CHECKS = {
     "_import_function": {"ppo", "a2c"},  # PPO's and A2C's hooks (agents.core.hooks)
     "OffPolicyConfig.__post_init__": {"sac", "td3"},
     "check_only_with": {"run", "sac"},
+    "check_icm": {"a2c", "dqn", "ppo", "sac", "td3"},  # ICM's flags (agents.core.icm)
 }
 
 
@@ -371,6 +372,16 @@ EXPLICIT_TRAIN = [
     (["--agent", "td3", "--rnd-lr", "0.001"], "--rnd-lr"),
     (["--agent", "sac", "--rnd-features", "32"], "--rnd-features"),
     (["--agent", "ppo", "--rnd-coef", "0.1"], "--rnd-coef"),
+    # ICM's (issue 63): one curiosity at a time, not the recurrent SAC's, vectors only (its
+    # flags without --icm-coef are the ONLY_WITH cases below).
+    (["--agent", "sac", "--icm-coef", "0.1", "--rnd-coef", "0.1"], "one curiosity at a time"),
+    (["--agent", "sac", "--icm-coef", "0.1", "--icm-beta", "1.5"], "--icm-beta must be in"),
+    (["--agent", "sac", "--recurrent", "--icm-coef", "0.1"], "--icm-coef must be 0 with"),
+    (["--agent", "ppo", "--env", "gymnax/Breakout-MinAtar", "--icm-coef", "0.1"],
+     "--icm-coef takes vector observations; gymnax/Breakout-MinAtar has observations of"),
+    (["--agent", "dqn", "--env", "gymnax/Asterix-MinAtar", "--icm-coef", "0.1"],
+     "--icm-coef takes vector observations"),
+    (["--agent", "r2d1", "--icm-coef", "0.1"], "--icm-coef"),  # not the recurrent learners'
     (["--agent", "dqn", "--normalize-obs"], "--normalize-obs"),
     (["--num-devices", "64"], "--num-devices"),
     (["--num-devices", "4", "--num-envs", "6"], "--num-envs"),

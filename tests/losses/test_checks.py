@@ -66,6 +66,7 @@ def valid_inputs(seed=0):
         "lambda_returns": dict(**returns, lambda_=0.9),
         "n_step_returns": dict(**returns, n=3),
         "gae": dict(**returns, lambda_=0.95),
+        "icm_inverse_loss": dict(logits_t=logits, a_t=a, mask_t=f32(rng.random((T, B)) > 0.2)),
     }
 
 
@@ -172,6 +173,7 @@ WITH_ACTIONS = [
     "acer_policy_loss",
     "beta_loo_policy_loss",
     "distributional_retrace_targets",
+    "icm_inverse_loss",
 ]
 
 
