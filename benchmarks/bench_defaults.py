@@ -52,12 +52,17 @@ NOT_LEARNING = (
 # Options added after a benchmark was committed, at the value that trains exactly as before
 # they existed: left out of `default_command` at that value, so that adding one does not
 # invalidate the fingerprints (a default that sets another value changes them).
-# DQN's torso options, then ICM's (issue 63, off), at the values of the defaults before them
+# DQN's torso options, then issue 63's (ICM off, ...), at the values of the defaults before
+# them
 ADDED_NEUTRAL = {
     "run": {"protocol": "none"},
     "config": {
         **{"cnn": "nature", "head_hidden": 0, "noisy_std": 0.5},
         **{"icm_coef": 0.0, "icm_beta": 0.2, "icm_lr": 1e-3, "icm_features": 64},
+        # then SAC's V-trace knobs, the priority bounds and the off-policy hard target copy
+        **{"vtrace_lambda": 1.0, "vtrace_rho": 1.0, "vtrace_c": 1.0},
+        **{"td_error_min": 0.0, "td_error_max": None},
+        "target_update_period": 0,  # SAC's and TD3's off (DQN's and R2D1's are >= 1)
     },
 }
 

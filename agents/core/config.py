@@ -288,6 +288,9 @@ def check_prioritized_replay(config) -> None:
         check(0.0 <= getattr(config, name) <= 1.0, name, getattr(config, name), "in [0, 1]")
     steps = config.importance_exponent_steps
     check(steps >= 0, "importance_exponent_steps", steps, ">= 0")
+    low, high = config.td_error_min, config.td_error_max
+    check(low >= 0, "td_error_min", low, ">= 0")
+    check(high is None or high > low, "td_error_max", high, f"> --td-error-min {low}")
 
 
 def check_q_learning(config) -> None:

@@ -299,6 +299,21 @@ def per_importance_exponent(start: float, steps: int, env_steps):
     return start + (1.0 - start) * frac
 
 
+def bounded_td(td_abs, config):
+    """|δ| (or a sequence's mixed |δ|) held in [--td-error-min, --td-error-max] before it
+    becomes a priority (the flags every agent with prioritized replay has)."""
+    return jnp.clip(td_abs, config.td_error_min, config.td_error_max)
+
+
+def update_target(online, target, update, tau, period: int):
+    """The target networks after update number `update` (0-based): a copy of the online
+    networks every `period` updates (updates 0, period, 2·period, ...), or, with `period`
+    0, Polyak averaging θ' ← τ·θ + (1 − τ)·θ'."""
+    if period:
+        return optax.periodic_update(online, target, update, period)
+    return optax.incremental_update(online, target, tau)
+
+
 def sample_key(key, axis_name=None):
     """Split the learner's key; under data parallelism each device folds in its index so it
     samples its own envs' traces. Returns (next learner key, sampling key)."""

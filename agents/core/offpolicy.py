@@ -72,7 +72,13 @@ from agents.core.config import (
     check_trace_replay,
 )
 from agents.core.icm import ICM_ONLY_WITH, check_icm, icm_of
-from agents.core.learning import TraceBatch, per_importance_exponent, sample_key, updates_owed
+from agents.core.learning import (
+    TraceBatch,
+    bounded_td,
+    per_importance_exponent,
+    sample_key,
+    updates_owed,
+)
 from agents.core.normalization import RunningStats, normalize
 from agents.core.parts import AgentParts, ReplayParts, no_core, reset_with
 from agents.core.rnd import RND
@@ -98,7 +104,10 @@ class OffPolicyConfig(ReplayWindow):
     discount: float = 0.99
     """Discount factor γ."""
     tau: float = 0.005
-    """Polyak rate of the target networks: θ' ← τ·θ + (1 − τ)·θ'."""
+    """Polyak rate of the target networks: θ' ← τ·θ + (1 − τ)·θ' after every update."""
+    target_update_period: int = 0
+    """Copy the online networks to the target networks every this many updates, in place of
+    Polyak averaging (the Advanced-SAC seed's update_target_per_step; 0: Polyak, --tau)."""
     actor_lr: float = 3e-4
     """Adam learning rate of the actor."""
     critic_lr: float = 1e-3
@@ -122,6 +131,12 @@ class OffPolicyConfig(ReplayWindow):
     importance_exponent_steps: int = 100_000
     """Env steps over which β rises to 1 (0: held at --importance-exponent; formerly
     --per-beta-steps)."""
+    td_error_min: float = 0.0
+    """Prioritized replay: the |δ| a priority is made from is raised to at least this (the
+    Advanced-SAC seed's td_error_min; 0: no floor)."""
+    td_error_max: float | None = None
+    """Prioritized replay: the |δ| a priority is made from is cut at this (the seed's
+    td_error_max; none by default)."""
     normalize_obs: bool = False
     """Normalise observations by a running mean and variance, clipped to ±--obs-clip, for
     the actor and the critics. The statistics are learner state (checkpointed: they survive
@@ -168,10 +183,17 @@ class OffPolicyConfig(ReplayWindow):
 
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(
-            ("priority_exponent", "importance_exponent", "importance_exponent_steps"),
+            (
+                "priority_exponent",
+                "importance_exponent",
+                "importance_exponent_steps",
+                "td_error_min",
+                "td_error_max",
+            ),
             "prioritized",
         ),
         "obs_clip": "normalize_obs",
+        "tau": "target_update_period=0",
         **dict.fromkeys(("rnd_lr", "rnd_features"), "rnd_coef>0"),
         **ICM_ONLY_WITH,
     }
@@ -186,6 +208,10 @@ class OffPolicyConfig(ReplayWindow):
         check(self.update_to_data > 0, "update_to_data", self.update_to_data, "> 0")
         check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
         check(0.0 < self.tau <= 1.0, "tau", self.tau, "in (0, 1]")
+        check(
+            self.target_update_period >= 0, "target_update_period", self.target_update_period,
+            ">= 0 (0: Polyak averaging)",
+        )  # fmt: skip
         check(self.actor_lr > 0, "actor_lr", self.actor_lr, "> 0")
         check(self.critic_lr > 0, "critic_lr", self.critic_lr, "> 0")
         check(self.max_grad_norm >= 0, "max_grad_norm", self.max_grad_norm, ">= 0")
@@ -381,7 +407,7 @@ def build(
             state._replace(key=key), batch, axis_name, hyper.values or None
         )
         if config.prioritized:
-            priorities = jnp.power(td + 1e-6, config.priority_exponent)
+            priorities = jnp.power(bounded_td(td, config) + 1e-6, config.priority_exponent)
             replay_state = replay.set_priorities(replay_state, info.env_index, info.slot,
                                                  priorities)  # fmt: skip
         replay_state = after_update(replay, replay_state, state, batch, info, offset, *computed)

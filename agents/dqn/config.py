@@ -80,6 +80,12 @@ class DQNConfig(ReplayWindow):
     --importance-exponent, as R2D2 does)."""
     priority_eta: float = 0.0
     """A trace's |δ| = η·max + (1 − η)·mean over its transitions (0: the mean)."""
+    td_error_min: float = 0.0
+    """Prioritized replay: the |δ| a priority is made from is raised to at least this (the
+    Advanced-SAC seed's td_error_min; 0: no floor)."""
+    td_error_max: float | None = None
+    """Prioritized replay: the |δ| a priority is made from is cut at this (the seed's
+    td_error_max; none by default)."""
     target_update_period: int = 200
     """Updates between copies of the online network to the target network."""
     lr: float = 5e-4
@@ -166,7 +172,7 @@ class DQNConfig(ReplayWindow):
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(
             ("priority_exponent", "importance_exponent", "importance_exponent_steps",
-             "priority_eta"),
+             "priority_eta", "td_error_min", "td_error_max"),
             "prioritized",
         ),
         **dict.fromkeys(("num_atoms", "v_min", "v_max"), "distributional"),

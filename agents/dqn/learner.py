@@ -34,6 +34,7 @@ from agents.core.learning import (
     Learner,
     TraceBatch,
     adam_with_clipping,
+    bounded_td,
     gradient_step,
     linear_decay,
     per_importance_exponent,
@@ -262,7 +263,8 @@ class DQNLearner(Learner):
         # gradient_step divides by the window's steps; the loss is a mean over learnt steps.
         window = batch.reward.shape[0]
         total = jnp.sum(w * per_step) / normaliser * (window / L)
-        priorities = priority_mix(td_abs, mask_learn, cfg.priority_eta) ** cfg.priority_exponent
+        mixed = priority_mix(td_abs, mask_learn, cfg.priority_eta)
+        priorities = bounded_td(mixed, cfg) ** cfg.priority_exponent
         stats = {
             "loss": jnp.sum(per_step),
             "q_mean": jnp.sum(mask_learn * sg(jnp.max(out.learn.q_values, axis=-1))),

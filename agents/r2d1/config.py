@@ -69,6 +69,12 @@ class R2D1Config(ReplayWindow):
     """Env steps over which β rises linearly to 1 (0: β is held, as in R2D2)."""
     priority_eta: float = 0.9
     """η: a sequence's p = η·max_t |δ_t| + (1 − η)·mean_t |δ_t| (R2D2: 0.9)."""
+    td_error_min: float = 0.0
+    """Prioritized replay: the |δ| a priority is made from is raised to at least this (the
+    Advanced-SAC seed's td_error_min; 0: no floor)."""
+    td_error_max: float | None = None
+    """Prioritized replay: the |δ| a priority is made from is cut at this (the seed's
+    td_error_max; none by default)."""
     target_update_period: int = 200
     """Updates between copies of the online network to the target network (R2D2: 2500)."""
     lr: float = 5e-4
@@ -104,7 +110,7 @@ class R2D1Config(ReplayWindow):
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(
             ("priority_exponent", "importance_exponent", "importance_exponent_steps",
-             "priority_eta"),
+             "priority_eta", "td_error_min", "td_error_max"),
             "prioritized",
         ),
         **dict.fromkeys(

@@ -54,6 +54,14 @@ class SACConfig(OffPolicyConfig):
     overwrite_mu: bool = False
     """V-trace: after each update overwrite the stored behaviour log-probs of the sampled
     steps with the current policy's (as the Advanced-SAC seed does)."""
+    vtrace_lambda: float = 1.0
+    """V-trace: λ of its traces c_s = λ·min(c̄, ρ_s) (IMPALA's 1; the seed's v_lambda)."""
+    vtrace_rho: float = 1.0
+    """V-trace: ρ̄, the truncation of the importance ratio in its TD errors (IMPALA's 1; the
+    seed's v_rho); at most 100."""
+    vtrace_c: float = 1.0
+    """V-trace: c̄, the truncation of the importance ratio in its traces (IMPALA's 1; the
+    seed's v_c); at most 100."""
     recurrent: bool = False
     """R2D2's recurrent mode (Kapturowski et al. 2019): the actor and the critics each get an
     LSTM fed the previous action and reward (networks/sac.py), acting carries its state, the
@@ -79,7 +87,9 @@ class SACConfig(OffPolicyConfig):
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **OffPolicyConfig.ONLY_WITH,
         **dict.fromkeys(("alpha_lr", "target_entropy", "target_entropy_scale"), "autotune"),
-        "overwrite_mu": "target=vtrace",
+        **dict.fromkeys(
+            ("overwrite_mu", "vtrace_lambda", "vtrace_rho", "vtrace_c"), "target=vtrace"
+        ),
         **dict.fromkeys(("lstm_size", "seq_len", "burn_in", "refresh_stored_state"), "recurrent"),
     }
     # Flags of one kind of env only (agents.core.config.check_env_only).
@@ -123,6 +133,10 @@ class SACConfig(OffPolicyConfig):
         )
         check(self.actor_q in ("min", "mean"), "actor_q", self.actor_q, '"min" or "mean"')
         check(self.target in ("n-step", "vtrace"), "target", self.target, '"n-step" or "vtrace"')
+        check(0.0 <= self.vtrace_lambda <= 1.0, "vtrace_lambda", self.vtrace_lambda, "in [0, 1]")
+        for name in ("vtrace_rho", "vtrace_c"):  # ρ is clipped at 100 before (sac/learner.py)
+            value = getattr(self, name)
+            check(0.0 < value <= 100.0, name, value, "in (0, 100]")
         if self.recurrent:
             check(self.target == "n-step", "target", self.target, '"n-step" with --recurrent')
             check(

@@ -9,7 +9,8 @@ One update on B transitions, each with its n-step window (agents/core/offpolicy.
    (w_b: the IS weight of prioritized replay, 0 on the fake auto-reset transition);
 3. every `policy_delay` updates, one Adam step on the actor (against the updated critics)
    and one on log α;
-4. Polyak averaging of the target critics (`optax.incremental_update`).
+4. Polyak averaging of the target critics (`optax.incremental_update`), or with
+   --target-update-period N a copy every N updates (`agents.core.learning.update_target`).
 
 The critic ensemble is one module with stacked parameters (networks.sac.QEnsemble), run
 with vmap. The critics see actions in [−1, 1] (the tanh output); the env gets them scaled to
@@ -40,6 +41,7 @@ from agents.core.learning import (
     draw_members,
     ensemble_min,
     grads_and_aux,
+    update_target,
 )
 
 Array = jax.Array
@@ -223,8 +225,8 @@ class SACLearner:
                 # ρ = π/μ from log-densities that can both be hugely negative under different
                 # policies (a uniform warm-up action far in a narrow Gaussian's tail, or μ
                 # overwritten by an earlier π): their difference can exceed float32's exp
-                # range. V-trace truncates ρ and c at 1, so clipping log ρ at log 100 leaves
-                # its targets unchanged and keeps ρ (and the rho_mean metric) finite.
+                # range. V-trace truncates ρ and c at ρ̄, c̄ <= 100, so clipping log ρ at
+                # log 100 leaves its targets unchanged and keeps ρ (and rho_mean) finite.
                 log_mu = self.behaviour_log_prob(batch.action[1:], _tail(batch.mu))
                 rho = jnp.exp(jnp.minimum(logp - log_mu, LOG_RHO_MAX))
                 # Soft V-trace: V_soft(x) = E_π[r − α log π(a|x) + γ V_soft(x')], so each
@@ -237,7 +239,10 @@ class SACLearner:
                 # action deep in π's tail brings a bonus of tens per step, and Q diverged
                 # (docs/results/sac-overwrite-mu/).
                 soft_r = r[1:] - alpha * logp_next[:-1]
-                out = losses.vtrace(v[:-1], v[-1], soft_r, d[1:], sg(rho), mask_t=mask[1:])
+                out = losses.vtrace(
+                    v[:-1], v[-1], soft_r, d[1:], sg(rho), cfg.vtrace_lambda, cfg.vtrace_rho,
+                    cfg.vtrace_c, mask_t=mask[1:],
+                )  # fmt: skip
                 vs1 = out.vs[0]
                 rho_mean = jnp.sum(mask[1:] * rho) / jnp.maximum(jnp.sum(mask[1:]), 1.0)
             return sg(r[0] + d[0] * vs1), sg(rho_mean)
@@ -388,7 +393,9 @@ class SACLearner:
         Returns (state, metrics, |q − y|)."""
         actor, critic, log_alpha = stepped
         tau = Hyper(self.config, hparams).tau
-        target = optax.incremental_update(critic, state.target_critic, tau)
+        target = update_target(
+            critic, state.target_critic, state.step, tau, self.config.target_update_period
+        )
         td = sg(jnp.abs(q - y))
         valid = jnp.maximum(jnp.sum(mask), 1.0)
         metrics = {
@@ -411,7 +418,7 @@ class SACLearner:
         return new, metrics, td
 
 
-LOG_RHO_MAX = float(np.log(100.0))  # V-trace's ρ is used truncated at 1 (see `targets`)
+LOG_RHO_MAX = float(np.log(100.0))  # V-trace's ρ is used truncated at <= 100 (`targets`)
 
 
 def _tail(mu):

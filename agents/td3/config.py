@@ -40,6 +40,11 @@ class TD3Config(OffPolicyConfig):
         check(self.num_critics >= 1, "num_critics", self.num_critics, "an integer >= 1")
         for name in ("exploration_noise", "target_noise", "noise_clip"):
             check(getattr(self, name) >= 0, name, getattr(self, name), ">= 0")
+        period, delay = self.target_update_period, self.policy_delay
+        check(
+            period % delay == 0, "target_update_period", period,
+            f"a multiple of --policy-delay {delay} (the targets move on the actor's updates)",
+        )  # fmt: skip
 
 
 # CleanRL's MuJoCo settings, shared by TD3 and DDPG below: 256-256 networks, Adam 3e-4 for

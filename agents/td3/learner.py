@@ -23,7 +23,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from agents import losses
 from agents.core.learning import (
@@ -34,6 +33,7 @@ from agents.core.learning import (
     device_keys,
     ensemble_min,
     grads_and_aux,
+    update_target,
 )
 
 Array = jax.Array
@@ -169,7 +169,9 @@ class TD3Learner:
                 state.params["actor"],
             )  # fmt: skip
             new = {"actor": actor, "critic": critic}
-            target = optax.incremental_update(new, state.target_params, cfg.tau)
+            target = update_target(
+                new, state.target_params, state.step, cfg.tau, cfg.target_update_period
+            )
             return actor, actor_opt, target
 
         def skip(_):

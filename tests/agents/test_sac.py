@@ -137,17 +137,18 @@ class _KnownValues:
         return obs[..., 1] / 10.0
 
 
-def _vtrace_np(V, soft_r, rho, discount, mask, n):
-    """V-trace (IMPALA eq. 1, ρ̄ = c̄ = 1) of x_1 in a window of n steps: over the traced steps
-    s = n−1 .. 1, bootstrapped at V[n]; a masked step (x_s begins a new episode) cuts the
-    trace there. Every argument is indexed by the window's step s = 0 .. n (V) or 0 .. n−1."""
+def _vtrace_np(V, soft_r, rho, discount, mask, n, lam=1.0, rho_bar=1.0, c_bar=1.0):
+    """V-trace (IMPALA eq. 1: δ_s weighted by min(ρ̄, ρ_s), traces λ·min(c̄, ρ_s)) of x_1 in a
+    window of n steps: over the traced steps s = n−1 .. 1, bootstrapped at V[n]; a masked
+    step (x_s begins a new episode) cuts the trace there. Every argument is indexed by the
+    window's step s = 0 .. n (V) or 0 .. n−1; `rho` the importance ratios π/μ."""
     vs = V[n]
     for s in range(n - 1, 0, -1):
         if mask[s] == 0:
             vs = V[s]
             continue
-        delta = rho[s] * (soft_r[s] + discount[s] * V[s + 1] - V[s])
-        vs = V[s] + delta + discount[s] * rho[s] * (vs - V[s + 1])
+        delta = min(rho_bar, rho[s]) * (soft_r[s] + discount[s] * V[s + 1] - V[s])
+        vs = V[s] + delta + discount[s] * lam * min(c_bar, rho[s]) * (vs - V[s + 1])
     return vs
 
 
@@ -255,18 +256,22 @@ def test_window_targets_see_terminations_and_truncations(pendulum, target, n, fa
     assert truncated[learnt].any()
 
 
-def test_discrete_vtrace_targets_match_the_soft_bellman_reference():
+@pytest.mark.parametrize("lam, rho_bar, c_bar", [(1.0, 1.0, 1.0), (0.7, 2.0, 0.5)])
+def test_discrete_vtrace_targets_match_the_soft_bellman_reference(lam, rho_bar, c_bar):
     """Discrete SAC, real actor and target critics: V-trace on soft values, V_soft(x) =
     Σ_a π(a|x) (min Q'(x, a) − α log π(a|x)), each traced step's reward carrying the exact
-    entropy bonus α H(π(·|x)), ρ = min(1, π(a|x)/μ(a|x)) from the stored μ; terminations,
-    masked (reset) steps and far-off μ among the windows. The reference is NumPy from the
-    networks' raw outputs."""
+    entropy bonus α H(π(·|x)), ρ = π(a|x)/μ(a|x) from the stored μ, truncated at ρ̄
+    (--vtrace-rho) in the TD errors and at c̄ (--vtrace-c) times λ (--vtrace-lambda) in the
+    traces; terminations, masked (reset) steps and far-off μ among the windows. The
+    reference is NumPy from the networks' raw outputs."""
     from agents.core.learning import TraceBatch
 
     env = make_env("CartPole-v1", 2, 0)
     n, B, A = 4, 64, 2
     alpha = 0.7
-    agent = SACAgent(SACConfig(**TINY, n_step=n, target="vtrace", discount=GAMMA), env)
+    cfg = SACConfig(**TINY, n_step=n, target="vtrace", discount=GAMMA, vtrace_lambda=lam,
+                    vtrace_rho=rho_bar, vtrace_c=c_bar)  # fmt: skip
+    agent = SACAgent(cfg, env)
     state = agent.init(jax.random.PRNGKey(0))
     log_alpha = jnp.log(jnp.float32(alpha))
     state = state._replace(learner=state.learner._replace(log_alpha=log_alpha))
@@ -296,9 +301,9 @@ def test_discrete_vtrace_targets_match_the_soft_bellman_reference():
     V = (pi * (q_min - alpha * log_pi)).sum(-1)  # [n+1, B]
     H = -(pi * log_pi).sum(-1)
     ratio = pi[:n] / mu.astype(np.float64)
-    rho = np.minimum(1.0, np.take_along_axis(ratio, action[..., None], -1)[..., 0])  # of a_s
+    rho = np.take_along_axis(ratio, action[..., None], -1)[..., 0]  # of a_s
     vs = [_vtrace_np(V[:, b], (reward + alpha * H[:n])[:, b], rho[:, b], discount[:, b],
-                     mask[:, b], n) for b in range(B)]  # fmt: skip
+                     mask[:, b], n, lam, rho_bar, c_bar) for b in range(B)]  # fmt: skip
     want = reward[0] + discount[0] * np.array(vs)
     np.testing.assert_allclose(np.asarray(y), want, rtol=1e-4, atol=1e-4)
     assert (discount[1:] == 0).any() and (mask[1:] == 0).any()

@@ -136,8 +136,17 @@ ZERO_OK = {
         "eps_decay_start",
         "burn_in",
     },
-    get_agent("sac").config_cls: {"start_train_at", "burn_in", "importance_exponent_steps"},
-    get_agent("td3").config_cls: {"start_train_at", "importance_exponent_steps"},
+    get_agent("sac").config_cls: {
+        "start_train_at",
+        "burn_in",
+        "importance_exponent_steps",
+        "target_update_period",
+    },
+    get_agent("td3").config_cls: {
+        "start_train_at",
+        "importance_exponent_steps",
+        "target_update_period",
+    },
     get_agent("ppo").config_cls: {"anneal_steps", "lstm_size", "recurrence", "microbatch_traces"},
     get_agent("a2c").config_cls: {
         "anneal_steps",
@@ -160,7 +169,7 @@ UNIT_INTERVAL = {
     "discount", "retrace_lambda", "tau", "uniform_mix", "adam_b1", "adam_b2", "priority_epsilon",
     "priority_exponent", "importance_exponent", "priority_eta", "eps_start", "eps_end",
     "eval_epsilon", "target_entropy_scale",
-    "gae_lambda", "rmsprop_alpha", "td_lambda",
+    "gae_lambda", "rmsprop_alpha", "td_lambda", "vtrace_lambda", "icm_beta",
 }  # fmt: skip
 # Tuples of ints that may be empty (every other one must refuse no values).
 EMPTY_OK = {"hidden"}
@@ -458,10 +467,11 @@ EXPLICIT_TRAIN = [
 
 # Values for fields whose default is None or empty (the others are given their default).
 SAMPLE = {"vary": "lr=1e-3,1e-4", "sweep_lr": "1e-3,1e-4", "evolve_every": "10",
-          "target_entropy": "-1.0"}  # fmt: skip
+          "target_entropy": "-1.0", "td_error_max": "10.0"}  # fmt: skip
 # Switches on by default that cannot be turned off by the generic rule below, and switches
 # that need other flags to be on.
-SWITCH_OFF = {"n_step=0": ["--n-step", "3"], "optimizer=adam": ["--optimizer", "rmsprop"]}
+SWITCH_OFF = {"n_step=0": ["--n-step", "3"], "optimizer=adam": ["--optimizer", "rmsprop"],
+              "target_update_period=0": ["--target-update-period", "2"]}  # fmt: skip
 SWITCH_ON = {
     "evolve=pbt|cem": ["--num-seeds", "2", "--evolve", "pbt", "--evolve-every", "10"],
     "evolve=cem": ["--num-seeds", "2", "--evolve", "cem", "--evolve-every", "10"],
