@@ -26,6 +26,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from networks.cores import ActionRewardLSTM, ActionRewardState
+from networks.torsos import _array_shape, make_torso
 
 
 def _mlp(x, hidden: Sequence[int]):
@@ -34,19 +35,33 @@ def _mlp(x, hidden: Sequence[int]):
     return x
 
 
+def obs_torso(obs_spec) -> nn.Module | None:
+    """The encoder before the MLPs of SAC's and TD3's networks: none for vectors (the MLP
+    takes them as they are), else `networks.make_torso`'s for the observation (its CNN for an
+    image of any size, one encoder per key of a dict observation, concatenated). Each
+    network gets its own (the critics of an ensemble share theirs)."""
+    shape = _array_shape(obs_spec)
+    if shape is not None and len(shape) == 1:
+        return None
+    return make_torso(obs_spec, hidden=())
+
+
 class PolicyMLP(nn.Module):
     """`head`: "gaussian" -> (mean, log_std) `[..., D]`; "deterministic" -> tanh(·) `[..., D]`
-    in [−1, 1]; "categorical" -> logits `[..., A]`. `out_dim` is D or A."""
+    in [−1, 1]; "categorical" -> logits `[..., A]`. `out_dim` is D or A. `torso`: an
+    encoder of the observation before the MLP (`obs_torso`), or None for vectors."""
 
     out_dim: int
     hidden: Sequence[int] = (256, 256)
     head: str = "gaussian"
     log_std_min: float = -5.0
     log_std_max: float = 2.0
+    torso: nn.Module | None = None
 
     @nn.compact
     def __call__(self, obs):
-        x = _mlp(obs.astype(jnp.float32), self.hidden)
+        x = obs.astype(jnp.float32) if self.torso is None else self.torso(obs)
+        x = _mlp(x, self.hidden)
         if self.head == "categorical":
             return nn.Dense(self.out_dim, name="logits")(x)
         if self.head == "deterministic":
@@ -77,14 +92,20 @@ class QMLP(nn.Module):
 
 class QEnsemble(nn.Module):
     """`num_critics` independent `QMLP`s, parameters stacked `[N, ...]`, run with vmap: returns
-    `[N, ...]` (continuous) or `[N, ..., A]` (discrete). Every member gets its own init."""
+    `[N, ...]` (continuous) or `[N, ..., A]` (discrete). Every member gets its own init.
+    `torso`: one encoder of the observation that every member's MLP reads (`obs_torso`: one
+    CNN, not N vmapped ones, which XLA:CPU would run as a slower grouped convolution), or
+    None for vectors."""
 
     num_critics: int = 2
     hidden: Sequence[int] = (256, 256)
     num_actions: int = 0
+    torso: nn.Module | None = None
 
     @nn.compact
     def __call__(self, obs, action=None):
+        if self.torso is not None:
+            obs = self.torso(obs)
         ensemble = nn.vmap(
             QMLP,
             variable_axes={"params": 0},

@@ -299,6 +299,17 @@ def per_importance_exponent(start: float, steps: int, env_steps):
     return start + (1.0 - start) * frac
 
 
+def at_steps(obs, index):
+    """`obs[index]` of a time-major observation, an array or a pytree of arrays (a dict
+    observation: every leaf indexed the same way)."""
+    return jax.tree.map(lambda x: x[index], obs)
+
+
+def batch_size_of(obs) -> int:
+    """The leading axis of a batched observation (an array or a pytree of arrays)."""
+    return jax.tree.leaves(obs)[0].shape[0]
+
+
 def bounded_td(td_abs, config):
     """|δ| (or a sequence's mixed |δ|) held in [--td-error-min, --td-error-max] before it
     becomes a priority (the flags every agent with prioritized replay has)."""

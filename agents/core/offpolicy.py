@@ -63,6 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents.core.config import (
+    ConfigError,
     ReplayWindow,
     check,
     check_floats_finite,
@@ -70,6 +71,7 @@ from agents.core.config import (
     check_positive_int,
     check_prioritized_replay,
     check_trace_replay,
+    flag,
 )
 from agents.core.icm import ICM_ONLY_WITH, check_icm, icm_of
 from agents.core.learning import (
@@ -250,7 +252,7 @@ def window_at(batch: TraceBatch, offset, length: int) -> TraceBatch:
 
     steps = lambda tree: jax.tree.map(lambda x: cut(x, length), tree)  # noqa: E731
     return batch._replace(
-        obs=cut(batch.obs, length + 1),
+        obs=jax.tree.map(lambda x: cut(x, length + 1), batch.obs),
         first=cut(batch.first, length + 1),
         action=steps(batch.action),
         mu=steps(batch.mu),
@@ -289,13 +291,18 @@ OFF_POLICY_TUNABLE: dict[str, tuple[float, float]] = {
 }
 
 
-def check_spec(name: str, spec) -> None:
-    """Vector observations and, for continuous actions, finite bounds: a one-line error."""
-    if len(spec.obs_shape) != 1:
-        raise ValueError(
-            f"{name} takes vector observations; {spec.env_id} has observations of shape "
-            f"{spec.obs_shape}"
-        )
+def check_spec(name: str, spec, config) -> None:
+    """For continuous actions, finite bounds; the options that take vector observations only
+    (--normalize-obs, --rnd-coef) refused for images and dict observations: a one-line
+    error."""
+    if spec.obs_shape is None or len(spec.obs_shape) != 1:
+        kind = "dict" if spec.obs_shape is None else f"shape {spec.obs_shape}"
+        for field in ("normalize_obs", "rnd_coef"):
+            if getattr(config, field):
+                raise ConfigError(
+                    f"{flag(field)} takes vector observations; {spec.env_id} has "
+                    f"observations of {kind}"
+                )
     if not spec.discrete and (
         spec.action_low is None
         or not (np.all(np.isfinite(spec.action_low)) and np.all(np.isfinite(spec.action_high)))
@@ -354,7 +361,7 @@ def build(
     replay state, learner, batch, info, offsets, computed) -> replay state`: what an update
     writes back (default none); `acting_critic`: the actor steps the critics' recurrent core
     too (their params are in `ActingParams.critic`)."""
-    check_spec(name, spec)
+    check_spec(name, spec, config)
     curiosity, field, coef = curiosity_of(config, spec)
     if curiosity is not None:
         metric_names = (*metric_names, *curiosity.metric_names)

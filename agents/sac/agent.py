@@ -27,7 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents import losses
-from agents.core.learning import TraceBatch
+from agents.core.config import ConfigError
+from agents.core.learning import TraceBatch, at_steps
 from agents.core.offpolicy import build, observation, step_position
 from agents.core.parts import AgentParts, no_core
 from agents.core.rollout import ActorOutput, time_major
@@ -40,11 +41,17 @@ from networks.sac import (
     RecurrentPolicy,
     RecurrentQEnsemble,
     RecurrentSACState,
+    obs_torso,
 )
 
 
 def make(config: SACConfig, spec) -> AgentParts:
     """SAC's parts for `config` (agents/sac/config.py) on an env of `spec`."""
+    if config.recurrent and (spec.obs_shape is None or len(spec.obs_shape) != 1):
+        kind = "dict" if spec.obs_shape is None else f"shape {spec.obs_shape}"
+        raise ConfigError(
+            f"--recurrent takes vector observations; {spec.env_id} has observations of {kind}"
+        )
     actor_net, critic_net = networks(config, spec)
     cls = RecurrentSACLearner if config.recurrent else SACLearner
     learner = cls(config, actor_net, critic_net, spec)
@@ -87,8 +94,10 @@ def make(config: SACConfig, spec) -> AgentParts:
 
 
 def networks(config: SACConfig, spec):
-    """(actor, critic ensemble): MLPs, or with --recurrent LSTM cores fed the previous action
-    and reward; a categorical or squashed-Gaussian actor by the action space."""
+    """(actor, critic ensemble): MLPs (after an encoder each for images and dict
+    observations, `networks.sac.obs_torso`), or with --recurrent LSTM cores fed the previous
+    action and reward (vector observations); a categorical or squashed-Gaussian actor by the
+    action space."""
     discrete = spec.discrete
     size = spec.num_actions if discrete else int(np.prod(spec.action_shape))
     if config.recurrent:
@@ -101,11 +110,14 @@ def networks(config: SACConfig, spec):
                 log_std_max=config.log_std_max,
             )  # fmt: skip
         return actor, RecurrentQEnsemble(config.num_critics, **common, lstm_size=config.lstm_size)
+    torsos = {"torso": obs_torso(spec.obs_spec)}, {"torso": obs_torso(spec.obs_spec)}
     if discrete:
-        actor = PolicyMLP(size, config.hidden, head="categorical")
-        return actor, QEnsemble(config.num_critics, config.hidden, size)
-    actor = PolicyMLP(size, config.hidden, "gaussian", config.log_std_min, config.log_std_max)
-    return actor, QEnsemble(config.num_critics, config.hidden, 0)
+        actor = PolicyMLP(size, config.hidden, head="categorical", **torsos[0])
+        return actor, QEnsemble(config.num_critics, config.hidden, size, **torsos[1])
+    actor = PolicyMLP(
+        size, config.hidden, "gaussian", config.log_std_min, config.log_std_max, **torsos[0]
+    )
+    return actor, QEnsemble(config.num_critics, config.hidden, 0, **torsos[1])
 
 
 def continuous_actor(policy, record_action, low, high):
@@ -195,7 +207,7 @@ def after_update(config, learner, replay, replay_state, state, batch, info, offs
         return replay_state
     n = batch.reward.shape[0]
     actor = state.params["actor"]
-    obs = batch.obs[:n]
+    obs = at_steps(batch.obs, slice(None, n))
     if learner.discrete:
         new_mu = jax.nn.softmax(learner.actor.apply(actor, obs))
     else:

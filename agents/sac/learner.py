@@ -37,6 +37,8 @@ from agents.core.learning import (
     TraceBatch,
     adam_with_clipping,
     apply,
+    at_steps,
+    batch_size_of,
     device_keys,
     draw_members,
     ensemble_min,
@@ -142,7 +144,7 @@ class SACLearner:
         actor = self.actor.init(k_actor, sample_obs)
         if self.discrete:
             return actor, self.critic.init(k_critic, sample_obs)
-        action = jnp.zeros((sample_obs.shape[0], self.action_dim), jnp.float32)
+        action = jnp.zeros((batch_size_of(sample_obs), self.action_dim), jnp.float32)
         return actor, self.critic.init(k_critic, sample_obs, action)
 
     # ------------------------------------------------------------------ policy
@@ -213,7 +215,7 @@ class SACLearner:
         alpha = jnp.exp(state.log_alpha)
         actor = state.params["actor"]
         q_next, logp_next = self.soft_value_parts(
-            actor, state.target_critic, batch.obs[1:], key, members, alpha
+            actor, state.target_critic, at_steps(batch.obs, slice(1, None)), key, members, alpha
         )  # [n, B]: x_1 .. x_n
         r, d, mask = batch.reward, batch.discount, batch.mask
         if cfg.target == "vtrace":
@@ -221,7 +223,8 @@ class SACLearner:
             if n == 1:
                 vs1, rho_mean = v[0], jnp.ones(())
             else:
-                logp = self.log_prob(actor, batch.obs[1:n], batch.action[1:], _tail(batch.mu))
+                obs = at_steps(batch.obs, slice(1, n))
+                logp = self.log_prob(actor, obs, batch.action[1:], _tail(batch.mu))
                 # ρ = π/μ from log-densities that can both be hugely negative under different
                 # policies (a uniform warm-up action far in a narrow Gaussian's tail, or μ
                 # overwritten by an earlier π): their difference can exceed float32's exp
@@ -340,7 +343,7 @@ class SACLearner:
         if axis_name is not None:  # each device its own sampled actions for its rows
             k_target, k_actor = device_keys(axis_name, k_target, k_actor)
         y, rho_mean = self.targets(state, batch, k_target, members)
-        obs, action = batch.obs[0], batch.action[0]
+        obs, action = at_steps(batch.obs, 0), batch.action[0]
         weight = batch.is_weight * batch.mask[0]
 
         def critic_loss(critic):
@@ -357,7 +360,7 @@ class SACLearner:
         alpha = jnp.exp(state.log_alpha)
         mask0 = batch.mask[0]
 
-        x = obs[None]  # the sampled transitions as one step: the losses' [T, B] layout
+        x = at_steps(obs, None)  # the sampled transitions as one step: the losses' [T, B]
 
         def actor_loss(actor):
             def q_of(a):

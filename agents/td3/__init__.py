@@ -12,6 +12,6 @@ TUNABLE = {**OFF_POLICY_TUNABLE, "target_noise": (0.0, 10.0)}
 TD3Agent = parts_agent("td3", make, tunable=TUNABLE, discrete_only=False)
 
 DESCRIPTION = "TD3 / DDPG: deterministic actor, clipped double Q, target smoothing, delay"
-SPEC = AgentSpec("td3", TD3Config, TD3Agent, PRESETS, "td3-classic", DESCRIPTION, dict_obs=False)
+SPEC = AgentSpec("td3", TD3Config, TD3Agent, PRESETS, "td3-classic", DESCRIPTION, dict_obs=True)
 
 __all__ = ["SPEC", "TD3Agent", "TD3Config"]

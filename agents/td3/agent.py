@@ -14,7 +14,7 @@ from agents.core.parts import AgentParts
 from agents.core.rollout import ActorOutput
 from agents.td3.config import TD3Config
 from agents.td3.learner import METRICS, TD3Learner
-from networks.sac import PolicyMLP, QEnsemble
+from networks.sac import PolicyMLP, QEnsemble, obs_torso
 
 
 def make(config: TD3Config, spec) -> AgentParts:
@@ -25,8 +25,9 @@ def make(config: TD3Config, spec) -> AgentParts:
             "actions (use --agent sac for discrete SAC)"
         )
     dim = int(np.prod(spec.action_shape))
-    actor_net = PolicyMLP(dim, config.hidden, "deterministic")
-    learner = TD3Learner(config, actor_net, QEnsemble(config.num_critics, config.hidden), dim)
+    actor_net = PolicyMLP(dim, config.hidden, "deterministic", torso=obs_torso(spec.obs_spec))
+    critic_net = QEnsemble(config.num_critics, config.hidden, torso=obs_torso(spec.obs_spec))
+    learner = TD3Learner(config, actor_net, critic_net, dim)
     low = np.asarray(spec.action_low, np.float32)
     high = np.asarray(spec.action_high, np.float32)
     noise_scale = config.exploration_noise

@@ -30,6 +30,8 @@ from agents.core.learning import (
     TraceBatch,
     adam_with_clipping,
     apply,
+    at_steps,
+    batch_size_of,
     device_keys,
     ensemble_min,
     grads_and_aux,
@@ -82,7 +84,7 @@ class TD3Learner:
 
     def init(self, key, sample_obs) -> TD3State:
         k_actor, k_critic, key = jax.random.split(key, 3)
-        action = jnp.zeros((sample_obs.shape[0], self.action_dim), jnp.float32)
+        action = jnp.zeros((batch_size_of(sample_obs), self.action_dim), jnp.float32)
         params = {
             "actor": self.actor.init(k_actor, sample_obs),
             "critic": self.critic.init(k_critic, sample_obs, action),
@@ -109,7 +111,7 @@ class TD3Learner:
     def targets(self, state: TD3State, batch: TraceBatch, key, cfg):
         """Critic targets `[B]` of step 0 of each window (`cfg`: the update's `Hyper`)."""
         n = batch.reward.shape[0]
-        next_obs = batch.obs[1:]  # x_1 .. x_n
+        next_obs = at_steps(batch.obs, slice(1, None))  # x_1 .. x_n
         target = state.target_params
         a = self.actor.apply(target["actor"], next_obs)
         noise = cfg.target_noise * jax.random.normal(key, a.shape, a.dtype)
@@ -132,7 +134,7 @@ class TD3Learner:
         if axis_name is not None:  # each device its own smoothing noise for its rows
             (k_target,) = device_keys(axis_name, k_target)
         y = self.targets(state, batch, k_target, cfg)
-        obs, action = batch.obs[0], batch.action[0]
+        obs, action = at_steps(batch.obs, 0), batch.action[0]
         mask0 = batch.mask[0]
         weight = batch.is_weight * mask0
 

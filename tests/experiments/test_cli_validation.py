@@ -665,6 +665,10 @@ def test_dict_observations_are_taken_or_refused_up_front(agent, tmp_path, no_tra
     (its agent built on the env's spec); any other is refused in one line naming the agent
     and the env, before a run folder exists."""
     argv = ["--agent", agent, "--env", DICT_ENV]
+    if agent == "td3":  # it takes dict observations, but continuous actions only
+        with pytest.raises(ValueError, match=f"td3 needs continuous actions; {DICT_ENV} has"):
+            preflight.check_run(parse(argv))
+        return
     if get_agent(agent).dict_obs:
         assert preflight.check_run(parse(argv)).pytree_obs
         return
