@@ -29,7 +29,7 @@ import numpy as np
 from agents import losses
 from agents.core.config import ConfigError
 from agents.core.learning import TraceBatch, at_steps
-from agents.core.offpolicy import build, observation, step_position
+from agents.core.offpolicy import build, observation, per_beta, step_position
 from agents.core.parts import AgentParts, no_core
 from agents.core.rollout import ActorOutput, time_major
 from agents.sac.config import SACConfig
@@ -179,10 +179,14 @@ def discrete_actor(policy, record_action):
 
 def sample_sequences(config, replay, replay_state, learner, key, batch_size, axis_name=None):
     """Recurrent: B windows of burn-in + seq_len + n − 1 steps, each starting `burn_in` steps
-    before a uniformly drawn trace, with the state stored there: (TraceBatch, info, zero
-    offsets)."""
+    before a drawn trace (uniformly, or by priority with --prioritized: a sequence's priority
+    is its mean |δ| over the learnt steps, agents/sac/recurrent.py), with the state stored
+    there: (TraceBatch, info, zero offsets). Importance weights as the feed-forward
+    sampling's (`per_beta`)."""
     sample = replay.sample(replay_state, key, batch_size, axis_name=axis_name)
     batch = TraceBatch.from_sample(sample, replay.window_len)
+    if config.prioritized:
+        batch = batch._replace(is_weight=batch.is_weight ** per_beta(config, learner.env_steps))
     return batch, sample.info, jnp.zeros((batch_size,), jnp.int32)
 
 

@@ -68,7 +68,7 @@ class SACConfig(OffPolicyConfig):
     replay stores it at the start of every trace, and an update learns --batch-size
     sequences of --seq-len steps, each unrolled from its stored state over a --burn-in with
     no gradient first (agents/sac/recurrent.py). Continuous or discrete; n-step targets,
-    uniform replay, no RND."""
+    uniform or prioritized sequence replay, no RND or ICM."""
     lstm_size: int = 64
     """Recurrent only: LSTM size of the actor's core and of the critics' (R2D2: 512)."""
     seq_len: int = 16
@@ -139,10 +139,6 @@ class SACConfig(OffPolicyConfig):
             check(0.0 < value <= 100.0, name, value, "in (0, 100]")
         if self.recurrent:
             check(self.target == "n-step", "target", self.target, '"n-step" with --recurrent')
-            check(
-                not self.prioritized, "prioritized", self.prioritized,
-                "off with --recurrent (no sequence priorities for SAC)",
-            )  # fmt: skip
             check(
                 self.rnd_coef == 0, "rnd_coef", self.rnd_coef,
                 "0 with --recurrent (the cores are fed the extrinsic reward)",

@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from agents.core.learning import sample_key
+from agents.core.learning import TraceBatch, sample_key
 from agents.core.protocol import TrainState
 from agents.dqn import DQNAgent
 from agents.dqn.config import DQNConfig
@@ -42,24 +42,27 @@ def _sampled(agent, learner, replay):
                           strict=True)))  # fmt: skip
 
 
+# Recurrent SAC's sequences (issue 63: its prioritized replay): a sequence's mean |δ|.
+RECURRENT = dict(recurrent=True, lstm_size=8, seq_len=4, burn_in=4, buffer_size=2 * 4 * 8)
 CASES = [
-    (SACAgent, SACConfig, "Pendulum-v1", 1e-6),  # the off-policy seam adds 1e-6 to |δ|
-    (TD3Agent, TD3Config, "Pendulum-v1", 1e-6),
-    (DQNAgent, DQNConfig, "CartPole-v1", 0.0),
+    (SACAgent, SACConfig, "Pendulum-v1", 1e-6, {}),  # the off-policy seam adds 1e-6 to |δ|
+    (SACAgent, SACConfig, "Pendulum-v1", 1e-6, RECURRENT),
+    (TD3Agent, TD3Config, "Pendulum-v1", 1e-6, {}),
+    (DQNAgent, DQNConfig, "CartPole-v1", 0.0, {}),
 ]
 
 
-@pytest.mark.parametrize("agent_cls, cfg_cls, env_id, eps", CASES)
+@pytest.mark.parametrize("agent_cls, cfg_cls, env_id, eps, extra", CASES)
 @pytest.mark.parametrize("low, high", [(100.0, 200.0), (0.0, 1e-3)])
-def test_priorities_are_made_from_the_bounded_td_errors(agent_cls, cfg_cls, env_id, eps, low,
-                                                        high):  # fmt: skip
+def test_priorities_are_made_from_the_bounded_td_errors(agent_cls, cfg_cls, env_id, eps, extra,
+                                                        low, high):  # fmt: skip
     """|δ| of a fresh learner is far below 100 and far above 1e-3: held at the floor of
     [100, 200], cut at the ceiling of [0, 1e-3], every sampled slot gets that bound to the α."""
     alpha = 0.6
-    cfg = cfg_cls(**TINY, prioritized=True, priority_exponent=alpha, td_error_min=low,
-                  td_error_max=high)  # fmt: skip
+    cfg = cfg_cls(**{**TINY, **extra}, prioritized=True, priority_exponent=alpha,
+                  td_error_min=low, td_error_max=high)  # fmt: skip
     agent = agent_cls(cfg, make_env(env_id, 2, 0))
-    learner, replay = _filled(agent)
+    learner, replay = _filled(agent, iterations=6)
     pairs = _sampled(agent, learner, replay)
     _, replay, _ = agent.replay_update(learner, replay)
     bound = low if low > 0 else high
@@ -109,17 +112,22 @@ def test_a_period_that_skips_the_actor_updates_and_inverted_bounds_are_refused()
 
 
 # (DQN and R2D1 raise the weights to β inside their loss: the same flags, the same effect.)
-WEIGHTS_OFF = [(SACAgent, SACConfig, "Pendulum-v1"), (TD3Agent, TD3Config, "Pendulum-v1")]
+WEIGHTS_OFF = [
+    (SACAgent, SACConfig, "Pendulum-v1", {}),
+    (SACAgent, SACConfig, "Pendulum-v1", RECURRENT),
+    (TD3Agent, TD3Config, "Pendulum-v1", {}),
+]
 
 
-@pytest.mark.parametrize("agent_cls, cfg_cls, env_id", WEIGHTS_OFF)
-def test_importance_weights_off_apart_from_the_priorities(agent_cls, cfg_cls, env_id,
+@pytest.mark.parametrize("agent_cls, cfg_cls, env_id, extra", WEIGHTS_OFF)
+def test_importance_weights_off_apart_from_the_priorities(agent_cls, cfg_cls, env_id, extra,
                                                           monkeypatch):  # fmt: skip
     """The seed's use_priority off: sampling by priority with every weight 1, as
     --importance-exponent 0 --importance-exponent-steps 0 (β held at 0) gives."""
-    cfg = cfg_cls(**TINY, prioritized=True, importance_exponent=0.0, importance_exponent_steps=0)
+    cfg = cfg_cls(**{**TINY, **extra}, prioritized=True, importance_exponent=0.0,
+                  importance_exponent_steps=0)  # fmt: skip
     agent = agent_cls(cfg, make_env(env_id, 2, 0))
-    learner, replay = _filled(agent)
+    learner, replay = _filled(agent, iterations=6)
     seen = {}
     update = agent.modules.learner.update
 
@@ -132,3 +140,28 @@ def test_importance_weights_off_apart_from_the_priorities(agent_cls, cfg_cls, en
         learner, replay, _ = agent.replay_update(learner, replay)
         assert isinstance(seen["w"], jax.Array) and np.all(np.asarray(seen["w"]) == 1.0)
     assert len(set(np.asarray(replay.priorities).ravel().tolist())) > 2  # not uniform
+
+
+def test_recurrent_sac_weights_its_sequences_by_the_annealed_beta(monkeypatch):
+    """Recurrent SAC with --prioritized: after an update has stored unequal priorities, the
+    next windows' importance weights are the replay's normalised 1/(N·P(i)) to the power β
+    annealed over --importance-exponent-steps, as the feed-forward sampling's."""
+    cfg = SACConfig(**{**TINY, **RECURRENT}, prioritized=True, importance_exponent=0.5,
+                    importance_exponent_steps=100)  # fmt: skip
+    agent = SACAgent(cfg, make_env("Pendulum-v1", 2, 0))
+    learner, replay = _filled(agent, iterations=6)
+    learner, replay, _ = agent.replay_update(learner, replay)  # unequal priorities now
+    seen = {}
+    update = agent.modules.learner.update
+
+    def spy(s, batch, *args):
+        seen["w"] = batch.is_weight
+        return update(s, batch, *args)
+
+    monkeypatch.setattr(agent.modules.learner, "update", spy)  # the parts are shared
+    _, sub = sample_key(learner.key)
+    raw = TraceBatch.from_sample(agent.replay.sample(replay, sub, 8), 1).is_weight
+    beta = 0.5 + 0.5 * min(1.0, int(learner.env_steps) / 100)
+    assert beta < 1.0 and len(set(np.asarray(raw).tolist())) > 1
+    agent.replay_update(learner, replay)
+    np.testing.assert_allclose(np.asarray(seen["w"]), np.asarray(raw) ** beta, rtol=1e-5)
