@@ -40,6 +40,9 @@ class TraceBatch(NamedTuple):
     mask: Array  # [T, B]  1 − first_{t+1}
     core_state: Any  # recurrent state before x_0, leaves [B, ...], or ()
     is_weight: Array  # [B] importance weights of prioritized replay (ones otherwise)
+    # [T, B] the env's reward where `reward` carries a curiosity bonus (agents/core/offpolicy.py:
+    # what a recurrent core is fed as its previous reward, as when acting), or ()
+    env_reward: Any = ()
 
     @classmethod
     def from_rollout(cls, traj) -> TraceBatch:

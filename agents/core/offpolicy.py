@@ -408,7 +408,7 @@ def build(
         if curiosity is not None:  # raw observations: the curiosity normalises its own input
             own, r_int, extra = curiosity.bonus(getattr(state, field), batch, axis_name)
             state = state._replace(**{field: own})
-            batch = batch._replace(reward=batch.reward + coef * r_int)
+            batch = batch._replace(reward=batch.reward + coef * r_int, env_reward=batch.reward)
         batch = batch._replace(obs=observation(config, batch.obs, state.obs_stats))
         state, metrics, td, *computed = learner.update(
             state._replace(key=key), batch, axis_name, hyper.values or None

@@ -68,7 +68,8 @@ class SACConfig(OffPolicyConfig):
     replay stores it at the start of every trace, and an update learns --batch-size
     sequences of --seq-len steps, each unrolled from its stored state over a --burn-in with
     no gradient first (agents/sac/recurrent.py). Continuous or discrete; n-step targets,
-    uniform or prioritized sequence replay, no RND or ICM."""
+    uniform or prioritized sequence replay, RND or ICM (the cores are fed the env's reward,
+    the targets the reward with the bonus)."""
     lstm_size: int = 64
     """Recurrent only: LSTM size of the actor's core and of the critics' (R2D2: 512)."""
     seq_len: int = 16
@@ -139,14 +140,6 @@ class SACConfig(OffPolicyConfig):
             check(0.0 < value <= 100.0, name, value, "in (0, 100]")
         if self.recurrent:
             check(self.target == "n-step", "target", self.target, '"n-step" with --recurrent')
-            check(
-                self.rnd_coef == 0, "rnd_coef", self.rnd_coef,
-                "0 with --recurrent (the cores are fed the extrinsic reward)",
-            )  # fmt: skip
-            check(
-                self.icm_coef == 0, "icm_coef", self.icm_coef,
-                "0 with --recurrent (the cores are fed the extrinsic reward)",
-            )  # fmt: skip
 
     # The replay window (agents.core.config.ReplayWindow): recurrent, a burn-in before the sampled
     # trace and the rest of the sequence after it; feed-forward, one trace.

@@ -109,7 +109,7 @@ class RecurrentSACLearner(SACLearner):
         previous action and reward of its position, as acting stored them."""
         T = self.config.trace_len
         prev_action, prev_reward = previous_inputs(
-            batch.core_state.actor, batch.action, batch.reward
+            batch.core_state.actor, batch.action, fed_reward(batch)
         )
         positions = jnp.arange(1, len(actor_states) + 1) * T
 
@@ -148,7 +148,7 @@ class RecurrentSACLearner(SACLearner):
         critics' core over window positions start .. stop − 1 of `batch`, with each
         position's previous action and reward (module docstring)."""
         prev_action, prev_reward = previous_inputs(
-            batch.core_state.actor, batch.action, batch.reward
+            batch.core_state.actor, batch.action, fed_reward(batch)
         )
 
         def runner(module_apply):
@@ -293,3 +293,10 @@ class RecurrentSACLearner(SACLearner):
         if cfg.refresh_stored_state:
             refreshed = self._refreshed(actor_states, critic_states, batch)
         return new, metrics, td_seq, refreshed
+
+
+def fed_reward(batch: TraceBatch):
+    """The rewards the cores are fed as their previous reward: the env's, as when acting
+    (`batch.reward` less a curiosity bonus, which only the targets see: --rnd-coef,
+    --icm-coef)."""
+    return batch.reward if isinstance(batch.env_reward, tuple) else batch.env_reward

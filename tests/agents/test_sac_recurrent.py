@@ -167,10 +167,6 @@ def test_config_errors_name_the_flag():
         SACConfig(**{**TINY, "seq_len": 3})
     with pytest.raises(ConfigError, match='--target must be "n-step" with --recurrent'):
         SACConfig(**TINY, target="vtrace")
-    with pytest.raises(ConfigError, match="--prioritized must be off with --recurrent"):
-        SACConfig(**TINY, prioritized=True)
-    with pytest.raises(ConfigError, match="--rnd-coef must be 0 with --recurrent"):
-        SACConfig(**TINY, rnd_coef=0.1)
     with pytest.raises(ConfigError, match="--buffer-size must be at least 6 slots per env"):
         SACConfig(**{**TINY, "buffer_size": 20})
 
@@ -228,3 +224,35 @@ def test_sharded_update_refreshes_each_rows_own_states(pendulum_p):
     critic_h = np.asarray(jax.tree.leaves(refreshed1.critic)[0])
     assert not np.allclose(critic_h[:, 0], critic_h[:, 1])  # two rows that differ
     assert td1.shape == td2.shape == (2,)
+
+
+@pytest.mark.parametrize("curiosity", [dict(rnd_coef=0.5), dict(icm_coef=0.5)])
+def test_curiosity_reaches_the_targets_and_the_cores_get_the_env_reward(pendulum_p, curiosity,
+                                                                       monkeypatch):  # fmt: skip
+    """Recurrent SAC with RND or ICM (issue 63): the update's windows carry reward + coef·r^i
+    for the targets, and `env_reward`, the env's reward, which is what the cores are fed as
+    their previous reward (as acting fed them); without curiosity they get `reward`."""
+    import agents.sac.recurrent as recurrent
+
+    agent = SACAgent(SACConfig(**TINY, **curiosity), pendulum_p)
+    state = _filled(agent)
+    seen, fed = {}, []
+    update = agent.modules.learner.update
+    previous = recurrent.previous_inputs
+
+    def spy_update(s, batch, *args):
+        seen["batch"] = batch
+        return update(s, batch, *args)
+
+    def spy_inputs(core, action, reward):
+        fed.append(reward)
+        return previous(core, action, reward)
+
+    monkeypatch.setattr(agent.modules.learner, "update", spy_update)  # the parts are shared
+    monkeypatch.setattr(recurrent, "previous_inputs", spy_inputs)
+    agent.replay_update(state.learner, state.replay)
+    batch = seen["batch"]
+    env_reward, reward = np.asarray(batch.env_reward), np.asarray(batch.reward)
+    assert env_reward.shape == reward.shape and np.all(reward > env_reward)  # bonus > 0
+    assert fed and all(np.array_equal(np.asarray(r), env_reward) for r in fed)
+    assert recurrent.fed_reward(batch._replace(env_reward=())) is batch.reward

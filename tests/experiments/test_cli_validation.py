@@ -381,11 +381,10 @@ EXPLICIT_TRAIN = [
     (["--agent", "td3", "--rnd-lr", "0.001"], "--rnd-lr"),
     (["--agent", "sac", "--rnd-features", "32"], "--rnd-features"),
     (["--agent", "ppo", "--rnd-coef", "0.1"], "--rnd-coef"),
-    # ICM's (issue 63): one curiosity at a time, not the recurrent SAC's, vectors only (its
+    # ICM's (issue 63): one curiosity at a time, vectors only (its
     # flags without --icm-coef are the ONLY_WITH cases below).
     (["--agent", "sac", "--icm-coef", "0.1", "--rnd-coef", "0.1"], "one curiosity at a time"),
     (["--agent", "sac", "--icm-coef", "0.1", "--icm-beta", "1.5"], "--icm-beta must be in"),
-    (["--agent", "sac", "--recurrent", "--icm-coef", "0.1"], "--icm-coef must be 0 with"),
     (["--agent", "ppo", "--env", "gymnax/Breakout-MinAtar", "--icm-coef", "0.1"],
      "--icm-coef takes vector observations; gymnax/Breakout-MinAtar has observations of"),
     (["--agent", "dqn", "--env", "gymnax/Asterix-MinAtar", "--icm-coef", "0.1"],
