@@ -71,7 +71,6 @@ class AgentSpec:
     dict_obs: bool = False
 
     def __post_init__(self):
-        check_only_with_table(self.config_cls)
         fields = {f.name for f in dataclasses.fields(self.config_cls)}
         for preset, values in self.presets.items():
             bad = sorted(set(values) - fields - RUN_PRESET_FIELDS)
@@ -107,7 +106,10 @@ _REGISTERED: dict[str, AgentSpec] = {}
 
 
 def register(spec: AgentSpec, *, replace: bool = False) -> AgentSpec:
-    """Make `spec` available as `--agent spec.name`."""
+    """Make `spec` available as `--agent spec.name`, after checking its config's `ONLY_WITH`
+    table (a typo there would silently disable a check; the built-in agents' tables are
+    checked by tests/agents/test_config_only_with.py)."""
+    check_only_with_table(spec.config_cls)
     if not replace and spec.name in _REGISTERED | dict.fromkeys(BUILTIN):
         raise ValueError(f"an agent named {spec.name!r} is already registered")
     _REGISTERED[spec.name] = spec

@@ -11,7 +11,7 @@ from typing import ClassVar
 import pytest
 
 from agents.core.config import ConfigError, check_only_with, check_only_with_table, describe_switch
-from agents.core.registry import AgentSpec, all_specs
+from agents.core.registry import AgentSpec, agent_names, all_specs, register
 from agents.dqn import DQNConfig
 from agents.r2d1 import R2D1Config
 
@@ -115,4 +115,5 @@ def test_a_bad_table_is_refused_when_the_agent_is_registered(table):
     with pytest.raises(ValueError, match="ONLY_WITH: bad entry"):
         check_only_with_table(bad)
     with pytest.raises(ValueError, match="ONLY_WITH: bad entry"):
-        AgentSpec("bad", bad, object)
+        register(AgentSpec("bad", bad, object))
+    assert "bad" not in agent_names()
