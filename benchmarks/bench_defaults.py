@@ -63,6 +63,7 @@ ADDED_NEUTRAL = {
         **{"vtrace_lambda": 1.0, "vtrace_rho": 1.0, "vtrace_c": 1.0},
         **{"td_error_min": 0.0, "td_error_max": None},
         "target_update_period": 0,  # SAC's and TD3's off (DQN's and R2D1's are >= 1)
+        "network": None,  # SAC's and TD3's --network plug-in, none
     },
 }
 

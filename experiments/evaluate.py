@@ -45,6 +45,10 @@ from envs.gymnax_env import PREFIX as GYMNAX
 from envs.gymnax_render import FrameRenderer, video_refusal
 from envs.partial import PARTIAL_OBS
 
+# The hooks an agent acts with (agents.core.hooks), given again to evaluate a run trained
+# with them.
+ACTING_HOOKS = ("preprocess_obs", "network")
+
 
 @dataclass(frozen=True)
 class EvalArgs:
@@ -75,6 +79,9 @@ class EvalArgs:
     preprocess_obs: str | None = None
     """PPO, A2C: the `module:function` observation hook to act with; required when the run
     was trained with --preprocess-obs (a run folder's hooks are never imported)."""
+    network: str | None = None
+    """SAC, TD3: the `module:function` network plug-in to act with; required when the run was
+    trained with --network (a run folder's hooks are never imported)."""
 
     def __post_init__(self):
         def need(ok: bool, name: str, allowed: str):
@@ -99,29 +106,29 @@ class EvalArgs:
             need(not Path(self.out).is_dir(), "out", "a file, not a folder")
         if self.video_format != "mp4" and not self.video:  # it would do nothing
             raise ValueError("--video-format needs --video")
-        need(
-            self.preprocess_obs is None or self.preprocess_obs.strip() != "",
-            "preprocess_obs",
-            "module:function",
-        )
+        for name in ACTING_HOOKS:
+            value = getattr(self, name)
+            need(value is None or value.strip() != "", name, "module:function")
 
 
 def _acting_hooks(config, trained: dict[str, str], args: EvalArgs, run_dir: Path):
     """(`config` with the hooks acting needs, from the command line only; notes for stderr):
     `trained` names the run's hooks (config.json, never imported). Acting applies
-    --preprocess-obs (the network was trained on its output), so a run trained with it needs
-    it given again; the others (--reshape-reward) only shape training and are reported, not
-    used. The notes are the caller's to print once the evaluation is set up, so that a
-    refusal stays one line."""
+    --preprocess-obs (the network was trained on its output) and --network (it is the
+    network), so a run trained with one needs it given again; the others (--reshape-reward)
+    only shape training and are reported, not used. The notes are the caller's to print
+    once the evaluation is set up, so that a refusal stays one line."""
     notes = [
         f"note: {run_dir} was trained with {flag(name)} {value!r}; acting does not use it "
         "(--resume needs it given again: a run folder's hooks are never imported)"
         for name, value in trained.items()
-        if name != "preprocess_obs"
+        if name not in ACTING_HOOKS
     ]
-    given = args.preprocess_obs
-    check_given_again("preprocess_obs", trained.get("preprocess_obs"), given, str(run_dir))
-    config = config if given is None else dataclasses.replace(config, preprocess_obs=given)
+    for name in ACTING_HOOKS:
+        given = getattr(args, name)
+        check_given_again(name, trained.get(name), given, str(run_dir))
+        if given is not None:
+            config = dataclasses.replace(config, **{name: given})
     return config, notes
 
 

@@ -35,11 +35,14 @@ def _mlp(x, hidden: Sequence[int]):
     return x
 
 
-def obs_torso(obs_spec) -> nn.Module | None:
-    """The encoder before the MLPs of SAC's and TD3's networks: none for vectors (the MLP
-    takes them as they are), else `networks.make_torso`'s for the observation (its CNN for an
-    image of any size, one encoder per key of a dict observation, concatenated). Each
+def obs_torso(obs_spec, plugged=None) -> nn.Module | None:
+    """The encoder before the MLPs of SAC's and TD3's networks: `plugged()` where the user
+    gave one (`--network`, agents.core.hooks.plugged_torso); else none for vectors (the MLP
+    takes them as they are), else `networks.make_torso`'s for the observation (its CNN for
+    an image of any size, one encoder per key of a dict observation, concatenated). Each
     network gets its own (the critics of an ensemble share theirs)."""
+    if plugged is not None:
+        return plugged()
     shape = _array_shape(obs_spec)
     if shape is not None and len(shape) == 1:
         return None

@@ -139,3 +139,49 @@ def check_given_again(name: str, trained: str | None, given, run: str) -> None:
         )
     if trained is None and given is not None:
         raise ValueError(f"{flag(name)}: {run} was trained without {flag(name)}")
+
+
+def plugged_torso(config, obs_spec):
+    """The torso of the `network` hook (`--network module:function`: `function(obs_spec)`
+    returns a flax module mapping a batch of observations `[B, ...]` (a pytree for dict
+    observations) to features `[B, F]`), checked before anything compiles: a module, whose
+    output for two zero observations is a float array `[2, F]`; a one-line `ConfigError`
+    otherwise. None when the config has no such hook set."""
+    factory = config_hook(config, "network") if "network" in hook_fields(config) else None
+    if factory is None:
+        return None
+    import flax.linen as nn  # the agents' dependency, not this module's
+    import jax
+    import jax.numpy as jnp
+
+    from envs import obs_zeros
+
+    shown = f"{flag('network')} {config.network!r}"
+    module = call_hook("network", factory, obs_spec)
+    if not isinstance(module, nn.Module):
+        raise ConfigError(f"{shown} returned a {type(module).__name__}, not a flax module")
+    sample = obs_zeros(obs_spec, (2,), jnp)
+    try:
+        out = jax.eval_shape(lambda: module.init_with_output(jax.random.PRNGKey(0), sample)[0])
+    except Exception as err:  # the user's module failing on the env's observations
+        msg = str(err).splitlines()[0] if str(err) else ""
+        raise ConfigError(
+            f"{shown}: the module fails on observations of {spec_text(obs_spec)}: "
+            f"{type(err).__name__}: {msg}"
+        ) from None
+    if not (hasattr(out, "shape") and len(out.shape) == 2 and out.shape[0] == 2
+            and jnp.issubdtype(out.dtype, jnp.floating)):  # fmt: skip
+        got = f"{tuple(out.shape)} {out.dtype}" if hasattr(out, "shape") else type(out).__name__
+        raise ConfigError(
+            f"{shown}: the module maps a batch of 2 observations to {got}; expected float "
+            "features [2, F]"
+        )
+    return module
+
+
+def spec_text(obs_spec) -> str:
+    """An observation spec for a message: its shape, or its keys."""
+    shape = getattr(obs_spec, "shape", None)
+    if shape is not None:
+        return f"shape {tuple(shape)}"
+    return "keys " + ", ".join(obs_spec) if isinstance(obs_spec, dict) else str(obs_spec)

@@ -73,6 +73,7 @@ from agents.core.config import (
     check_trace_replay,
     flag,
 )
+from agents.core.hooks import check_hooks
 from agents.core.icm import ICM_ONLY_WITH, check_icm, icm_of
 from agents.core.learning import (
     TraceBatch,
@@ -167,6 +168,16 @@ class OffPolicyConfig(ReplayWindow):
     icm_features: int = 64
     """With --icm-coef: size of ICM's feature embedding φ(s) (the paper's 288 after its
     convolutions on pixels)."""
+    network: str | None = None
+    """Hook `module:function`: function(obs_spec) -> a flax module mapping a batch of
+    observations [B, ...] (a dict of them for dict observations) to features [B, F], on which
+    the actor and the critics put their MLPs, in place of the built-in encoder (one instance
+    for the actor, one the critics share); its output is checked before anything compiles.
+    Recorded in config.json, never imported from a run folder: --resume and evaluate need
+    the flag again."""
+
+    # The hook fields and the arguments each is called with (agents.core.hooks).
+    HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
 
     # The trace agents' microbatching of updates does not apply to transition batches.
     microbatch_traces = 0
@@ -232,6 +243,7 @@ class OffPolicyConfig(ReplayWindow):
             sizes += f", seq_len={self.learn_len}, burn_in={self.lookback}"
         # the replay window (agents.core.config.ReplayWindow)
         check_trace_replay(self, self.min_traces_per_env, "slots", sizes, divisible=())
+        check_hooks(self)
         check_only_with(self)  # last: a value out of range is named as such first
 
     @property

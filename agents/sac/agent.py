@@ -28,6 +28,7 @@ import numpy as np
 
 from agents import losses
 from agents.core.config import ConfigError
+from agents.core.hooks import plugged_torso
 from agents.core.learning import TraceBatch, at_steps
 from agents.core.offpolicy import build, observation, per_beta, step_position
 from agents.core.parts import AgentParts, no_core
@@ -47,6 +48,8 @@ from networks.sac import (
 
 def make(config: SACConfig, spec) -> AgentParts:
     """SAC's parts for `config` (agents/sac/config.py) on an env of `spec`."""
+    if config.recurrent and config.network is not None:
+        raise ConfigError("--network: not with --recurrent (its cores have their own torso)")
     if config.recurrent and (spec.obs_shape is None or len(spec.obs_shape) != 1):
         kind = "dict" if spec.obs_shape is None else f"shape {spec.obs_shape}"
         raise ConfigError(
@@ -110,7 +113,9 @@ def networks(config: SACConfig, spec):
                 log_std_max=config.log_std_max,
             )  # fmt: skip
         return actor, RecurrentQEnsemble(config.num_critics, **common, lstm_size=config.lstm_size)
-    torsos = {"torso": obs_torso(spec.obs_spec)}, {"torso": obs_torso(spec.obs_spec)}
+    plugged = plugged_torso(config, spec.obs_spec)
+    clone = None if plugged is None else plugged.clone
+    torsos = {"torso": obs_torso(spec.obs_spec, clone)}, {"torso": obs_torso(spec.obs_spec, clone)}
     if discrete:
         actor = PolicyMLP(size, config.hidden, head="categorical", **torsos[0])
         return actor, QEnsemble(config.num_critics, config.hidden, size, **torsos[1])

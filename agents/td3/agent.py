@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents import losses
+from agents.core.hooks import plugged_torso
 from agents.core.offpolicy import build, observation
 from agents.core.parts import AgentParts
 from agents.core.rollout import ActorOutput
@@ -25,8 +26,12 @@ def make(config: TD3Config, spec) -> AgentParts:
             "actions (use --agent sac for discrete SAC)"
         )
     dim = int(np.prod(spec.action_shape))
-    actor_net = PolicyMLP(dim, config.hidden, "deterministic", torso=obs_torso(spec.obs_spec))
-    critic_net = QEnsemble(config.num_critics, config.hidden, torso=obs_torso(spec.obs_spec))
+    plugged = plugged_torso(config, spec.obs_spec)  # --network, or None
+    clone = None if plugged is None else plugged.clone
+    actor_net = PolicyMLP(dim, config.hidden, "deterministic",
+                          torso=obs_torso(spec.obs_spec, clone))  # fmt: skip
+    critic_net = QEnsemble(config.num_critics, config.hidden,
+                           torso=obs_torso(spec.obs_spec, clone))  # fmt: skip
     learner = TD3Learner(config, actor_net, critic_net, dim)
     low = np.asarray(spec.action_low, np.float32)
     high = np.asarray(spec.action_high, np.float32)

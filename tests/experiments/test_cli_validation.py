@@ -233,7 +233,7 @@ SHARED_CHECKS = {
     "check_q_learning": {"dqn", "r2d1"},
     "check_prioritized_replay": {"dqn", "r2d1", "sac", "td3"},
     "OnPolicyConfig.__post_init__": {"ppo", "a2c"},
-    "_import_function": {"ppo", "a2c"},  # PPO's and A2C's hooks (agents.core.hooks)
+    "_import_function": {"ppo", "a2c", "sac", "td3"},  # the hooks (agents.core.hooks)
     "OffPolicyConfig.__post_init__": {"sac", "td3"},
     "check_only_with": {"run", "sac"},
     "check_icm": {"a2c", "dqn", "ppo", "sac", "td3"},  # ICM's flags (agents.core.icm)
@@ -365,7 +365,8 @@ EXPLICIT_TRAIN = [
     (["--env", "Pendulum-v1", "--lstm-size", "8"], "--lstm-size"),
     (["--env", "Pendulum-v1", "--sdn-samples", "0"], "--sdn-samples"),
     (["--agent", "td3", "--env", "CartPole-v1"], "CartPole-v1"),  # TD3 needs continuous ones
-    (["--agent", "sac", "--env", "Pong-v5"], "Pong-v5"),  # vector observations only
+    (["--agent", "sac", "--env", "Pong-v5", "--normalize-obs"],  # vectors only: SAC's images
+     "--normalize-obs takes vector observations; Pong-v5 has observations of shape"),  # take none
     (["--agent", "sac", "--num-critics", "2", "--critic-subset", "3"], "--critic-subset"),
     (["--agent", "sac", "--target", "retrace"], "--target"),
     (["--agent", "sac", "--actor-q", "max"], "--actor-q"),
