@@ -80,8 +80,8 @@ class EvalArgs:
     """PPO, A2C: the `module:function` observation hook to act with; required when the run
     was trained with --preprocess-obs (a run folder's hooks are never imported)."""
     network: str | None = None
-    """SAC, TD3: the `module:function` network plug-in to act with; required when the run was
-    trained with --network (a run folder's hooks are never imported)."""
+    """SAC, TD3, PPO, A2C, DQN: the `module:function` network plug-in to act with; required
+    when the run was trained with --network (a run folder's hooks are never imported)."""
 
     def __post_init__(self):
         def need(ok: bool, name: str, allowed: str):

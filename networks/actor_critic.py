@@ -53,11 +53,15 @@ class ActorCriticNetwork(nn.Module):
     log_std_init: float = 0.0
     text: bool = False
     prev_action_reward: bool = False  # recurrent only: feed the LSTM a_{t-1} and r_{t-1}
+    plugged: Any = None  # a user's torso module (`--network`), cloned for each use, or None
 
     def setup(self):
-        torso = lambda: make_torso(  # noqa: E731
-            self.obs_spec, self.hidden, text=self.text, activation=self.activation
-        )
+        if self.plugged is not None:
+            torso = self.plugged.clone
+        else:
+            torso = lambda: make_torso(  # noqa: E731
+                self.obs_spec, self.hidden, text=self.text, activation=self.activation
+            )
         self.torso = torso()
         shape = _array_shape(self.obs_spec)
         if not self.shared_torso and not self.lstm_size and shape is not None and len(shape) == 1:

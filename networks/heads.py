@@ -166,10 +166,14 @@ class QNetwork(nn.Module):
     cnn: str = "nature"
     head_hidden: int = 0
     noisy_std: float = SIGMA0
+    plugged: Any = None  # a user's torso module (`--network`), or None
 
     @nn.compact
     def __call__(self, obs, noise_key=None) -> QOutput:
-        torso = make_torso(self.obs_spec, self.hidden, layer_norm=self.layer_norm, cnn=self.cnn)
+        if self.plugged is not None:
+            torso = self.plugged.clone(parent=self, name="torso")
+        else:
+            torso = make_torso(self.obs_spec, self.hidden, layer_norm=self.layer_norm, cnn=self.cnn)
         head = QHead(
             self.num_actions, self.dueling, self.num_atoms, self.atoms, self.noisy,
             self.head_hidden, self.noisy_std,

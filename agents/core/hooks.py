@@ -160,7 +160,10 @@ def plugged_torso(config, obs_spec):
     module = call_hook("network", factory, obs_spec)
     if not isinstance(module, nn.Module):
         raise ConfigError(f"{shown} returned a {type(module).__name__}, not a flax module")
-    sample = obs_zeros(obs_spec, (2,), jnp)
+    if isinstance(obs_spec, tuple) and all(isinstance(d, int) for d in obs_spec):
+        sample = jnp.zeros((2, *obs_spec), jnp.float32)  # a shape: the preprocessed obs
+    else:
+        sample = obs_zeros(obs_spec, (2,), jnp)
     try:
         out = jax.eval_shape(lambda: module.init_with_output(jax.random.PRNGKey(0), sample)[0])
     except Exception as err:  # the user's module failing on the env's observations

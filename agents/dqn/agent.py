@@ -26,6 +26,7 @@ import jax.numpy as jnp
 
 from agents.core.actors import epsilon_greedy_actor, linear_epsilon, noisy_q_actor
 from agents.core.config import module_from_config
+from agents.core.hooks import plugged_torso
 from agents.core.icm import icm_of
 from agents.core.learning import updates_owed
 from agents.core.parts import AgentParts, ReplayParts, no_core, reset_with
@@ -42,6 +43,7 @@ def make(config, spec) -> AgentParts:
     net = module_from_config(
         QNetwork, config, obs_spec=spec.obs_spec, num_actions=spec.num_actions,
         num_atoms=config.num_atoms if config.distributional else 0, atoms=atoms,
+        plugged=plugged_torso(config, spec.obs_spec),
     )  # fmt: skip
 
     def q_values(params, obs, first, core):

@@ -14,6 +14,7 @@ from agents.core.config import (
     check_q_learning,
     check_trace_replay,
 )
+from agents.core.hooks import check_hooks
 from agents.core.icm import ICM_ONLY_WITH, check_icm
 
 
@@ -152,6 +153,12 @@ class DQNConfig(ReplayWindow):
     microbatch_traces: int = 0
     """Traces per gradient chunk inside an update (0: no split). On XLA:CPU chunks of about
     32 frames are fastest."""
+    network: str | None = None
+    """Hook `module:function`: function(obs_spec) -> a flax module mapping a batch of
+    observations [B, ...] (a dict of them for dict observations) to features [B, F], the
+    torso the agent puts its heads on, in place of the built-in one; its output is checked
+    before anything compiles. Recorded in config.json, never imported from a run folder:
+    --resume and evaluate need the flag again."""
     icm_coef: float = 0.0
     """Curiosity by the intrinsic curiosity module (Pathak et al. 2017, arXiv:1705.05363):
     the weight of ICM's intrinsic reward (its forward model's error on each sampled
@@ -187,6 +194,8 @@ class DQNConfig(ReplayWindow):
     }  # fmt: skip
     # Flags of one kind of env only (agents.core.config.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames"}
+    # The hook fields and the arguments each is called with (agents.core.hooks).
+    HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
 
     def __post_init__(self):
         check_positive_int(
@@ -217,6 +226,7 @@ class DQNConfig(ReplayWindow):
         # replay needs that many more whole traces per env
         check_trace_replay(self, self.min_traces_per_env)
         check_icm(self)
+        check_hooks(self)
         check_only_with(self)  # last: a value out of range is named as such first
 
 

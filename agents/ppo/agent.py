@@ -15,7 +15,7 @@ import optax
 
 from agents.core.actors import logp_value_actor
 from agents.core.config import ConfigError, module_from_config
-from agents.core.hooks import call_hook, config_hook
+from agents.core.hooks import call_hook, config_hook, plugged_torso
 from agents.core.icm import icm_of
 from agents.core.parallel import DATA, check_divisible
 from agents.core.parts import AgentParts, StagedLearn, reset_with
@@ -52,7 +52,7 @@ def network(config, spec) -> ActorCriticNetwork:
     action_dim = spec.num_actions if spec.discrete else int(math.prod(spec.action_shape))
     return module_from_config(
         ActorCriticNetwork, config, obs_spec=obs_spec, action_dim=action_dim,
-        discrete=spec.discrete,
+        discrete=spec.discrete, plugged=plugged_torso(config, obs_spec),
     )  # fmt: skip
 
 

@@ -101,6 +101,12 @@ class OnPolicyConfig(Config):
     """Hook `module:function`: preprocess_obs(obs) -> obs, applied to every observation
     batch before the network (acting and learning; before --normalize-obs). Must be
     jittable and keep the leading batch dimensions."""
+    network: str | None = None
+    """Hook `module:function`: function(obs_spec) -> a flax module mapping a batch of
+    observations [B, ...] (a dict of them for dict observations) to features [B, F], the
+    torso the agent puts its heads on, in place of the built-in one; its output is checked
+    before anything compiles. Recorded in config.json, never imported from a run folder:
+    --resume and evaluate need the flag again."""
     icm_coef: float = 0.0
     """Curiosity by the intrinsic curiosity module (Pathak et al. 2017, arXiv:1705.05363):
     the weight of ICM's intrinsic reward (its forward model's error on each transition,
@@ -121,6 +127,7 @@ class OnPolicyConfig(Config):
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {
         "reshape_reward": ("obs", "action", "reward", "done"),
         "preprocess_obs": ("obs",),
+        "network": ("obs_spec",),
     }
 
     # Flags that do nothing without their switch (agents.core.config.check_only_with); PPO and A2C

@@ -98,3 +98,24 @@ def test_a_run_trained_with_a_plugin_needs_it_given_again(tmp_path, capsys):
         assert "\n" not in str(info.value)
     evaluate.main([str(run), "--episodes", "1", "--network", plug])
     assert "return" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("agent", ["ppo", "a2c", "dqn"])
+def test_the_plugin_is_the_torso_of_ppo_a2c_and_dqn(agent):
+    """PPO and A2C (its policy and value heads; one instance each without --shared-torso)
+    and DQN (its Q head) on CartPole with the plug-in as their torso: it builds, acts and
+    its parameters are the plug-in's."""
+    from agents.core.registry import get_agent
+
+    spec = get_agent(agent)
+    cfg = spec.config_cls(num_envs=2, network=f"{PLUGINS}:tiny", hidden=(8,))
+    built = spec.agent_cls(cfg, make_env("CartPole-v1", 2, 0))
+    params = built.init_learner(jax.random.PRNGKey(0)).params["params"]
+    torsos = {k: v for k, v in params.items() if "torso" in k}
+    assert torsos, params.keys()
+    for torso in torsos.values():
+        assert jax.tree.map(np.shape, torso)["Dense_1"]["kernel"] == (16, 16)
+    learner = built.init_learner(jax.random.PRNGKey(0))
+    out = built.act(True)(built.acting_params(learner), np.zeros((2, 4), np.float32), None,
+                          built.initial_core(2), jax.random.PRNGKey(1))[0]  # fmt: skip
+    assert out.shape == (2,)
