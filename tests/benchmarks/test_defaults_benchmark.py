@@ -28,7 +28,6 @@ RERUN = (
 # Agents whose defaults have not been run over 30 seeds yet, with why (issue 65 stays open):
 # their 10-seed result is the one checked.
 NOT_YET_30 = {
-    "td3": "about 85 min for 30 seeds alone on 2 cores; not yet run",
     "reactor": "30 processes (its decoupled actor rules out a population), about 3.3 h",
 }
 
