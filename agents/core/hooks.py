@@ -109,9 +109,11 @@ def config_hook(config, name: str) -> Callable | None:
 
 
 def check_hooks(config) -> None:
-    """Resolve every hook field of `config` now, so a bad one fails before compiling."""
-    for name in hook_fields(config):
-        config_hook(config, name)
+    """Resolve every hook field of `config` that is set now, so a bad one fails before
+    compiling."""
+    for name, params in hook_fields(config).items():
+        if getattr(config, name) is not None:
+            resolve_hook(getattr(config, name), name, params)
 
 
 def call_hook(name: str, fn: Callable, *args):
@@ -147,9 +149,9 @@ def plugged_torso(config, obs_spec):
     observations) to features `[B, F]`), checked before anything compiles: a module, whose
     output for two zero observations is a float array `[2, F]`; a one-line `ConfigError`
     otherwise. None when the config has no such hook set."""
-    factory = config_hook(config, "network") if "network" in hook_fields(config) else None
-    if factory is None:
+    if getattr(config, "network", None) is None:
         return None
+    factory = config_hook(config, "network")
     import flax.linen as nn  # the agents' dependency, not this module's
     import jax
     import jax.numpy as jnp
