@@ -107,7 +107,9 @@ def test_losses_bonus_and_statistics_match_numpy():
     assert all(jax.tree.leaves(moved))  # one step of all three networks
 
 
-@pytest.mark.parametrize("beta, still", [(1.0, "inverse"), (0.0, "forward")])
+@pytest.mark.parametrize(
+    "beta, still", [pytest.param(1.0, "inverse", marks=pytest.mark.slow), (0.0, "forward")]
+)
 def test_each_loss_trains_its_own_head(beta, still):
     """β = 1 is the forward loss alone: the inverse model gets no gradient (Adam leaves it
     where it was); β = 0 the inverse loss alone: the forward model gets none. The encoder
@@ -212,7 +214,7 @@ def test_icm_flags_are_refused_where_they_do_not_apply():
         SACConfig(**TINY, icm_coef=-1.0)
 
 
-@pytest.mark.parametrize("agent_name", ["ppo", "a2c"])
+@pytest.mark.parametrize("agent_name", [pytest.param("ppo", marks=pytest.mark.slow), "a2c"])
 def test_on_policy_rollouts_get_the_intrinsic_reward_before_the_advantages(agent_name, monkeypatch):
     """PPO and A2C (agents/ppo/learner.py): the rollout's statistics, then coef·r^i of each
     transition added to the env reward that the advantages see, then one ICM step on every
@@ -252,6 +254,7 @@ def test_on_policy_rollouts_get_the_intrinsic_reward_before_the_advantages(agent
     assert float(new.icm.error_stats.count) == pytest.approx(float(np.sum(mask)), abs=1e-3)
 
 
+@pytest.mark.slow
 def test_dqn_traces_get_the_intrinsic_reward_before_the_targets(monkeypatch):
     """DQN: every step of a sampled trace (and its look-ahead) gets coef·r^i before the
     n-step targets; ICM trains on the trace's learnt transitions (`--trace-len` of them)."""

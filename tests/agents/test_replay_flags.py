@@ -44,16 +44,17 @@ def _sampled(agent, learner, replay):
 
 # Recurrent SAC's sequences (issue 63: its prioritized replay): a sequence's mean |δ|.
 RECURRENT = dict(recurrent=True, lstm_size=8, seq_len=4, burn_in=4, buffer_size=2 * 4 * 8)
+SLOW = pytest.mark.slow  # the compile-heavy cases (docs/tests.md): the slow tier
 CASES = [
     (SACAgent, SACConfig, "Pendulum-v1", 1e-6, {}),  # the off-policy seam adds 1e-6 to |δ|
-    (SACAgent, SACConfig, "Pendulum-v1", 1e-6, RECURRENT),
+    pytest.param(SACAgent, SACConfig, "Pendulum-v1", 1e-6, RECURRENT, marks=SLOW),
     (TD3Agent, TD3Config, "Pendulum-v1", 1e-6, {}),
     (DQNAgent, DQNConfig, "CartPole-v1", 0.0, {}),
 ]
 
 
 @pytest.mark.parametrize("agent_cls, cfg_cls, env_id, eps, extra", CASES)
-@pytest.mark.parametrize("low, high", [(100.0, 200.0), (0.0, 1e-3)])
+@pytest.mark.parametrize("low, high", [(100.0, 200.0), pytest.param(0.0, 1e-3, marks=SLOW)])
 def test_priorities_are_made_from_the_bounded_td_errors(agent_cls, cfg_cls, env_id, eps, extra,
                                                         low, high):  # fmt: skip
     """|δ| of a fresh learner is far below 100 and far above 1e-3: held at the floor of
@@ -114,7 +115,7 @@ def test_a_period_that_skips_the_actor_updates_and_inverted_bounds_are_refused()
 # (DQN and R2D1 raise the weights to β inside their loss: the same flags, the same effect.)
 WEIGHTS_OFF = [
     (SACAgent, SACConfig, "Pendulum-v1", {}),
-    (SACAgent, SACConfig, "Pendulum-v1", RECURRENT),
+    pytest.param(SACAgent, SACConfig, "Pendulum-v1", RECURRENT, marks=SLOW),
     (TD3Agent, TD3Config, "Pendulum-v1", {}),
 ]
 
@@ -142,6 +143,7 @@ def test_importance_weights_off_apart_from_the_priorities(agent_cls, cfg_cls, en
     assert len(set(np.asarray(replay.priorities).ravel().tolist())) > 2  # not uniform
 
 
+@pytest.mark.slow
 def test_recurrent_sac_weights_its_sequences_by_the_annealed_beta(monkeypatch):
     """Recurrent SAC with --prioritized: after an update has stored unequal priorities, the
     next windows' importance weights are the replay's normalised 1/(N·P(i)) to the power β

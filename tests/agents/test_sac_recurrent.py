@@ -226,6 +226,7 @@ def test_sharded_update_refreshes_each_rows_own_states(pendulum_p):
     assert td1.shape == td2.shape == (2,)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("curiosity", [dict(rnd_coef=0.5), dict(icm_coef=0.5)])
 def test_curiosity_reaches_the_targets_and_the_cores_get_the_env_reward(pendulum_p, curiosity,
                                                                        monkeypatch):  # fmt: skip
