@@ -53,7 +53,7 @@ class ICMState(NamedTuple):
     error_stats: RunningStats  # scalar: of the forward errors (the reward scale)
 
 
-def _mean(x, mask, axis_name):
+def masked_mean(x, mask, axis_name=None):
     """Masked mean of `[T, B]` values over the valid entries of every device."""
     sums = jnp.stack([jnp.sum(mask * x), jnp.sum(mask)])
     if axis_name is not None:
@@ -132,8 +132,8 @@ class ICM:
         (fwd, inv), grads, _ = grads_and_aux(loss_fn, state.params, axis_name)
         params, opt_state = apply(self.optimizer, grads, state.opt_state, state.params)
         metrics = {
-            "icm_forward_loss": _mean(fwd, mask, axis_name),
-            "icm_inverse_loss": _mean(inv, mask, axis_name),
+            "icm_forward_loss": masked_mean(fwd, mask, axis_name),
+            "icm_inverse_loss": masked_mean(inv, mask, axis_name),
         }
         return state._replace(params=params, opt_state=opt_state), metrics
 
@@ -147,7 +147,7 @@ class ICM:
         rewards = self.rewards(state, obs, batch.action, next_obs, batch.mask)
         mask = batch.mask[:k]
         state, metrics = self.train(state, obs[:k], batch.action[:k], next_obs[:k], mask, axis_name)
-        metrics["intrinsic_reward"] = _mean(rewards[:k], mask, axis_name)
+        metrics["intrinsic_reward"] = masked_mean(rewards[:k], mask, axis_name)
         return state, rewards, metrics
 
 

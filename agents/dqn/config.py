@@ -155,10 +155,9 @@ class DQNConfig(ReplayWindow):
     32 frames are fastest."""
     network: str | None = None
     """Hook `module:function`: function(obs_spec) -> a flax module mapping a batch of
-    observations [B, ...] (a dict of them for dict observations) to features [B, F], the
-    torso the agent puts its heads on, in place of the built-in one; its output is checked
-    before anything compiles. Recorded in config.json, never imported from a run folder:
-    --resume and evaluate need the flag again."""
+    observations to features [B, F], the torso under the Q head (dueling, noisy or C51 as
+    set) in place of the built-in MLP or CNN; checked before anything compiles. Recorded in
+    config.json, never imported from a run folder: --resume and evaluate need it again."""
     icm_coef: float = 0.0
     """Curiosity by the intrinsic curiosity module (Pathak et al. 2017, arXiv:1705.05363):
     the weight of ICM's intrinsic reward (its forward model's error on each sampled

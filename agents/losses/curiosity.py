@@ -109,13 +109,9 @@ def icm_forward_loss(predicted_t, features_t, *, mask_t=None):
     Returns:
       `[T, B]` per-step loss.
     """
-    T, B = C.time_batch("predicted_t", predicted_t, 3, "[T, B, K]")
-    C.check_float("predicted_t", predicted_t)
-    C.check_float("features_t", features_t)
-    C.check_shape("features_t", features_t, jnp.shape(predicted_t), "the shape of predicted_t")
-    mask = C.optional_mask(mask_t, (T, B), predicted_t.dtype)
-    err = 0.5 * jnp.sum(jnp.square(predicted_t - features_t), axis=-1)
-    return jnp.where(mask > 0, err, 0.0)
+    return _half_squared_error(
+        "predicted_t", predicted_t, "features_t", features_t, mask_t, "[T, B, K]"
+    )
 
 
 def icm_inverse_loss(logits_t, a_t, *, mask_t=None):
@@ -160,10 +156,16 @@ def icm_inverse_loss_continuous(predicted_t, a_t, *, mask_t=None):
     Returns:
       `[T, B]` per-step loss.
     """
-    T, B = C.time_batch("predicted_t", predicted_t, 3, "[T, B, D]")
-    C.check_float("predicted_t", predicted_t)
-    C.check_float("a_t", a_t)
-    C.check_shape("a_t", a_t, jnp.shape(predicted_t), "the shape of predicted_t")
-    mask = C.optional_mask(mask_t, (T, B), predicted_t.dtype)
-    err = 0.5 * jnp.sum(jnp.square(predicted_t - sg(a_t)), axis=-1)
+    return _half_squared_error("predicted_t", predicted_t, "a_t", sg(a_t), mask_t, "[T, B, D]")
+
+
+def _half_squared_error(x_name, x, y_name, y, mask_t, layout):
+    """½ Σ over the last axis of (x − y)², `[T, B]`, zero where masked, for `x` and `y` of one
+    float shape `layout` (each named in a mismatch's message)."""
+    T, B = C.time_batch(x_name, x, 3, layout)
+    C.check_float(x_name, x)
+    C.check_float(y_name, y)
+    C.check_shape(y_name, y, jnp.shape(x), f"the shape of {x_name}")
+    mask = C.optional_mask(mask_t, (T, B), x.dtype)
+    err = 0.5 * jnp.sum(jnp.square(x - y), axis=-1)
     return jnp.where(mask > 0, err, 0.0)

@@ -103,10 +103,10 @@ class OnPolicyConfig(Config):
     jittable and keep the leading batch dimensions."""
     network: str | None = None
     """Hook `module:function`: function(obs_spec) -> a flax module mapping a batch of
-    observations [B, ...] (a dict of them for dict observations) to features [B, F], the
-    torso the agent puts its heads on, in place of the built-in one; its output is checked
-    before anything compiles. Recorded in config.json, never imported from a run folder:
-    --resume and evaluate need the flag again."""
+    (--preprocess-obs'd) observations to features [B, F], the torso under the policy and
+    value heads (one instance each without --shared-torso) in place of the built-in MLP,
+    CNN or dict encoder; checked before anything compiles. Recorded in config.json, never
+    imported from a run folder: --resume and evaluate need the flag again."""
     icm_coef: float = 0.0
     """Curiosity by the intrinsic curiosity module (Pathak et al. 2017, arXiv:1705.05363):
     the weight of ICM's intrinsic reward (its forward model's error on each transition,

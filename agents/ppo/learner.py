@@ -45,6 +45,7 @@ import optax
 from agents import losses
 from agents.core.actors import entropy, log_prob
 from agents.core.hooks import HookError, call_hook, config_hook
+from agents.core.icm import masked_mean
 from agents.core.learning import ActorCriticLearner, Hyper, gradient_step
 from agents.core.normalization import RunningStats, normalize
 from networks.cores import previous_inputs
@@ -255,10 +256,7 @@ class OnPolicyLearner(ActorCriticLearner):
         own = icm.observe_rollout(state.icm, traj, axis_name)
         r_int = icm.rewards(own, obs[:-1], action, obs[1:], mask)
         own, metrics = icm.train(own, obs[:-1], action, obs[1:], mask, axis_name)
-        valid = jnp.stack([jnp.sum(mask * r_int), jnp.sum(mask)])
-        if axis_name is not None:
-            valid = jax.lax.psum(valid, axis_name)
-        metrics["intrinsic_reward"] = valid[0] / jnp.maximum(valid[1], 1.0)
+        metrics["intrinsic_reward"] = masked_mean(r_int, mask, axis_name)
         reward = reward + self.config.icm_coef * r_int
         return state._replace(icm=own), reward, metrics
 

@@ -160,7 +160,7 @@ CASES = [
 @pytest.mark.slow
 @pytest.mark.parametrize("agent_cls, cfg_cls, env_id", CASES)
 def test_windows_get_the_intrinsic_reward_before_the_targets(agent_cls, cfg_cls, env_id,
-                                                             monkeypatch):  # fmt: skip
+                                                             learnt_batches):  # fmt: skip
     coef, n = 0.5, 2
     env = make_env(env_id, 2, 0)
     agent = agent_cls(cfg_cls(**TINY, icm_coef=coef, n_step=n, start_train_at=0), env)
@@ -177,14 +177,7 @@ def test_windows_get_the_intrinsic_reward_before_the_targets(agent_cls, cfg_cls,
     assert float(learner.icm.obs_stats.count) == pytest.approx(32, abs=1e-3)
     assert float(learner.icm.error_stats.count) == pytest.approx(valid, abs=1e-3)
 
-    seen = {}
-    update = agent.modules.learner.update
-
-    def spy(s, batch, *args):
-        seen["reward"] = batch.reward
-        return update(s, batch, *args)
-
-    monkeypatch.setattr(agent.modules.learner, "update", spy)  # the parts are shared
+    batches = learnt_batches(agent)
     new, _, metrics = agent.replay_update(learner, replay)
     _, sub = sample_key(learner.key)
     batch, _, _ = agent.modules.sample(agent.replay, replay, learner, sub, 8)
@@ -194,7 +187,7 @@ def test_windows_get_the_intrinsic_reward_before_the_targets(agent_cls, cfg_cls,
     r_int = np.asarray(fwd) / np.sqrt(float(learner.icm.error_stats.var) + 1e-8)
     assert r_int.shape == (n, 8)
     want = np.asarray(batch.reward) + coef * r_int
-    np.testing.assert_allclose(np.asarray(seen["reward"]), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(batches[-1].reward), want, rtol=1e-4, atol=1e-5)
     for name in ICM.metric_names:
         assert np.isfinite(float(metrics[name])), name
     moved = jax.tree.map(lambda a, b: bool(np.any(a != b)), new.icm.params, learner.icm.params)
@@ -255,7 +248,7 @@ def test_on_policy_rollouts_get_the_intrinsic_reward_before_the_advantages(agent
 
 
 @pytest.mark.slow
-def test_dqn_traces_get_the_intrinsic_reward_before_the_targets(monkeypatch):
+def test_dqn_traces_get_the_intrinsic_reward_before_the_targets(learnt_batches):
     """DQN: every step of a sampled trace (and its look-ahead) gets coef·r^i before the
     n-step targets; ICM trains on the trace's learnt transitions (`--trace-len` of them)."""
     from agents.dqn import DQNAgent
@@ -273,14 +266,7 @@ def test_dqn_traces_get_the_intrinsic_reward_before_the_targets(monkeypatch):
         actor, traj, _ = agent.collect(TrainState(learner, replay, actor))
         learner, replay, _ = absorb(learner, replay, traj)
     assert float(learner.icm.obs_stats.count) == pytest.approx(20, abs=1e-3)
-    seen = {}
-    update = agent.modules.learner.update
-
-    def spy(s, batch, *args):
-        seen["batch"] = batch
-        return update(s, batch, *args)
-
-    monkeypatch.setattr(agent.modules.learner, "update", spy)  # the parts are shared
+    batches = learnt_batches(agent)
     new, _, metrics = agent.replay_update(learner, replay)
     _, sub = sample_key(learner.key)  # the batch the update drew (agents.core.learning)
     sample = agent.replay.sample(replay, sub, cfg.batch_size)
@@ -291,7 +277,7 @@ def test_dqn_traces_get_the_intrinsic_reward_before_the_targets(monkeypatch):
     r_int = icm.rewards(learner.icm, batch.obs[:n], batch.action, batch.obs[1 : n + 1], batch.mask)
     assert np.all(np.asarray(r_int)[np.asarray(batch.mask) > 0] > 0)
     want = np.asarray(batch.reward) + coef * np.asarray(r_int)
-    np.testing.assert_allclose(np.asarray(seen["batch"].reward), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(batches[-1].reward), want, rtol=1e-5, atol=1e-6)
     for name in ICM.metric_names:
         assert np.isfinite(float(metrics[name])), name
     moved = jax.tree.map(lambda a, b: bool(np.any(a != b)), new.icm.params, learner.icm.params)

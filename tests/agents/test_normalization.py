@@ -79,7 +79,9 @@ def test_running_stats_merged_over_devices_equal_one_device():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("agent_cls, cfg_cls", [(SACAgent, SACConfig), (TD3Agent, TD3Config)])
-def test_off_policy_agents_store_raw_and_learn_and_act_normalised(agent_cls, cfg_cls, monkeypatch):
+def test_off_policy_agents_store_raw_and_learn_and_act_normalised(
+    agent_cls, cfg_cls, learnt_batches
+):
     env = make_env("Pendulum-v1", 2, 0)
     agent = agent_cls(cfg_cls(**TINY, normalize_obs=True, start_train_at=0), env)
     state = agent.init(jax.random.PRNGKey(0))
@@ -99,20 +101,13 @@ def test_off_policy_agents_store_raw_and_learn_and_act_normalised(agent_cls, cfg
     np.testing.assert_allclose(np.asarray(learner.obs_stats.var), flat.var(0), rtol=1e-3)
 
     # The learner gets the sampled batch normalised with the learner's statistics.
-    seen = {}
-    update = agent.modules.learner.update
-
-    def spy(s, batch, *args):
-        seen["obs"] = batch.obs
-        return update(s, batch, *args)
-
-    monkeypatch.setattr(agent.modules.learner, "update", spy)  # the parts are shared
+    batches = learnt_batches(agent)
     agent.replay_update(learner, replay)
     _, sub = sample_key(learner.key)
     batch, _, _ = agent.modules.sample(agent.replay, replay, learner, sub, 8)
     mean, var = np.asarray(learner.obs_stats.mean), np.asarray(learner.obs_stats.var)
     want = np.clip((np.asarray(batch.obs) - mean) / np.sqrt(var + 1e-8), -5.0, 5.0)
-    np.testing.assert_allclose(np.asarray(seen["obs"]), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(batches[-1].obs), want, rtol=1e-5, atol=1e-5)
 
     # The actor sees what the learner sees: its greedy action is the network's on the
     # normalised observation.

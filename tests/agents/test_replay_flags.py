@@ -122,29 +122,23 @@ WEIGHTS_OFF = [
 
 @pytest.mark.parametrize("agent_cls, cfg_cls, env_id, extra", WEIGHTS_OFF)
 def test_importance_weights_off_apart_from_the_priorities(agent_cls, cfg_cls, env_id, extra,
-                                                          monkeypatch):  # fmt: skip
+                                                          learnt_batches):  # fmt: skip
     """The seed's use_priority off: sampling by priority with every weight 1, as
     --importance-exponent 0 --importance-exponent-steps 0 (β held at 0) gives."""
     cfg = cfg_cls(**{**TINY, **extra}, prioritized=True, importance_exponent=0.0,
                   importance_exponent_steps=0)  # fmt: skip
     agent = agent_cls(cfg, make_env(env_id, 2, 0))
     learner, replay = _filled(agent, iterations=6)
-    seen = {}
-    update = agent.modules.learner.update
-
-    def spy(s, batch, *args):
-        seen["w"] = batch.is_weight
-        return update(s, batch, *args)
-
-    monkeypatch.setattr(agent.modules.learner, "update", spy)  # the parts are shared
+    batches = learnt_batches(agent)
     for _ in range(2):  # the second from the priorities the first stored
         learner, replay, _ = agent.replay_update(learner, replay)
-        assert isinstance(seen["w"], jax.Array) and np.all(np.asarray(seen["w"]) == 1.0)
+        w = batches[-1].is_weight
+        assert isinstance(w, jax.Array) and np.all(np.asarray(w) == 1.0)
     assert len(set(np.asarray(replay.priorities).ravel().tolist())) > 2  # not uniform
 
 
 @pytest.mark.slow
-def test_recurrent_sac_weights_its_sequences_by_the_annealed_beta(monkeypatch):
+def test_recurrent_sac_weights_its_sequences_by_the_annealed_beta(learnt_batches):
     """Recurrent SAC with --prioritized: after an update has stored unequal priorities, the
     next windows' importance weights are the replay's normalised 1/(N·P(i)) to the power β
     annealed over --importance-exponent-steps, as the feed-forward sampling's."""
@@ -153,17 +147,11 @@ def test_recurrent_sac_weights_its_sequences_by_the_annealed_beta(monkeypatch):
     agent = SACAgent(cfg, make_env("Pendulum-v1", 2, 0))
     learner, replay = _filled(agent, iterations=6)
     learner, replay, _ = agent.replay_update(learner, replay)  # unequal priorities now
-    seen = {}
-    update = agent.modules.learner.update
-
-    def spy(s, batch, *args):
-        seen["w"] = batch.is_weight
-        return update(s, batch, *args)
-
-    monkeypatch.setattr(agent.modules.learner, "update", spy)  # the parts are shared
+    batches = learnt_batches(agent)
     _, sub = sample_key(learner.key)
     raw = TraceBatch.from_sample(agent.replay.sample(replay, sub, 8), 1).is_weight
     beta = 0.5 + 0.5 * min(1.0, int(learner.env_steps) / 100)
     assert beta < 1.0 and len(set(np.asarray(raw).tolist())) > 1
     agent.replay_update(learner, replay)
-    np.testing.assert_allclose(np.asarray(seen["w"]), np.asarray(raw) ** beta, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(batches[-1].is_weight), np.asarray(raw) ** beta,
+                               rtol=1e-5)  # fmt: skip

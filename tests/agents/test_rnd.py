@@ -70,7 +70,7 @@ def test_errors_and_rewards_match_numpy():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("agent_cls, cfg_cls", [(SACAgent, SACConfig), (TD3Agent, TD3Config)])
-def test_windows_get_the_intrinsic_reward_before_the_targets(agent_cls, cfg_cls, monkeypatch):
+def test_windows_get_the_intrinsic_reward_before_the_targets(agent_cls, cfg_cls, learnt_batches):
     coef, n = 0.5, 2
     env = make_env("Pendulum-v1", 2, 0)
     agent = agent_cls(cfg_cls(**TINY, rnd_coef=coef, n_step=n, start_train_at=0), env)
@@ -85,21 +85,14 @@ def test_windows_get_the_intrinsic_reward_before_the_targets(agent_cls, cfg_cls,
     assert float(learner.rnd.obs_stats.count) == pytest.approx(32, abs=1e-3)
     assert float(learner.rnd.error_stats.count) == pytest.approx(32, abs=1e-3)
 
-    seen = {}
-    update = agent.modules.learner.update
-
-    def spy(s, batch, *args):
-        seen["reward"] = batch.reward
-        return update(s, batch, *args)
-
-    monkeypatch.setattr(agent.modules.learner, "update", spy)  # the parts are shared
+    batches = learnt_batches(agent)
     new, _, metrics = agent.replay_update(learner, replay)
     _, sub = sample_key(learner.key)
     batch, _, _ = agent.modules.sample(agent.replay, replay, learner, sub, 8)
     r_int = np.asarray(agent.modules.rnd.rewards(learner.rnd, batch.obs[1:]))
     assert r_int.shape == (n, 8) and np.all(r_int > 0)
     want = np.asarray(batch.reward) + coef * r_int
-    np.testing.assert_allclose(np.asarray(seen["reward"]), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(batches[-1].reward), want, rtol=1e-5, atol=1e-6)
     mask0 = np.asarray(batch.mask[0])
     mean = np.sum(mask0 * r_int[0]) / max(mask0.sum(), 1.0)
     np.testing.assert_allclose(float(metrics["intrinsic_reward"]), mean, rtol=1e-5)

@@ -228,8 +228,9 @@ def test_sharded_update_refreshes_each_rows_own_states(pendulum_p):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("curiosity", [dict(rnd_coef=0.5), dict(icm_coef=0.5)])
-def test_curiosity_reaches_the_targets_and_the_cores_get_the_env_reward(pendulum_p, curiosity,
-                                                                       monkeypatch):  # fmt: skip
+def test_curiosity_reaches_the_targets_and_the_cores_get_the_env_reward(
+    pendulum_p, curiosity, monkeypatch, learnt_batches
+):
     """Recurrent SAC with RND or ICM (issue 63): the update's windows carry reward + coef·r^i
     for the targets, and `env_reward`, the env's reward, which is what the cores are fed as
     their previous reward (as acting fed them); without curiosity they get `reward`."""
@@ -237,22 +238,16 @@ def test_curiosity_reaches_the_targets_and_the_cores_get_the_env_reward(pendulum
 
     agent = SACAgent(SACConfig(**TINY, **curiosity), pendulum_p)
     state = _filled(agent)
-    seen, fed = {}, []
-    update = agent.modules.learner.update
-    previous = recurrent.previous_inputs
-
-    def spy_update(s, batch, *args):
-        seen["batch"] = batch
-        return update(s, batch, *args)
+    fed, previous = [], recurrent.previous_inputs
+    batches = learnt_batches(agent)
 
     def spy_inputs(core, action, reward):
         fed.append(reward)
         return previous(core, action, reward)
 
-    monkeypatch.setattr(agent.modules.learner, "update", spy_update)  # the parts are shared
     monkeypatch.setattr(recurrent, "previous_inputs", spy_inputs)
     agent.replay_update(state.learner, state.replay)
-    batch = seen["batch"]
+    batch = batches[-1]
     env_reward, reward = np.asarray(batch.env_reward), np.asarray(batch.reward)
     assert env_reward.shape == reward.shape and np.all(reward > env_reward)  # bonus > 0
     assert fed and all(np.array_equal(np.asarray(r), env_reward) for r in fed)
