@@ -65,6 +65,11 @@ class RunArgs:
     flatten_obs: bool = False
     """Flatten each observation array to a vector, read by the agents' MLP torso instead of a
     CNN (MinAtar's [10, 10, C] as gymnax-blines' and PureJaxRL's MLP agents read it)."""
+    privileged_obs: tuple[int, ...] | None = None
+    """Dimensions of the vector observations that are privileged (e.g. CartPole-v1's
+    velocities: 1 3): hidden from every network, and given only to SAC's prediction model
+    (--prediction: its inputs and reconstruction targets). Agents that do not read them
+    (all but SAC) refuse the flag."""
     run_dir: str | None = None
     """Run folder; default runs/<exp-name>."""
     exp_name: str | None = None
@@ -243,6 +248,11 @@ class RunArgs:
             "max_minutes",
             "a finite number > 0",
         )
+        dims = self.privileged_obs
+        need(
+            dims is None or (len(dims) > 0 and min(dims) >= 0), "privileged_obs",
+            "one or more dimension indices >= 0",
+        )  # fmt: skip
         for name in ("run_dir", "exp_name", "resume", "env"):
             value = getattr(self, name)
             need(value is None or value.strip() != "", name, "non-empty")

@@ -343,7 +343,9 @@ def timed_train_process(argv: list[str], time_from: int) -> dict:
 
 def env_options(run) -> dict:
     """The `envs.make_env` keyword arguments a run's options set, for its training and
-    evaluation envs alike: --flatten-obs and its --protocol's env settings."""
+    evaluation envs alike: --flatten-obs, --privileged-obs and its --protocol's env
+    settings."""
     from envs.protocols import protocol_env_kwargs
 
-    return {"flatten_obs": run.flatten_obs, **protocol_env_kwargs(run.protocol)}
+    extra = {"privileged_obs": tuple(run.privileged_obs)} if run.privileged_obs else {}
+    return {"flatten_obs": run.flatten_obs, **extra, **protocol_env_kwargs(run.protocol)}

@@ -146,21 +146,31 @@ def probe_env_spec(args: TrainArgs) -> EnvSpec:
     env = make_env(run.env, 1, run.seed, train=True, reward_clip=run.reward_clip)
     try:
         spec = env.spec
-        if not run.flatten_obs:
-            return spec
-        if not spec.pytree_obs and len(spec.obs_shape) <= 1:
-            by = "" if "flatten_obs" in args.given else f" (set by --preset {run.preset})"
-            raise ValueError(
-                f"--flatten-obs{by}: {spec.env_id}'s observations are already vectors "
-                f"{list(spec.obs_shape)}"
-            )
-        return FlatObsVecEnv(env).spec  # what make_env(..., flatten_obs=True) hands out
+        if run.flatten_obs:
+            if not spec.pytree_obs and len(spec.obs_shape) <= 1:
+                by = "" if "flatten_obs" in args.given else f" (set by --preset {run.preset})"
+                raise ValueError(
+                    f"--flatten-obs{by}: {spec.env_id}'s observations are already vectors "
+                    f"{list(spec.obs_shape)}"
+                )
+            spec = FlatObsVecEnv(env).spec  # what make_env(..., flatten_obs=True) hands out
+        if run.privileged_obs:  # as make_env(..., privileged_obs=...) declares them
+            spec = dataclasses.replace(spec, privileged_obs=tuple(run.privileged_obs))
+        return spec
     finally:
         env.close()
 
 
 def check_observations(spec: AgentSpec, env_spec: EnvSpec) -> None:
-    """An agent that does not take dict observations refuses an env that has them."""
+    """An agent that does not take dict observations refuses an env that has them, and one
+    that does not read privileged observations (`AgentSpec.privileged_obs`) an env that
+    declares some (--privileged-obs)."""
+    if env_spec.privileged_obs and not spec.privileged_obs:
+        takers = [n for n in agent_names() if get_agent(n).privileged_obs]
+        raise ValueError(
+            f"--privileged-obs: --agent {spec.name} does not keep privileged dimensions from "
+            f"its networks; agents that do: {', '.join(takers)}"
+        )
     if env_spec.pytree_obs and not spec.dict_obs:
         obs = env_spec.obs_spec
         keys = ", ".join(obs) if isinstance(obs, dict) else type(obs).__name__

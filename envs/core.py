@@ -9,6 +9,7 @@ bit-identical `TimeStep`s, and the two backends identical semantics.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NamedTuple
@@ -188,6 +189,7 @@ class EnvSpec:
     reward_clip: bool = False
     episodic_life: bool = False
     obs_spec: Any = None
+    privileged_obs: tuple[int, ...] = ()
 
     def __post_init__(self):
         setf = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -220,6 +222,16 @@ class EnvSpec:
                 )
             setf("obs_shape", None)
             setf("obs_dtype", None)
+        if self.privileged_obs:
+            setf("privileged_obs", check_privileged_obs(self, self.privileged_obs))
+
+    @property
+    def visible_obs(self) -> tuple[int, ...] | None:
+        """The observation dimensions the networks read: all but `privileged_obs` (None
+        when there are none: the observation as it is)."""
+        if not self.privileged_obs:
+            return None
+        return tuple(i for i in range(self.obs_shape[0]) if i not in self.privileged_obs)
 
     @property
     def pytree_obs(self) -> bool:
@@ -236,6 +248,32 @@ class EnvSpec:
             )
         assert self.obs_shape is not None and self.obs_dtype is not None
         return self.obs_shape, self.obs_dtype
+
+
+def check_privileged_obs(spec: EnvSpec, dims) -> tuple[int, ...]:
+    """`dims` as the sorted tuple of privileged dimensions of `spec`'s vector observations
+    (`envs.factory.make_env`'s `privileged_obs`), or a one-line ValueError."""
+    shape = None if spec.pytree_obs else spec.obs_shape
+    if shape is None or len(shape) != 1:
+        kind = "dict observations" if shape is None else f"observations of shape {list(shape)}"
+        raise ValueError(f"--privileged-obs needs vector observations; {spec.env_id} has {kind}")
+    try:
+        dims = tuple(sorted({operator.index(d) for d in dims}))
+    except TypeError:
+        raise ValueError(f"--privileged-obs takes dimension indices, got {dims!r}") from None
+    size = shape[0]
+    bad = [d for d in dims if not 0 <= d < size]
+    if bad:
+        raise ValueError(
+            f"--privileged-obs {' '.join(map(str, bad))}: {spec.env_id}'s observations have "
+            f"dimensions 0 .. {size - 1}"
+        )
+    if len(dims) == size:
+        raise ValueError(
+            f"--privileged-obs hides all {size} dimensions of {spec.env_id}'s observations; "
+            "the networks need at least one"
+        )
+    return dims
 
 
 def obs_dtype_for(dtype: Any) -> np.dtype:

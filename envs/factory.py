@@ -12,7 +12,7 @@ from envs.envpool_env import EnvpoolVecEnv, envpool_ids, is_atari_id
 from envs.gymnasium_env import GymnasiumVecEnv, gymnasium_ids
 from envs.gymnax_env import PREFIX as GYMNAX
 from envs.gymnax_env import GymnaxVecEnv, gymnax_ids
-from envs.partial import PARTIAL_OBS, FlatObsVecEnv, ObsSubsetVecEnv
+from envs.partial import PARTIAL_OBS, FlatObsVecEnv, ObsSubsetVecEnv, PrivilegedObsVecEnv
 from envs.text import DEFAULT_MISSION_LENGTH
 
 BACKENDS = ("auto", "envpool", "gymnasium", "gymnax")
@@ -114,6 +114,7 @@ def make_env(
     mission_length: int = DEFAULT_MISSION_LENGTH,
     flatten_obs: bool = False,
     fire_reset: bool | None = None,
+    privileged_obs: Sequence[int] = (),
 ) -> VecEnv:
     """Build a vectorised env with next-step auto-reset.
 
@@ -145,7 +146,22 @@ def make_env(
       fire_reset: Atari only: whether envpool presses FIRE after a reset in the games whose
         action set has it (None: envpool's default, on). The Atari 100k protocol turns it off
         (`envs.protocols`), as Dopamine's ALE wrappers never press it for the agent.
+      privileged_obs: dimensions of the (vector) observations that are privileged
+        (`envs.partial.PrivilegedObsVecEnv`): handed out, but kept from the networks of the
+        agents that take them, e.g. CartPole's velocities (1, 3) for SAC's prediction model.
     """
+    if privileged_obs:
+        inner = make_env(
+            env_id, num_envs, seed, train=train, reward_clip=reward_clip,
+            episodic_life=episodic_life, num_threads=num_threads,
+            max_episode_steps=max_episode_steps, backend=backend, obs_keys=obs_keys,
+            mission_length=mission_length, flatten_obs=flatten_obs, fire_reset=fire_reset,
+        )  # fmt: skip
+        try:
+            return PrivilegedObsVecEnv(inner, privileged_obs)
+        except ValueError:
+            inner.close()
+            raise
     if flatten_obs:
         inner = make_env(
             env_id, num_envs, seed, train=train, reward_clip=reward_clip,

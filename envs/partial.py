@@ -99,6 +99,22 @@ class ObsSubsetVecEnv(ObsMapVecEnv):
         return tuple(int(k) for k in self.keep)
 
 
+class PrivilegedObsVecEnv(ObsMapVecEnv):
+    """`inner` with some dimensions of its vector observations declared privileged
+    (`EnvSpec.privileged_obs`): the observations are handed out whole, and the agents that
+    take them keep those dimensions from their networks, giving them only to what may see
+    them (SAC's prediction model, --prediction); the others refuse such an env."""
+
+    def __init__(self, inner: VecEnv, dims):
+        super().__init__(inner, dataclasses.replace(inner.spec, privileged_obs=tuple(dims)))
+
+    def _map(self, obs, xp):
+        return obs
+
+    def _map_key(self) -> tuple:
+        return self.spec.privileged_obs
+
+
 class FlatObsVecEnv(ObsMapVecEnv):
     """`inner` with each observation array flattened to a vector `[prod(obs_shape)]` (its
     dtype kept): what `--flatten-obs` trains on, so that the agents' MLP torso reads an image

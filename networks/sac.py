@@ -35,18 +35,42 @@ def _mlp(x, hidden: Sequence[int]):
     return x
 
 
-def obs_torso(obs_spec, plugged=None) -> nn.Module | None:
+def obs_torso(obs_spec, plugged=None, keep=None, width: int = 0) -> nn.Module | None:
     """The encoder before the MLPs of SAC's and TD3's networks: `plugged()` where the user
-    gave one (`--network`, agents.core.hooks.plugged_torso); else none for vectors (the MLP
-    takes them as they are), else `networks.make_torso`'s for the observation (its CNN for
-    an image of any size, one encoder per key of a dict observation, concatenated). Each
-    network gets its own (the critics of an ensemble share theirs)."""
+    gave one (`--network`, agents.core.hooks.plugged_torso); for vectors, none (the MLP takes
+    them as they are), or a `VectorTorso` that keeps only the dimensions `keep` (the
+    visible ones, `EnvSpec.visible_obs`) and with `width` > 0 adds a ReLU layer of that
+    width (a representation for SAC's prediction model to read); else `networks.make_torso`'s
+    for the observation (its CNN for an image of any size, one encoder per key of a dict
+    observation, concatenated). Each network gets its own (the critics of an ensemble share
+    theirs)."""
     if plugged is not None:
         return plugged()
     shape = _array_shape(obs_spec)
     if shape is not None and len(shape) == 1:
-        return None
+        if keep is None and not width:
+            return None
+        return VectorTorso(None if keep is None else tuple(keep), width)
     return make_torso(obs_spec, hidden=())
+
+
+def visible(obs, keep):
+    """`obs[..., keep]` as float32 (the dimensions a network reads), or `obs` as float32."""
+    obs = obs.astype(jnp.float32)
+    return obs if keep is None else jnp.take(obs, jnp.asarray(keep, jnp.int32), axis=-1)
+
+
+class VectorTorso(nn.Module):
+    """Vector observations `[..., D]` -> their dimensions `keep` (all when None), then with
+    `width` > 0 one ReLU layer of that width."""
+
+    keep: tuple[int, ...] | None = None
+    width: int = 0
+
+    @nn.compact
+    def __call__(self, obs):
+        x = visible(obs, self.keep)
+        return nn.relu(nn.Dense(self.width, name="representation")(x)) if self.width else x
 
 
 class PolicyMLP(nn.Module):
@@ -98,17 +122,15 @@ class QEnsemble(nn.Module):
     `[N, ...]` (continuous) or `[N, ..., A]` (discrete). Every member gets its own init.
     `torso`: one encoder of the observation that every member's MLP reads (`obs_torso`: one
     CNN, not N vmapped ones, which XLA:CPU would run as a slower grouped convolution), or
-    None for vectors."""
+    None for vectors. `method="represent"` runs only the torso (the representation: the
+    observation itself without one) and `method="q"` only the members on such features."""
 
     num_critics: int = 2
     hidden: Sequence[int] = (256, 256)
     num_actions: int = 0
     torso: nn.Module | None = None
 
-    @nn.compact
-    def __call__(self, obs, action=None):
-        if self.torso is not None:
-            obs = self.torso(obs)
+    def setup(self):
         ensemble = nn.vmap(
             QMLP,
             variable_axes={"params": 0},
@@ -117,7 +139,16 @@ class QEnsemble(nn.Module):
             out_axes=0,
             axis_size=self.num_critics,
         )
-        return ensemble(self.hidden, self.num_actions, name="members")(obs, action)
+        self.members = ensemble(self.hidden, self.num_actions)
+
+    def __call__(self, obs, action=None):
+        return self.q(self.represent(obs), action)
+
+    def represent(self, obs):
+        return obs if self.torso is None else self.torso(obs)
+
+    def q(self, features, action=None):
+        return self.members(features, action)
 
 
 class RecurrentSACState(NamedTuple):
@@ -142,7 +173,7 @@ def _torso_and_core(module, obs, first, state, prev_action, prev_reward):
             f"{type(module).__name__} takes time-major obs [T, B, D] and first [T, B]; got obs "
             f"{obs.shape} and first {first.shape}"
         )
-    x = nn.relu(nn.Dense(module.hidden[0], name="torso")(obs.astype(jnp.float32)))
+    x = nn.relu(nn.Dense(module.hidden[0], name="torso")(visible(obs, module.keep)))
     core = ActionRewardLSTM(module.lstm_size, module.action_dim, module.discrete, name="core")
     return core(x, first, state, prev_action, prev_reward)
 
@@ -162,6 +193,7 @@ class RecurrentPolicy(nn.Module):
     head: str = "gaussian"
     log_std_min: float = -5.0
     log_std_max: float = 2.0
+    keep: tuple[int, ...] | None = None  # the observation's visible dimensions (None: all)
 
     @nn.compact
     def __call__(self, obs, first, state, prev_action=None, prev_reward=None):
@@ -185,6 +217,7 @@ class RecurrentQEnsemble(nn.Module):
     discrete: bool
     hidden: Sequence[int] = (256, 256)
     lstm_size: int = 64
+    keep: tuple[int, ...] | None = None  # the observation's visible dimensions (None: all)
 
     def setup(self):
         self.heads = QEnsemble(

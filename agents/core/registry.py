@@ -60,6 +60,9 @@ class AgentSpec:
       description: one line for `--help`.
       dict_obs: whether it takes dict (pytree) observations such as MiniGrid's; the runner
         refuses an env that has them, before anything is built, for an agent that does not.
+      privileged_obs: whether it keeps the privileged dimensions of an env's observations
+        (`EnvSpec.privileged_obs`, --privileged-obs) from its networks; the runner refuses
+        such an env for an agent that does not.
     """
 
     name: str
@@ -69,6 +72,7 @@ class AgentSpec:
     default_preset: str | None = None
     description: str = ""
     dict_obs: bool = False
+    privileged_obs: bool = False
 
     def __post_init__(self):
         fields = {f.name for f in dataclasses.fields(self.config_cls)}

@@ -68,7 +68,9 @@ Q̃(x_t, a_t) and V(x_t); `acer_continuous_policy_loss` and
 `gaussian_trust_region_policy_loss` only into the policy's mean and log-std (the sampled
 actions are constants: a score-function estimate); `sdn_q_values` and the Gaussian
 helpers are plain differentiable functions. `tanh_gaussian_log_prob`, `scale_action`,
-`huber_loss` and the value rescaling are plain differentiable functions.
+`huber_loss` and the value rescaling are plain differentiable functions. The prediction
+model's `transition_loss` flows into the predicted μ and log σ (the next representation is a
+target), `reward_model_loss` and `reconstruction_loss` into the prediction only.
 
 Families: off-policy actor-critics (`retrace`, `policy`, `distributional`), state-value
 targets (`returns`), PPO (`onpolicy`: `ppo_clip_loss`, `clipped_value_loss`,
@@ -79,7 +81,8 @@ ACER (`acer_continuous`: Gaussian log-densities, entropy and KL, the stochastic 
 network, Q_ret/Q_opc with the 1/d-th-root truncation, the SDN critic loss, the policy gradient
 with a sampled bias correction and the trust region on the Gaussian's statistics) and
 curiosity (`curiosity`: RND's prediction error and intrinsic reward, ICM's forward and
-inverse losses).
+inverse losses) and SAC's prediction model (`prediction`: the transition, reward and
+reconstruction losses and the gradient gate).
 
 Example::
 
@@ -136,6 +139,12 @@ from agents.losses.policy import (
     entropy,
     trust_region_policy_loss,
     trust_region_projection,
+)
+from agents.losses.prediction import (
+    gated_gradients,
+    reconstruction_loss,
+    reward_model_loss,
+    transition_loss,
 )
 from agents.losses.retrace import (
     MU_EPSILON,
@@ -197,6 +206,7 @@ __all__ = [
     "dpg_loss",
     "entropy",
     "gae",
+    "gated_gradients",
     "gaussian_entropy",
     "gaussian_kl",
     "gaussian_log_prob",
@@ -214,7 +224,9 @@ __all__ = [
     "q_lambda_targets",
     "q_learning_loss",
     "q_learning_targets",
+    "reconstruction_loss",
     "retrace_targets",
+    "reward_model_loss",
     "rnd_intrinsic_reward",
     "rnd_prediction_error",
     "sac_actor_loss",
@@ -228,6 +240,7 @@ __all__ = [
     "td3_target_actions",
     "td3_targets",
     "trace_coefficients",
+    "transition_loss",
     "trust_region_policy_loss",
     "trust_region_projection",
     "value_rescale",

@@ -14,6 +14,7 @@ SACAgent = parts_agent("sac", make, tunable=TUNABLE, discrete_only=False)
 DESCRIPTION = "SAC: soft actor-critic, continuous or discrete, critic ensembles (REDQ)"
 SPEC = AgentSpec(
     "sac", SACConfig, SACAgent, PRESETS, "sac-classic", DESCRIPTION, dict_obs=True,
+    privileged_obs=True,
 )  # fmt: skip
 
 __all__ = ["SPEC", "SACAgent", "SACConfig"]

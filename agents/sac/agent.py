@@ -35,6 +35,7 @@ from agents.core.parts import AgentParts, no_core
 from agents.core.rollout import ActorOutput, time_major
 from agents.sac.config import SACConfig
 from agents.sac.learner import METRICS, SACLearner
+from agents.sac.prediction import METRICS as PREDICTION_METRICS
 from agents.sac.recurrent import RecurrentSACLearner
 from networks.sac import (
     PolicyMLP,
@@ -55,6 +56,23 @@ def make(config: SACConfig, spec) -> AgentParts:
         raise ConfigError(
             f"--recurrent takes vector observations; {spec.env_id} has observations of {kind}"
         )
+    if config.prediction and (spec.obs_shape is None or len(spec.obs_shape) != 1):
+        kind = "dict" if spec.obs_shape is None else f"shape {spec.obs_shape}"
+        raise ConfigError(
+            f"--prediction reconstructs vector observations; {spec.env_id} has observations of "
+            f"{kind}"
+        )
+    if spec.privileged_obs:
+        given = [
+            flag for flag, on in (("--network", config.network is not None),
+                                  ("--rnd-coef", config.rnd_coef > 0),
+                                  ("--icm-coef", config.icm_coef > 0)) if on
+        ]  # fmt: skip
+        if given:
+            raise ConfigError(
+                f"{given[0]}: not with --privileged-obs (it would read the privileged "
+                "dimensions of the observations)"
+            )
     actor_net, critic_net = networks(config, spec)
     cls = RecurrentSACLearner if config.recurrent else SACLearner
     learner = cls(config, actor_net, critic_net, spec)
@@ -87,7 +105,8 @@ def make(config: SACConfig, spec) -> AgentParts:
     else:
         actor = continuous_actor(policy, record_action, learner.low, learner.high)
     return build(
-        config, spec, "sac", learner, actor, METRICS,
+        config, spec, "sac", learner, actor,
+        METRICS + (PREDICTION_METRICS if config.prediction else ()),
         sample=functools.partial(sample_sequences, config) if recurrent else None,
         after_update=functools.partial(after_update, config, learner),
         acting_critic=recurrent,
@@ -100,11 +119,14 @@ def networks(config: SACConfig, spec):
     """(actor, critic ensemble): MLPs (after an encoder each for images and dict
     observations, `networks.sac.obs_torso`), or with --recurrent LSTM cores fed the previous
     action and reward (vector observations); a categorical or squashed-Gaussian actor by the
-    action space."""
+    action space. Each reads the observation without its privileged dimensions
+    (--privileged-obs); with --prediction the feed-forward critics' torso ends in a ReLU
+    layer of width hidden[0], their representation."""
     discrete = spec.discrete
     size = spec.num_actions if discrete else int(np.prod(spec.action_shape))
+    keep = spec.visible_obs  # without the privileged dimensions (--privileged-obs)
     if config.recurrent:
-        common = dict(action_dim=size, discrete=discrete, hidden=config.hidden)
+        common = dict(action_dim=size, discrete=discrete, hidden=config.hidden, keep=keep)
         if discrete:
             actor = RecurrentPolicy(size, **common, lstm_size=config.lstm_size, head="categorical")
         else:
@@ -115,7 +137,11 @@ def networks(config: SACConfig, spec):
         return actor, RecurrentQEnsemble(config.num_critics, **common, lstm_size=config.lstm_size)
     plugged = plugged_torso(config, spec.obs_spec)
     clone = None if plugged is None else plugged.clone
-    torsos = {"torso": obs_torso(spec.obs_spec, clone)}, {"torso": obs_torso(spec.obs_spec, clone)}
+    width = config.hidden[0] if config.prediction else 0  # the critics' representation
+    torsos = (
+        {"torso": obs_torso(spec.obs_spec, clone, keep)},
+        {"torso": obs_torso(spec.obs_spec, clone, keep, width)},
+    )
     if discrete:
         actor = PolicyMLP(size, config.hidden, head="categorical", **torsos[0])
         return actor, QEnsemble(config.num_critics, config.hidden, size, **torsos[1])

@@ -84,9 +84,21 @@ class SACConfig(OffPolicyConfig):
     window's burn-in and learnt steps (agents/sac/recurrent.py); off: keep the states stored
     at acting time."""
 
+    prediction: bool = False
+    """The Advanced-SAC seed's prediction model (agents/sac/prediction.py): transition,
+    reward and observation models on the critics' representation (the recurrent critics'
+    core state; feed-forward, a ReLU layer of width hidden[0] added to their torso), trained
+    with them; their gradient reaches the representation only while its cosine with the
+    critics' loss's gradient there is positive. With --privileged-obs the models get the
+    privileged dimensions and reconstruct them. Vector observations."""
+    transition_kl: float = 0.8
+    """--prediction: the coefficient of KL(N(μ, σ) ‖ N(0, I)) in the transition model's loss
+    (the seed's transition_kl)."""
+
     # Flags that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **OffPolicyConfig.ONLY_WITH,
+        "transition_kl": "prediction",
         **dict.fromkeys(("alpha_lr", "target_entropy", "target_entropy_scale"), "autotune"),
         **dict.fromkeys(
             ("overwrite_mu", "vtrace_lambda", "vtrace_rho", "vtrace_c"), "target=vtrace"
@@ -132,6 +144,7 @@ class SACConfig(OffPolicyConfig):
             self.critic_subset,
             f"in [1, --num-critics {self.num_critics}]",
         )
+        check(self.transition_kl >= 0, "transition_kl", self.transition_kl, ">= 0")
         check(self.actor_q in ("min", "mean"), "actor_q", self.actor_q, '"min" or "mean"')
         check(self.target in ("n-step", "vtrace"), "target", self.target, '"n-step" or "vtrace"')
         check(0.0 <= self.vtrace_lambda <= 1.0, "vtrace_lambda", self.vtrace_lambda, "in [0, 1]")

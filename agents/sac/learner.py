@@ -45,6 +45,7 @@ from agents.core.learning import (
     grads_and_aux,
     update_target,
 )
+from agents.sac.prediction import Prediction
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -66,6 +67,7 @@ class SACState(NamedTuple):
     obs_stats: Any = ()  # RunningStats of --normalize-obs (filled by the agent), or ()
     rnd: Any = ()  # agents.core.rnd.RNDState with --rnd-coef (filled by the agent), or ()
     icm: Any = ()  # agents.core.icm.ICMState with --icm-coef (filled by the agent), or ()
+    prediction: Any = ()  # agents.sac.prediction.PredictionState with --prediction, or ()
 
 
 class SACLearner:
@@ -87,6 +89,7 @@ class SACLearner:
         self.action_dim = None if self.discrete else int(np.prod(spec.action_shape))
         # What a recurrent core's previous-action input holds: A actions, or the vector's D.
         self.core_action_dim = spec.num_actions if self.discrete else self.action_dim
+        self.prediction = Prediction(config, spec) if config.prediction else None
 
     @staticmethod
     def make_optimizers(cfg) -> dict:
@@ -109,6 +112,12 @@ class SACLearner:
         actor, critic = self.init_networks(k_actor, k_critic, sample_obs)
         params = {"actor": actor, "critic": critic}
         log_alpha = jnp.asarray(np.log(self.config.init_alpha), jnp.float32)
+        prediction = ()
+        if self.prediction is not None:
+            states = self.representation(critic, sample_obs)
+            prediction = self.prediction.init(
+                jax.random.fold_in(k_critic, 1), states, sample_obs, self.optimizers["critic"]
+            )
         return SACState(
             params=params,
             target_critic=jax.tree.map(jnp.copy, critic),  # distinct buffers: both donated
@@ -117,7 +126,13 @@ class SACLearner:
             step=jnp.zeros((), jnp.int32),
             key=key,
             env_steps=jnp.zeros((), jnp.int32),
+            prediction=prediction,
         )
+
+    def representation(self, critic_params, obs):
+        """The critics' representation of observations `[B, ...]` -> `[B, K]` (what their
+        heads read; the prediction model's s_t)."""
+        return self.critic.apply(critic_params, obs, method="represent")
 
     def init_opt_state(self, params, log_alpha, hparams=None) -> dict:
         """Fresh states of the three optimisers (actor, critic, temperature)."""
@@ -206,6 +221,14 @@ class SACLearner:
             q = self.critic.apply(critic_params, obs)
             return jnp.take_along_axis(q, action[None, ..., None], -1)[..., 0]
         return self.critic.apply(critic_params, obs, action)
+
+    def q_from_features(self, critic_params, features, action):
+        """`q_taken` from the critics' representation `features` `[..., K]` (their
+        `represent` or recurrent `unroll`)."""
+        if self.discrete:
+            q = self.critic.apply(critic_params, features, method="q")  # [N, ..., A]
+            return jnp.take_along_axis(q, action[None, ..., None], -1)[..., 0]
+        return self.critic.apply(critic_params, features, action, method="q")
 
     # ------------------------------------------------------------------ targets
     def targets(self, state: SACState, batch: TraceBatch, key, members):
@@ -346,14 +369,23 @@ class SACLearner:
         obs, action = at_steps(batch.obs, 0), batch.action[0]
         weight = batch.is_weight * batch.mask[0]
 
+        def q_loss(q):  # q: [N, B]
+            return 0.5 * jnp.sum(jnp.mean(weight[None] * jnp.square(q - y[None]), axis=-1))
+
         def critic_loss(critic):
             q = self.q_taken(critic, obs, action)  # [N, B]
-            loss = 0.5 * jnp.sum(jnp.mean(weight[None] * jnp.square(q - y[None]), axis=-1))
+            loss = q_loss(q)
             return loss, (loss, jnp.mean(q, 0))
 
-        (value_loss, q), grads, critic_norm = grads_and_aux(
-            critic_loss, state.params["critic"], axis_name
-        )
+        if self.prediction is None:
+            (value_loss, q), grads, critic_norm = grads_and_aux(
+                critic_loss, state.params["critic"], axis_name
+            )
+            prediction, prediction_metrics = state.prediction, {}
+        else:
+            (value_loss, q), grads, critic_norm, prediction, prediction_metrics = (
+                self.predicting_critic_grads(state, batch, q_loss, opts, axis_name)
+            )
         critic, critic_opt = apply(
             opts["critic"], grads, state.opt_state["critic"], state.params["critic"]
         )
@@ -382,8 +414,33 @@ class SACLearner:
             mask0, q, y, logp, hparams,
             value_loss=value_loss, policy_loss=policy_loss, alpha_loss=alpha_l, alpha=alpha,
             rho_mean=rho_mean, critic_grad_norm=critic_norm, actor_grad_norm=actor_norm,
+            **prediction_metrics,
         )  # fmt: skip
-        return new, metrics, td * mask0
+        return new._replace(prediction=prediction), metrics, td * mask0
+
+    def predicting_critic_grads(self, state: SACState, batch: TraceBatch, q_loss, opts, axis_name):
+        """--prediction: the critics' gradient on the sampled transitions (step 0 of each
+        window; `q_loss(q [N, B])` their loss) with the prediction model's gated in, and the
+        model's step (agents/sac/prediction.py). Returns ((loss, the members' mean Q [B]),
+        the gradient, its norm, the model's state, its metrics)."""
+        obs, action, mask = at_steps(batch.obs, 0), batch.action[0], batch.mask[0]
+        next_states = sg(self.representation(state.target_critic, at_steps(batch.obs, 1)))
+        reward = env_reward(batch)[0]
+
+        def joint(critic, model):
+            s = self.representation(critic, obs)
+            q = self.q_from_features(critic, s, action)
+            loss = q_loss(q)
+            pred_loss, parts = self.prediction.loss(
+                model, s[None], obs[None], action[None], reward[None], next_states[None],
+                mask[None],
+            )  # fmt: skip
+            return (loss, pred_loss), ((loss, jnp.mean(q, 0)), parts)
+
+        (aux, parts), grads, norm, prediction, gate = self.prediction.gated_step(
+            joint, state.params["critic"], state.prediction, opts["critic"], axis_name
+        )
+        return aux, grads, norm, prediction, {**parts, **gate}
 
     def finish_update(
         self, state, key, axis_name, stepped, opts, mask, q, y, logp, hparams, **scalars
@@ -419,6 +476,12 @@ class SACLearner:
             key=key,
         )
         return new, metrics, td
+
+
+def env_reward(batch: TraceBatch):
+    """The env's rewards of a batch: `batch.reward` less a curiosity bonus (--rnd-coef,
+    --icm-coef), which only the critics' targets see."""
+    return batch.reward if isinstance(batch.env_reward, tuple) else batch.env_reward
 
 
 LOG_RHO_MAX = float(np.log(100.0))  # V-trace's ρ is used truncated at <= 100 (`targets`)

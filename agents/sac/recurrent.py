@@ -52,7 +52,7 @@ from agents.core.learning import (
     draw_members,
     grads_and_aux,
 )
-from agents.sac.learner import SACLearner, SACState
+from agents.sac.learner import SACLearner, SACState, env_reward
 from networks.cores import ActionRewardState, previous_inputs
 from networks.sac import RecurrentSACState
 
@@ -70,6 +70,12 @@ class RecurrentSACLearner(SACLearner):
         actor = self.actor.init(k_actor, obs, first, state.actor)
         action = None if self.discrete else jnp.zeros((1, b, self.action_dim), jnp.float32)
         return actor, self.critic.init(k_critic, obs, first, state.critic, action)
+
+    def representation(self, critic_params, obs):
+        """The shape of the critics' representation (their core's output) of observations
+        `[B, ...]`: zeros `[B, lstm_size]` (for the prediction model's init)."""
+        del critic_params
+        return jnp.zeros((obs.shape[0], self.config.lstm_size), jnp.float32)
 
     def initial_state(self, batch_size: int) -> RecurrentSACState:
         return RecurrentSACState.zeros(
@@ -109,7 +115,7 @@ class RecurrentSACLearner(SACLearner):
         previous action and reward of its position, as acting stored them."""
         T = self.config.trace_len
         prev_action, prev_reward = previous_inputs(
-            batch.core_state.actor, batch.action, fed_reward(batch)
+            batch.core_state.actor, batch.action, env_reward(batch)
         )
         positions = jnp.arange(1, len(actor_states) + 1) * T
 
@@ -118,14 +124,6 @@ class RecurrentSACLearner(SACLearner):
             return ActionRewardState(lstm, prev_action[positions], prev_reward[positions])
 
         return RecurrentSACState(stack(actor_states), stack(critic_states))
-
-    def _q_taken(self, critic_params, features, action):
-        """Q_i(h_t, a_t) of every member at the stored actions `[N, L, B]`, from the core's
-        features `[L, B, size]`."""
-        if self.discrete:
-            q = self.critic.apply(critic_params, features, method="q")  # [N, L, B, A]
-            return jnp.take_along_axis(q, action[None, ..., None], -1)[..., 0]
-        return self.critic.apply(critic_params, features, action, method="q")
 
     def _check(self, batch: TraceBatch):
         cfg = self.config
@@ -148,7 +146,7 @@ class RecurrentSACLearner(SACLearner):
         critics' core over window positions start .. stop − 1 of `batch`, with each
         position's previous action and reward (module docstring)."""
         prev_action, prev_reward = previous_inputs(
-            batch.core_state.actor, batch.action, fed_reward(batch)
+            batch.core_state.actor, batch.action, env_reward(batch)
         )
 
         def runner(module_apply):
@@ -174,15 +172,49 @@ class RecurrentSACLearner(SACLearner):
         """The critics' loss against targets `y` `[L, B]` (module docstring, 3.): (loss,
         (loss, the members' mean Q `[L, B]`, the core's features of the learnt steps and
         the refresh states, stop_gradient'ed))."""
+        loss, q, feats, states = self.critic_terms(critic_params, batch, y)
+        return loss, (loss, q, sg(feats), states)
+
+    def critic_terms(self, critic_params, batch: TraceBatch, y):
+        """`critic_loss`'s (loss, the members' mean Q, the core's features of the learnt steps
+        `[L, B, K]` (with gradient), the refresh states)."""
         cfg = self.config
         b, L = cfg.burn_in, cfg.seq_len
         _, run_critic = self.runners(batch)
         feats, _, states = self._segments(run_critic, critic_params, batch.core_state.critic)
-        q = self._q_taken(critic_params, feats, batch.action[b : b + L])  # [N, L, B]
+        q = self.q_from_features(critic_params, feats, batch.action[b : b + L])  # [N, L, B]
         mask = batch.mask[b : b + L]
         per = 0.5 * jnp.sum(jnp.square(q - sg(y)[None]), axis=0)  # [L, B]: Σ over members
         loss = jnp.sum(batch.is_weight[None] * mask * per) / jnp.maximum(jnp.sum(mask), 1.0)
-        return loss, (loss, jnp.mean(q, 0), sg(feats), states)
+        return loss, jnp.mean(q, 0), feats, states
+
+    def predicting_critic_grads(self, state: SACState, batch: TraceBatch, y, next_states, opts,
+                                axis_name):  # fmt: skip
+        """--prediction: the critics' gradient on the learnt steps with the prediction
+        model's gated in, and the model's step (agents/sac/prediction.py), the model
+        predicting the target critics' core states `next_states` `[L, B, K]` at x_{t+1}.
+        Returns (`critic_loss`'s aux, the gradient, its norm, the model's state, its
+        metrics)."""
+        cfg = self.config
+        sl = slice(cfg.burn_in, cfg.burn_in + cfg.seq_len)
+        obs, action, mask, reward = (
+            batch.obs[sl],
+            batch.action[sl],
+            batch.mask[sl],
+            env_reward(batch)[sl],
+        )
+
+        def joint(critic, model):
+            loss, q, feats, states = self.critic_terms(critic, batch, y)
+            pred_loss, parts = self.prediction.loss(
+                model, feats, obs, action, reward, next_states, mask
+            )
+            return (loss, pred_loss), ((loss, q, sg(feats), states), parts)
+
+        (aux, parts), grads, norm, prediction, gate = self.prediction.gated_step(
+            joint, state.params["critic"], state.prediction, opts["critic"], axis_name
+        )
+        return aux, grads, norm, prediction, {**parts, **gate}
 
     def actor_loss(self, policy, critic_params, features, batch: TraceBatch, key, alpha):
         """The actor's loss (module docstring, 4.) from its outputs `policy` at the learnt
@@ -202,7 +234,9 @@ class RecurrentSACLearner(SACLearner):
 
     def sequence_targets(self, state: SACState, batch: TraceBatch, policy, actor_end, key, members):
         """The critics' targets of the L learnt steps `[L, B]` (module docstring, 2.), from
-        the actor's outputs at the learnt steps and its state after them."""
+        the actor's outputs at the learnt steps and its state after them; with the target
+        critics' core states at x_{b+1} .. x_{b+L} `[L, B, K]` (stop_gradient'ed: what the
+        prediction model predicts)."""
         cfg = self.config
         b, L, n = cfg.burn_in, cfg.seq_len, cfg.n_step
         W = b + L + n - 1
@@ -223,7 +257,7 @@ class RecurrentSACLearner(SACLearner):
         sl = slice(b, W)
         alpha = jnp.exp(state.log_alpha)
         r, d, mask = batch.reward[sl], batch.discount[sl], batch.mask[sl]
-        return self.n_step_targets(r, d, mask, q_next, logp_next, alpha)[:L]
+        return self.n_step_targets(r, d, mask, q_next, logp_next, alpha)[:L], sg(features[:L])
 
     def update(self, state: SACState, batch: TraceBatch, axis_name=None, hparams=None):
         """One update on B windows (module docstring), with a population member's
@@ -246,12 +280,22 @@ class RecurrentSACLearner(SACLearner):
         policy, pull_back, (actor_end, actor_states) = jax.vjp(
             lambda p: self.actor_forward(p, batch), diff, has_aux=True
         )
-        y = self.sequence_targets(state, batch, policy, actor_end, k_target, members)
+        y, next_states = self.sequence_targets(state, batch, policy, actor_end, k_target, members)
         mask = batch.mask[b : b + L]
 
-        (value_loss, q, feats, critic_states), grads, critic_norm = grads_and_aux(
-            lambda c: self.critic_loss(c, batch, y), state.params["critic"], axis_name
-        )
+        if self.prediction is None:
+            (value_loss, q, feats, critic_states), grads, critic_norm = grads_and_aux(
+                lambda c: self.critic_loss(c, batch, y), state.params["critic"], axis_name
+            )
+            prediction, prediction_metrics = state.prediction, {}
+        else:
+            (
+                (value_loss, q, feats, critic_states),
+                grads,
+                critic_norm,
+                prediction,
+                prediction_metrics,
+            ) = self.predicting_critic_grads(state, batch, y, next_states, opts, axis_name)
         critic, critic_opt = apply(
             opts["critic"], grads, state.opt_state["critic"], state.params["critic"]
         )
@@ -287,16 +331,11 @@ class RecurrentSACLearner(SACLearner):
             rho_mean=jnp.ones(()),
             critic_grad_norm=critic_norm,
             actor_grad_norm=actor_norm,
+            **prediction_metrics,
         )  # td: [L, B] (q: the members' mean)
+        new = new._replace(prediction=prediction)
         td_seq = jnp.sum(mask * td, 0) / jnp.maximum(jnp.sum(mask, 0), 1.0)
         refreshed = ()
         if cfg.refresh_stored_state:
             refreshed = self._refreshed(actor_states, critic_states, batch)
         return new, metrics, td_seq, refreshed
-
-
-def fed_reward(batch: TraceBatch):
-    """The rewards the cores are fed as their previous reward: the env's, as when acting
-    (`batch.reward` less a curiosity bonus, which only the targets see: --rnd-coef,
-    --icm-coef)."""
-    return batch.reward if isinstance(batch.env_reward, tuple) else batch.env_reward

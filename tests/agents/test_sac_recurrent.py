@@ -251,4 +251,4 @@ def test_curiosity_reaches_the_targets_and_the_cores_get_the_env_reward(
     env_reward, reward = np.asarray(batch.env_reward), np.asarray(batch.reward)
     assert env_reward.shape == reward.shape and np.all(reward > env_reward)  # bonus > 0
     assert fed and all(np.array_equal(np.asarray(r), env_reward) for r in fed)
-    assert recurrent.fed_reward(batch._replace(env_reward=())) is batch.reward
+    assert recurrent.env_reward(batch._replace(env_reward=())) is batch.reward

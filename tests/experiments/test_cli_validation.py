@@ -110,6 +110,7 @@ ZERO_OK = {
         "evolve_replace",
         "iterations_per_sync",
         "log_every",
+        "privileged_obs",  # indices
     },
     get_agent("acer").config_cls: {"start_train_at", "lstm_size", "microbatch_traces"},
     get_agent("reactor").config_cls: {
@@ -192,7 +193,9 @@ def generic_invalid(cls) -> list[tuple[str, list[str]]]:
         elif tp is str:
             values = [""]
         elif typing.get_origin(tp) is tuple and typing.get_args(tp)[0] is int:
-            values = ["0"] + ([] if name in EMPTY_OK else [None])  # None: the flag alone
+            # Sizes refuse 0; indices (ZERO_OK) refuse -1. None: the flag alone.
+            values = ["-1" if name in ZERO_OK.get(cls, ()) else "0"]
+            values += [] if name in EMPTY_OK else [None]
         else:
             continue  # bools and Literals: tyro's own usage errors (see below)
         out.append((name, values))
@@ -458,6 +461,19 @@ EXPLICIT_TRAIN = [
     (["--agent", "dqn", "--cnn", "data-efficient"],
      "--cnn applies to frame-stack image observations (Atari's) only; CartPole-v1 has none"),
     (["--agent", "dqn", "--noisy-std", "0.1"], "--noisy-std needs --noisy"),
+    # Privileged observations (--privileged-obs) and SAC's prediction model.
+    (["--agent", "acer", "--privileged-obs", "1"],
+     "--privileged-obs: --agent acer does not keep privileged dimensions from its networks"),
+    (["--agent", "sac", "--env", "CartPole-v1", "--privileged-obs", "4"],
+     "--privileged-obs 4: CartPole-v1's observations have dimensions 0 .. 3"),
+    (["--agent", "sac", "--env", "CartPole-v1", "--privileged-obs", "0", "1", "2", "3"],
+     "--privileged-obs hides all 4 dimensions"),
+    (["--agent", "sac", "--env", "gymnax/Breakout-MinAtar", "--privileged-obs", "0"],
+     "--privileged-obs needs vector observations"),
+    (["--agent", "sac", "--privileged-obs", "2", "--rnd-coef", "0.1"],
+     "--rnd-coef: not with --privileged-obs"),
+    (["--agent", "sac", "--env", "gymnax/Breakout-MinAtar", "--prediction"],
+     "--prediction reconstructs vector observations"),
 ]  # fmt: skip
 
 
