@@ -55,7 +55,7 @@ NOT_LEARNING = (
 # DQN's torso options, then issue 63's (ICM off, ...), at the values of the defaults before
 # them
 ADDED_NEUTRAL = {
-    "run": {"protocol": "none"},
+    "run": {"protocol": "none", "privileged_obs": None},
     "config": {
         **{"cnn": "nature", "head_hidden": 0, "noisy_std": 0.5},
         **{"icm_coef": 0.0, "icm_beta": 0.2, "icm_lr": 1e-3, "icm_features": 64},
@@ -64,6 +64,9 @@ ADDED_NEUTRAL = {
         **{"td_error_min": 0.0, "td_error_max": None},
         "target_update_period": 0,  # SAC's and TD3's off (DQN's and R2D1's are >= 1)
         "network": None,  # SAC's and TD3's --network plug-in, none
+        # SAC's prediction model and NoisyNet, off (noisy_std is DQN's above)
+        **{"prediction": False, "transition_kl": 0.8, "noisy": False},
+        **{"q_only": False, "q_only_epsilon": 0.05},  # SAC's Q-only discrete mode, off
     },
 }
 

@@ -19,6 +19,7 @@ MLP head. Their states travel together as `RecurrentSACState`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -26,13 +27,22 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from networks.cores import ActionRewardLSTM, ActionRewardState
+from networks.noisy import NOISE, StoredNoiseDense
 from networks.torsos import _array_shape, make_torso
 
 
-def _mlp(x, hidden: Sequence[int]):
+def _mlp(x, hidden: Sequence[int], noisy_std: float = 0.0):
     for width in hidden:
-        x = nn.relu(nn.Dense(width)(x))
+        x = nn.relu(_dense(width, noisy_std)(x))
     return x
+
+
+def _dense(width: int, noisy_std: float, name: str | None = None) -> nn.Module:
+    """A linear layer: `nn.Dense`, or with `noisy_std` > 0 NoisyNet's with its draw stored
+    in the "noise" collection (`networks.noisy.StoredNoiseDense`, σ0 = noisy_std)."""
+    if noisy_std > 0:
+        return StoredNoiseDense(width, noisy_std, name=name)
+    return nn.Dense(width, name=name)
 
 
 def obs_torso(obs_spec, plugged=None, keep=None, width: int = 0) -> nn.Module | None:
@@ -84,17 +94,19 @@ class PolicyMLP(nn.Module):
     log_std_min: float = -5.0
     log_std_max: float = 2.0
     torso: nn.Module | None = None
+    noisy_std: float = 0.0  # > 0: NoisyNet layers after the torso (`_dense`)
 
     @nn.compact
     def __call__(self, obs):
         x = obs.astype(jnp.float32) if self.torso is None else self.torso(obs)
-        x = _mlp(x, self.hidden)
+        x = _mlp(x, self.hidden, self.noisy_std)
+        dense = functools.partial(_dense, self.out_dim, self.noisy_std)
         if self.head == "categorical":
-            return nn.Dense(self.out_dim, name="logits")(x)
+            return dense("logits")(x)
         if self.head == "deterministic":
-            return jnp.tanh(nn.Dense(self.out_dim, name="action")(x))
-        mean = nn.Dense(self.out_dim, name="mean")(x)
-        raw = jnp.tanh(nn.Dense(self.out_dim, name="log_std")(x))
+            return jnp.tanh(dense("action")(x))
+        mean = dense("mean")(x)
+        raw = jnp.tanh(dense("log_std")(x))
         # CleanRL's smooth squashing of log σ into its range (Spinning Up clips instead).
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (raw + 1.0)
         return mean, log_std
@@ -105,16 +117,17 @@ class QMLP(nn.Module):
 
     hidden: Sequence[int] = (256, 256)
     num_actions: int = 0  # 0: continuous, the action is an input
+    noisy_std: float = 0.0  # > 0: NoisyNet layers (`_dense`)
 
     @nn.compact
     def __call__(self, obs, action=None):
         x = obs.astype(jnp.float32)
         if self.num_actions == 0:
             x = jnp.concatenate([x, action.astype(jnp.float32)], axis=-1)
-        x = _mlp(x, self.hidden)
+        x = _mlp(x, self.hidden, self.noisy_std)
         if self.num_actions == 0:
-            return nn.Dense(1)(x)[..., 0]
-        return nn.Dense(self.num_actions)(x)
+            return _dense(1, self.noisy_std)(x)[..., 0]
+        return _dense(self.num_actions, self.noisy_std)(x)
 
 
 class QEnsemble(nn.Module):
@@ -129,17 +142,19 @@ class QEnsemble(nn.Module):
     hidden: Sequence[int] = (256, 256)
     num_actions: int = 0
     torso: nn.Module | None = None
+    noisy_std: float = 0.0  # > 0: NoisyNet layers in every member (their draws stacked too)
 
     def setup(self):
+        axes = {"params": 0, **({NOISE: 0} if self.noisy_std > 0 else {})}
         ensemble = nn.vmap(
             QMLP,
-            variable_axes={"params": 0},
+            variable_axes=axes,
             split_rngs={"params": True},
             in_axes=None,
             out_axes=0,
             axis_size=self.num_critics,
         )
-        self.members = ensemble(self.hidden, self.num_actions)
+        self.members = ensemble(self.hidden, self.num_actions, self.noisy_std)
 
     def __call__(self, obs, action=None):
         return self.q(self.represent(obs), action)
@@ -194,13 +209,15 @@ class RecurrentPolicy(nn.Module):
     log_std_min: float = -5.0
     log_std_max: float = 2.0
     keep: tuple[int, ...] | None = None  # the observation's visible dimensions (None: all)
+    noisy_std: float = 0.0  # > 0: NoisyNet layers in the head (`PolicyMLP`'s)
 
     @nn.compact
     def __call__(self, obs, first, state, prev_action=None, prev_reward=None):
         y, state = _torso_and_core(self, obs, first, state, prev_action, prev_reward)
         policy = PolicyMLP(
-            self.out_dim, self.hidden, self.head, self.log_std_min, self.log_std_max, name="head"
-        )
+            self.out_dim, self.hidden, self.head, self.log_std_min, self.log_std_max,
+            noisy_std=self.noisy_std, name="head",
+        )  # fmt: skip
         return policy(y), state
 
 
@@ -218,11 +235,13 @@ class RecurrentQEnsemble(nn.Module):
     hidden: Sequence[int] = (256, 256)
     lstm_size: int = 64
     keep: tuple[int, ...] | None = None  # the observation's visible dimensions (None: all)
+    noisy_std: float = 0.0  # > 0: NoisyNet layers in the heads (`QEnsemble`'s)
 
     def setup(self):
         self.heads = QEnsemble(
-            self.num_critics, self.hidden, self.action_dim if self.discrete else 0, name="heads"
-        )
+            self.num_critics, self.hidden, self.action_dim if self.discrete else 0,
+            noisy_std=self.noisy_std, name="heads",
+        )  # fmt: skip
 
     def __call__(self, obs, first, state, action=None, prev_action=None, prev_reward=None):
         y, state = self.unroll(obs, first, state, prev_action, prev_reward)

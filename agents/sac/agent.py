@@ -34,9 +34,10 @@ from agents.core.offpolicy import build, observation, per_beta, step_position
 from agents.core.parts import AgentParts, no_core
 from agents.core.rollout import ActorOutput, time_major
 from agents.sac.config import SACConfig
-from agents.sac.learner import METRICS, SACLearner
+from agents.sac.learner import METRICS, NOISE_SALT, SACLearner
 from agents.sac.prediction import METRICS as PREDICTION_METRICS
 from agents.sac.recurrent import RecurrentSACLearner
+from networks.noisy import clear_noise, resample_noise
 from networks.sac import (
     PolicyMLP,
     QEnsemble,
@@ -56,6 +57,8 @@ def make(config: SACConfig, spec) -> AgentParts:
         raise ConfigError(
             f"--recurrent takes vector observations; {spec.env_id} has observations of {kind}"
         )
+    if config.q_only and not spec.discrete:
+        raise ConfigError(f"--q-only applies to discrete actions only; {spec.env_id} has none")
     if config.prediction and (spec.obs_shape is None or len(spec.obs_shape) != 1):
         kind = "dict" if spec.obs_shape is None else f"shape {spec.obs_shape}"
         raise ConfigError(
@@ -78,10 +81,12 @@ def make(config: SACConfig, spec) -> AgentParts:
     learner = cls(config, actor_net, critic_net, spec)
     recurrent = config.recurrent
 
-    def policy(params, obs, first, core):
+    def policy(params, obs, first, core, noise_key=None):
         """The actor's outputs at one batched step `[B, ...]` and the next core state (the
         critics' core stepped too when recurrent; the previous action is set by the
-        caller)."""
+        caller). --noisy: under a fresh draw from `noise_key`, or the means when None."""
+        if config.noisy:
+            params = acting_noise(params, noise_key)
         x = observation(config, obs, params.obs_stats)
         if not recurrent:
             return actor_net.apply(params.actor, x), core
@@ -100,7 +105,9 @@ def make(config: SACConfig, spec) -> AgentParts:
 
         return RecurrentSACState(record(core.actor), record(core.critic))
 
-    if spec.discrete:
+    if config.q_only:
+        actor = q_only_actor(config, critic_net, spec.num_actions)
+    elif spec.discrete:
         actor = discrete_actor(policy, record_action)
     else:
         actor = continuous_actor(policy, record_action, learner.low, learner.high)
@@ -109,10 +116,21 @@ def make(config: SACConfig, spec) -> AgentParts:
         METRICS + (PREDICTION_METRICS if config.prediction else ()),
         sample=functools.partial(sample_sequences, config) if recurrent else None,
         after_update=functools.partial(after_update, config, learner),
-        acting_critic=recurrent,
+        acting_critic=recurrent or config.q_only,
         initial_core=learner.initial_state if recurrent else no_core,
         feedback=feed_reward if recurrent else None,
     )  # fmt: skip
+
+
+def acting_noise(params, key):
+    """--noisy: the acting networks (`ActingParams`) under a fresh draw from `key`, or their
+    means when None (evaluation)."""
+    if key is None:
+        return params._replace(actor=clear_noise(params.actor), critic=clear_noise(params.critic))
+    k_actor, k_critic = jax.random.split(jax.random.fold_in(key, NOISE_SALT))
+    return params._replace(
+        actor=resample_noise(params.actor, k_actor), critic=resample_noise(params.critic, k_critic)
+    )
 
 
 def networks(config: SACConfig, spec):
@@ -125,8 +143,11 @@ def networks(config: SACConfig, spec):
     discrete = spec.discrete
     size = spec.num_actions if discrete else int(np.prod(spec.action_shape))
     keep = spec.visible_obs  # without the privileged dimensions (--privileged-obs)
+    noisy = config.noisy_std if config.noisy else 0.0
     if config.recurrent:
-        common = dict(action_dim=size, discrete=discrete, hidden=config.hidden, keep=keep)
+        common = dict(
+            action_dim=size, discrete=discrete, hidden=config.hidden, keep=keep, noisy_std=noisy
+        )
         if discrete:
             actor = RecurrentPolicy(size, **common, lstm_size=config.lstm_size, head="categorical")
         else:
@@ -143,12 +164,15 @@ def networks(config: SACConfig, spec):
         {"torso": obs_torso(spec.obs_spec, clone, keep, width)},
     )
     if discrete:
-        actor = PolicyMLP(size, config.hidden, head="categorical", **torsos[0])
-        return actor, QEnsemble(config.num_critics, config.hidden, size, **torsos[1])
+        actor = PolicyMLP(size, config.hidden, head="categorical", noisy_std=noisy, **torsos[0])
+        return actor, QEnsemble(
+            config.num_critics, config.hidden, size, noisy_std=noisy, **torsos[1]
+        )
     actor = PolicyMLP(
-        size, config.hidden, "gaussian", config.log_std_min, config.log_std_max, **torsos[0]
-    )
-    return actor, QEnsemble(config.num_critics, config.hidden, 0, **torsos[1])
+        size, config.hidden, "gaussian", config.log_std_min, config.log_std_max,
+        noisy_std=noisy, **torsos[0],
+    )  # fmt: skip
+    return actor, QEnsemble(config.num_critics, config.hidden, 0, noisy_std=noisy, **torsos[1])
 
 
 def continuous_actor(policy, record_action, low, high):
@@ -158,7 +182,7 @@ def continuous_actor(policy, record_action, low, high):
     def select_action(params, obs, first, core, key):
         explore = params.explore
         k_pi, k_uniform = jax.random.split(key)
-        (mean, log_std), core = policy(params, obs, first, core)
+        (mean, log_std), core = policy(params, obs, first, core, key)
         u = mean + jnp.exp(log_std) * jax.random.normal(k_pi, mean.shape, mean.dtype)
         logp = losses.tanh_gaussian_log_prob(u, mean, log_std, low=low, high=high)
         # Before start_train_at: uniform actions on the box (density 1/Π(high − low)).
@@ -190,7 +214,7 @@ def discrete_actor(policy, record_action):
     `explore`; μ = the probabilities."""
 
     def select_action(params, obs, first, core, key):
-        logits, core = policy(params, obs, first, core)
+        logits, core = policy(params, obs, first, core, key)
         logits = jnp.where(params.explore, jnp.zeros_like(logits), logits)  # uniform at first
         action = jax.random.categorical(key, logits).astype(jnp.int32)
         core = record_action(core, action)
@@ -202,6 +226,40 @@ def discrete_actor(policy, record_action):
             a = jnp.argmax(logits, -1) if greedy else jax.random.categorical(key, logits)
             a = a.astype(jnp.int32)
             return a, record_action(core, a)
+
+        return act_fn
+
+    return select_action, act
+
+
+def q_only_actor(config, critic_net, num_actions: int):
+    """(select_action, act) of --q-only on `ActingParams`: ε-greedy (--q-only-epsilon) on
+    the mean of the critics' Q values, uniform while `explore`; μ = the ε-greedy
+    probabilities. Evaluation: greedy, or ε-greedy when sampled."""
+    eps = config.q_only_epsilon
+
+    def q_values(params, obs, key=None):
+        if config.noisy:  # a fresh draw when acting, the means in evaluation
+            params = acting_noise(params, key)
+        x = observation(config, obs, params.obs_stats)
+        return jnp.mean(critic_net.apply(params.critic, x), 0)  # [B, A]
+
+    def epsilon_greedy(q, explore, key):
+        greedy = jax.nn.one_hot(jnp.argmax(q, -1), num_actions, dtype=q.dtype)
+        probs = jnp.where(explore, 1.0 / num_actions, eps / num_actions + (1.0 - eps) * greedy)
+        return jax.random.categorical(key, jnp.log(probs)).astype(jnp.int32), probs
+
+    def select_action(params, obs, first, core, key):
+        k_noise, k_action = jax.random.split(key)
+        action, probs = epsilon_greedy(q_values(params, obs, k_noise), params.explore, k_action)
+        return ActorOutput(action, probs, core)
+
+    def act(greedy: bool):
+        def act_fn(params, obs, first, core, key):
+            q = q_values(params, obs)
+            if greedy:
+                return jnp.argmax(q, -1).astype(jnp.int32), core
+            return epsilon_greedy(q, jnp.asarray(False), key)[0], core
 
         return act_fn
 

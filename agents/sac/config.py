@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -84,6 +85,24 @@ class SACConfig(OffPolicyConfig):
     window's burn-in and learnt steps (agents/sac/recurrent.py); off: keep the states stored
     at acting time."""
 
+    q_only: bool = False
+    """Discrete actions: the Advanced-SAC seed's Q-only mode (discrete_dqn_like): no actor
+    and no temperature are learnt; the critics learn hard n-step targets r + γ max_a' min_M
+    Q'(x', a') (the drawn members' minimum, action by action: clipped double Q over the
+    ensemble) and the agent acts ε-greedily (--q-only-epsilon) on the mean of the critics'
+    Q values, greedily in evaluation. Feed-forward, n-step targets."""
+    q_only_epsilon: float = 0.05
+    """--q-only: ε of the ε-greedy acting while training (after --start-train-at; uniform
+    before)."""
+    noisy: bool = False
+    """NoisyNet layers (Fortunato et al. 2018, arXiv:1706.10295; factorised Gaussian noise) in
+    the MLPs of the actor and the critics (their torsos and recurrent cores stay
+    deterministic), as the Advanced-SAC seed offers: each update draws anew for the actor,
+    the critics and the target critics, each acting step for the actor (one draw for the
+    envs of the step); evaluation acts on the noise-free means. The entropy term still
+    explores: the noise adds state-dependent, temporally consistent exploration."""
+    noisy_std: float = 0.5
+    """--noisy: σ0 of every noisy layer (σ starts at σ0/√inputs; the paper's 0.5)."""
     prediction: bool = False
     """The Advanced-SAC seed's prediction model (agents/sac/prediction.py): transition,
     reward and observation models on the critics' representation (the recurrent critics'
@@ -99,6 +118,8 @@ class SACConfig(OffPolicyConfig):
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **OffPolicyConfig.ONLY_WITH,
         "transition_kl": "prediction",
+        "noisy_std": "noisy",
+        "q_only_epsilon": "q_only",
         **dict.fromkeys(("alpha_lr", "target_entropy", "target_entropy_scale"), "autotune"),
         **dict.fromkeys(
             ("overwrite_mu", "vtrace_lambda", "vtrace_rho", "vtrace_c"), "target=vtrace"
@@ -107,7 +128,7 @@ class SACConfig(OffPolicyConfig):
     }
     # Flags of one kind of env only (agents.core.config.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {
-        "target_entropy_scale": "discrete",
+        **dict.fromkeys(("target_entropy_scale", "q_only", "q_only_epsilon"), "discrete"),
         **dict.fromkeys(("log_std_min", "log_std_max"), "continuous"),
     }
 
@@ -145,6 +166,7 @@ class SACConfig(OffPolicyConfig):
             f"in [1, --num-critics {self.num_critics}]",
         )
         check(self.transition_kl >= 0, "transition_kl", self.transition_kl, ">= 0")
+        check(self.noisy_std > 0, "noisy_std", self.noisy_std, "> 0")
         check(self.actor_q in ("min", "mean"), "actor_q", self.actor_q, '"min" or "mean"')
         check(self.target in ("n-step", "vtrace"), "target", self.target, '"n-step" or "vtrace"')
         check(0.0 <= self.vtrace_lambda <= 1.0, "vtrace_lambda", self.vtrace_lambda, "in [0, 1]")
@@ -153,6 +175,17 @@ class SACConfig(OffPolicyConfig):
             check(0.0 < value <= 100.0, name, value, "in (0, 100]")
         if self.recurrent:
             check(self.target == "n-step", "target", self.target, '"n-step" with --recurrent')
+        check(0.0 <= self.q_only_epsilon <= 1.0, "q_only_epsilon", self.q_only_epsilon, "in [0, 1]")
+        if self.q_only:
+            check(self.target == "n-step", "target", self.target, '"n-step" with --q-only')
+            check(not self.recurrent, "recurrent", self.recurrent, "off with --q-only")
+            defaults = {f.name: f.default for f in dataclasses.fields(self)}
+            for name in ACTOR_FIELDS:
+                if getattr(self, name) != defaults[name]:
+                    raise ConfigError(
+                        f"--{name.replace('_', '-')} does nothing with --q-only (no actor and "
+                        "no temperature are learnt)"
+                    )
 
     # The replay window (agents.core.config.ReplayWindow): recurrent, a burn-in before the sampled
     # trace and the rest of the sequence after it; feed-forward, one trace.
@@ -163,6 +196,13 @@ class SACConfig(OffPolicyConfig):
     @property
     def lookback(self) -> int:
         return self.burn_in if self.recurrent else 0
+
+
+# What only the actor and the temperature read: each an error with --q-only when changed.
+ACTOR_FIELDS = (
+    "actor_lr", "alpha_lr", "autotune", "init_alpha", "target_entropy", "target_entropy_scale",
+    "policy_delay", "actor_q",
+)  # fmt: skip
 
 
 PRESETS: dict[str, dict] = {

@@ -46,6 +46,7 @@ from agents.core.learning import (
     update_target,
 )
 from agents.sac.prediction import Prediction
+from networks.noisy import resample_noise
 
 Array = jax.Array
 sg = jax.lax.stop_gradient
@@ -208,6 +209,9 @@ class SACLearner:
     def soft_value(self, policy_out, q_of, key, members):
         """`soft_value_parts` from the actor's outputs and `q_of(action) -> [N, ...]` (discrete:
         `q_of(None) -> [N, ..., A]`), the critics at the same observations."""
+        if self.config.q_only:  # hard targets: max_a' of the members' min, no entropy
+            q = jnp.max(ensemble_min(q_of(None), members), -1)
+            return q, jnp.zeros_like(q)
         if self.discrete:  # Σ π log π as −entropy: 0 (not NaN) at −inf logits
             pi = jax.nn.softmax(policy_out)
             q = ensemble_min(q_of(None), members)
@@ -361,6 +365,7 @@ class SACLearner:
         member's `hparams` or the config's. Pure; returns (state, metrics, |TD| [B] of the
         sampled transitions)."""
         cfg, opts = self.config, self.optimizers_for(hparams)
+        state = self.fresh_noise(state)
         key, k_members, k_target, k_actor = jax.random.split(state.key, 4)
         members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)  # all devices'
         if axis_name is not None:  # each device its own sampled actions for its rows
@@ -391,6 +396,17 @@ class SACLearner:
         )
         alpha = jnp.exp(state.log_alpha)
         mask0 = batch.mask[0]
+        if cfg.q_only:  # no actor, no temperature: the critics' step alone
+            zero = jnp.zeros(())
+            new, metrics, td = self.finish_update(
+                state, key, axis_name, (state.params["actor"], critic, state.log_alpha),
+                (state.opt_state["actor"], critic_opt, state.opt_state["alpha"]),
+                mask0, q, y, jnp.zeros_like(y), hparams,
+                value_loss=value_loss, policy_loss=zero, alpha_loss=zero, alpha=zero,
+                rho_mean=rho_mean, critic_grad_norm=critic_norm, actor_grad_norm=zero,
+                **prediction_metrics,
+            )  # fmt: skip
+            return new._replace(prediction=prediction), metrics, td * mask0
 
         x = at_steps(obs, None)  # the sampled transitions as one step: the losses' [T, B]
 
@@ -442,6 +458,20 @@ class SACLearner:
         )
         return aux, grads, norm, prediction, {**parts, **gate}
 
+    def fresh_noise(self, state: SACState) -> SACState:
+        """--noisy: the actor, the critics and the target critics under new draws, from the
+        update's key (the same on every device: parameters stay replicated); else `state`."""
+        if not self.config.noisy:
+            return state
+        keys = jax.random.split(jax.random.fold_in(state.key, NOISE_SALT), 3)
+        params = {
+            "actor": resample_noise(state.params["actor"], keys[0]),
+            "critic": resample_noise(state.params["critic"], keys[1]),
+        }
+        return state._replace(
+            params=params, target_critic=resample_noise(state.target_critic, keys[2])
+        )
+
     def finish_update(
         self, state, key, axis_name, stepped, opts, mask, q, y, logp, hparams, **scalars
     ):
@@ -484,6 +514,7 @@ def env_reward(batch: TraceBatch):
     return batch.reward if isinstance(batch.env_reward, tuple) else batch.env_reward
 
 
+NOISE_SALT = 0x4E4F  # --noisy's draws: keys folded with it (as agents/sac/agent.py's)
 LOG_RHO_MAX = float(np.log(100.0))  # V-trace's ρ is used truncated at <= 100 (`targets`)
 
 
