@@ -68,9 +68,10 @@ class SACConfig(OffPolicyConfig):
     LSTM fed the previous action and reward (networks/sac.py), acting carries its state, the
     replay stores it at the start of every trace, and an update learns --batch-size
     sequences of --seq-len steps, each unrolled from its stored state over a --burn-in with
-    no gradient first (agents/sac/recurrent.py). Continuous or discrete; n-step targets,
-    uniform or prioritized sequence replay, RND or ICM (the cores are fed the env's reward,
-    the targets the reward with the bonus)."""
+    no gradient first (agents/sac/recurrent.py). Continuous or discrete; n-step or V-trace
+    targets (each learnt step's as the feed-forward learner's), uniform or prioritized
+    sequence replay, RND or ICM (the cores are fed the env's reward, the targets the reward
+    with the bonus)."""
     lstm_size: int = 64
     """Recurrent only: LSTM size of the actor's core and of the critics' (R2D2: 512)."""
     seq_len: int = 16
@@ -173,8 +174,8 @@ class SACConfig(OffPolicyConfig):
         for name in ("vtrace_rho", "vtrace_c"):  # ρ is clipped at 100 before (sac/learner.py)
             value = getattr(self, name)
             check(0.0 < value <= 100.0, name, value, "in (0, 100]")
-        if self.recurrent:
-            check(self.target == "n-step", "target", self.target, '"n-step" with --recurrent')
+        if self.recurrent and self.overwrite_mu:
+            raise ConfigError("--overwrite-mu: not with --recurrent (its windows keep μ)")
         check(0.0 <= self.q_only_epsilon <= 1.0, "q_only_epsilon", self.q_only_epsilon, "in [0, 1]")
         if self.q_only:
             check(self.target == "n-step", "target", self.target, '"n-step" with --q-only')

@@ -180,14 +180,23 @@ class SACLearner:
 
     def log_prob(self, actor_params, obs, action, mu):
         """log π(a|x) of stored actions under the current policy `[...]` (V-trace's ρ)."""
+        return self.log_prob_of(self.actor.apply(actor_params, obs), action, mu)
+
+    def log_prob_of(self, policy_out, action, mu):
+        """`log_prob` from the actor's outputs: (mean, log σ) or the logits."""
         if self.discrete:
-            logits = self.actor.apply(actor_params, obs)
-            logp = jax.nn.log_softmax(logits)
+            logp = jax.nn.log_softmax(policy_out)
             return jnp.take_along_axis(logp, action[..., None], -1)[..., 0]
-        mean, log_std = self.actor.apply(actor_params, obs)
+        mean, log_std = policy_out
         return losses.tanh_gaussian_log_prob(
             mu["pre_tanh"], mean, log_std, low=self.low, high=self.high
         )
+
+    def importance_ratio(self, policy_out, action, mu):
+        """V-trace's ρ = π(a|x)/μ(a|x) of stored actions `[...]`, its log clipped at log 100
+        (`targets`)."""
+        logp = self.log_prob_of(policy_out, action, mu)
+        return jnp.exp(jnp.minimum(logp - self.behaviour_log_prob(action, mu), LOG_RHO_MAX))
 
     def behaviour_log_prob(self, action, mu):
         """log μ(a|x) stored at acting time `[...]`."""
@@ -251,14 +260,14 @@ class SACLearner:
                 vs1, rho_mean = v[0], jnp.ones(())
             else:
                 obs = at_steps(batch.obs, slice(1, n))
-                logp = self.log_prob(actor, obs, batch.action[1:], _tail(batch.mu))
                 # ρ = π/μ from log-densities that can both be hugely negative under different
                 # policies (a uniform warm-up action far in a narrow Gaussian's tail, or μ
                 # overwritten by an earlier π): their difference can exceed float32's exp
                 # range. V-trace truncates ρ and c at ρ̄, c̄ <= 100, so clipping log ρ at
                 # log 100 leaves its targets unchanged and keeps ρ (and rho_mean) finite.
-                log_mu = self.behaviour_log_prob(batch.action[1:], _tail(batch.mu))
-                rho = jnp.exp(jnp.minimum(logp - log_mu, LOG_RHO_MAX))
+                rho = self.importance_ratio(
+                    self.actor.apply(actor, obs), batch.action[1:], _tail(batch.mu)
+                )
                 # Soft V-trace: V_soft(x) = E_π[r − α log π(a|x) + γ V_soft(x')], so each
                 # traced step's reward carries the entropy bonus α H(π(·|x_s)); without it the
                 # targets' on-policy fixed point is short by α·H per step. H is estimated as

@@ -20,7 +20,8 @@ One update:
    (`SACLearner.n_step_targets`) over the time axis, from the target critics and a fresh
    a' ~ π(·|x_{t+1}) at x_{t+1}, cut at episode ends (a termination stops the return, a
    time-limit truncation bootstraps from the final observation, as the window's discounts and
-   masks say);
+   masks say); with --target vtrace, each learnt step's V-trace target over the n − 1 steps
+   after it (`vtrace_targets`: the feed-forward learner's, step by step);
 3. one Adam step on the critics (the shared core and the N heads): ½ Σ_i of the mean over
    the valid learnt steps of (Q_i(h_t, a_t) − y_t)²;
 4. every `policy_delay` updates, one Adam step on the actor and one on log α. The actor's
@@ -44,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from agents import losses
 from agents.core.learning import (
     TraceBatch,
     apply,
@@ -234,9 +236,10 @@ class RecurrentSACLearner(SACLearner):
 
     def sequence_targets(self, state: SACState, batch: TraceBatch, policy, actor_end, key, members):
         """The critics' targets of the L learnt steps `[L, B]` (module docstring, 2.), from
-        the actor's outputs at the learnt steps and its state after them; with the target
-        critics' core states at x_{b+1} .. x_{b+L} `[L, B, K]` (stop_gradient'ed: what the
-        prediction model predicts)."""
+        the actor's outputs at the learnt steps and its state after them: n-step or V-trace
+        targets, with the mean ρ (V-trace; 1 otherwise) and the target critics' core states
+        at x_{b+1} .. x_{b+L} `[L, B, K]` (stop_gradient'ed: what the prediction model
+        predicts)."""
         cfg = self.config
         b, L, n = cfg.burn_in, cfg.seq_len, cfg.n_step
         W = b + L + n - 1
@@ -257,7 +260,45 @@ class RecurrentSACLearner(SACLearner):
         sl = slice(b, W)
         alpha = jnp.exp(state.log_alpha)
         r, d, mask = batch.reward[sl], batch.discount[sl], batch.mask[sl]
-        return self.n_step_targets(r, d, mask, q_next, logp_next, alpha)[:L], sg(features[:L])
+        next_states = sg(features[:L])
+        if cfg.target == "vtrace":
+            y, rho_mean = self.vtrace_targets(policy_next, q_next, logp_next, batch, alpha)
+            return y, rho_mean, next_states
+        y = self.n_step_targets(r, d, mask, q_next, logp_next, alpha)[:L]
+        return y, jnp.ones(()), next_states
+
+    def vtrace_targets(self, policy_next, q_next, logp_next, batch: TraceBatch, alpha):
+        """--target vtrace: each learnt step's target r_t + γ v_{t+1}, v_{t+1} V-trace's over
+        the n − 1 steps after it, bootstrapped from x_{t+n}: the feed-forward learner's
+        targets (`SACLearner.targets`), step by step, on the window's soft values
+        (`policy_next`, `q_next`, `logp_next`: at x_{b+1} .. x_W). Returns (targets `[L,
+        B]`, the mean ρ over the valid traced steps)."""
+        cfg = self.config
+        b, L, n = cfg.burn_in, cfg.seq_len, cfg.n_step
+        W = b + L + n - 1
+        r, d, mask = batch.reward[b:W], batch.discount[b:W], batch.mask[b:W]
+        v = q_next - alpha * logp_next  # soft values of x_{b+1} .. x_W
+        if n == 1:
+            return sg(r + d * v), jnp.ones(())
+        # Steps b+1 .. W−1 (index j: position b + 1 + j): their ρ, rewards with the entropy
+        # bonus of x_{b+1+j} (as `SACLearner.targets`), discounts and masks.
+        mu = jax.tree.map(lambda x: x[b + 1 : W], batch.mu)
+        policy = jax.tree.map(lambda x: x[:-1], policy_next)
+        rho = sg(self.importance_ratio(policy, batch.action[b + 1 : W], mu))
+        soft_r = r[1:] - alpha * logp_next[:-1]
+        windows = jnp.arange(L)[:, None] + jnp.arange(n - 1)[None, :]  # [L, n − 1]
+
+        def traced(j):  # the V-trace value at x_{t+1} of learnt step t, over steps j
+            out = losses.vtrace(
+                v[j], v[j[-1] + 1], soft_r[j], d[1:][j], rho[j], cfg.vtrace_lambda,
+                cfg.vtrace_rho, cfg.vtrace_c, mask_t=mask[1:][j],
+            )  # fmt: skip
+            return out.vs[0]
+
+        vs1 = jax.vmap(traced)(windows)  # [L, B]
+        valid = mask[1:]
+        rho_mean = jnp.sum(valid * rho) / jnp.maximum(jnp.sum(valid), 1.0)
+        return sg(r[:L] + d[:L] * vs1), sg(rho_mean)
 
     def update(self, state: SACState, batch: TraceBatch, axis_name=None, hparams=None):
         """One update on B windows (module docstring), with a population member's
@@ -281,7 +322,9 @@ class RecurrentSACLearner(SACLearner):
         policy, pull_back, (actor_end, actor_states) = jax.vjp(
             lambda p: self.actor_forward(p, batch), diff, has_aux=True
         )
-        y, next_states = self.sequence_targets(state, batch, policy, actor_end, k_target, members)
+        y, rho_mean, next_states = self.sequence_targets(
+            state, batch, policy, actor_end, k_target, members
+        )
         mask = batch.mask[b : b + L]
 
         if self.prediction is None:
@@ -329,7 +372,7 @@ class RecurrentSACLearner(SACLearner):
             policy_loss=policy_loss,
             alpha_loss=alpha_l,
             alpha=alpha,
-            rho_mean=jnp.ones(()),
+            rho_mean=rho_mean,
             critic_grad_norm=critic_norm,
             actor_grad_norm=actor_norm,
             **prediction_metrics,

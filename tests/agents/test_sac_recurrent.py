@@ -165,8 +165,8 @@ def test_config_errors_name_the_flag():
         SACConfig(refresh_stored_state=False)
     with pytest.raises(ConfigError, match="--seq-len must be a multiple of --trace-len 2"):
         SACConfig(**{**TINY, "seq_len": 3})
-    with pytest.raises(ConfigError, match='--target must be "n-step" with --recurrent'):
-        SACConfig(**TINY, target="vtrace")
+    with pytest.raises(ConfigError, match="--overwrite-mu: not with --recurrent"):
+        SACConfig(**TINY, target="vtrace", overwrite_mu=True)
     with pytest.raises(ConfigError, match="--buffer-size must be at least 6 slots per env"):
         SACConfig(**{**TINY, "buffer_size": 20})
 
