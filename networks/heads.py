@@ -47,9 +47,13 @@ class ACERNetwork(nn.Module):
     hidden: Sequence[int] = (64, 64)
     lstm_size: int = 0
     text: bool = False
+    plugged: Any = None  # a user's torso module (`--network`), or None
 
     def setup(self):
-        self.torso = make_torso(self.obs_spec, self.hidden, text=self.text)
+        if self.plugged is not None:
+            self.torso = self.plugged.clone()
+        else:
+            self.torso = make_torso(self.obs_spec, self.hidden, text=self.text)
         self.head = PolicyQHead(self.num_actions)
         if self.lstm_size:
             self.core = ResetLSTM(self.lstm_size)

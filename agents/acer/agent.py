@@ -26,6 +26,7 @@ from agents.acer.continuous import ACERGaussianLearner
 from agents.acer.learner import METRICS, ACERLearner
 from agents.core.actors import categorical_actor, gaussian_actor
 from agents.core.config import ConfigError, flag
+from agents.core.hooks import plugged_torso
 from agents.core.learning import TraceBatch
 from agents.core.parallel import check_divisible
 from agents.core.parts import AgentParts, ReplayParts, no_core, reset_with
@@ -37,7 +38,10 @@ def make(config: ACERConfig, spec) -> AgentParts:
     """ACER's parts for `config` (agents/acer/config.py) on an env of `spec`."""
     check_action_space(config, spec)
     if spec.discrete:
-        net = ACERNetwork(spec.obs_spec, spec.num_actions, config.hidden, config.lstm_size)
+        net = ACERNetwork(
+            spec.obs_spec, spec.num_actions, config.hidden, config.lstm_size,
+            plugged=plugged_torso(config, spec.obs_spec),
+        )  # fmt: skip
         learner = ACERLearner(config, net)
         recurrent = bool(config.lstm_size)
         actor = categorical_actor(
@@ -45,6 +49,8 @@ def make(config: ACERConfig, spec) -> AgentParts:
                                                            core)
         )  # fmt: skip
     else:
+        if config.network is not None:
+            raise ConfigError("--network: discrete actions only (not continuous ACER's SDN)")
         dim = int(np.prod(spec.action_shape))
         net = GaussianSDNNetwork(spec.obs_spec, dim, config.hidden, config.initial_log_std)
         learner = ACERGaussianLearner(config, net, dim)

@@ -89,9 +89,17 @@ class ACERConfig(Config):
     log_std_init: float | None = None
     """Continuous actions only: the initial state-independent log σ of the Gaussian policy,
     in normalised action units ([−1, 1] spans the env's bounds; None: log 0.5, σ = 0.5)."""
+    network: str | None = None
+    """Discrete actions: hook `module:function`: function(obs_spec) -> a flax module mapping
+    a batch of observations to features [B, F], the torso under the LSTM (with
+    --lstm-size) and the policy and Q heads, in place of the built-in MLP or CNN; checked
+    before anything compiles. Recorded in config.json, never imported from a run folder:
+    --resume and evaluate need it again."""
 
     # Flags that do nothing without their switch (agents.core.config.check_only_with): the
     # averaged policy serves the trust region alone; replay batches need replay updates.
+    # The hook fields and the arguments each is called with (agents.core.hooks).
+    HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("trust_region_delta", "tau"), "trust_region"),
         **dict.fromkeys(("batch_size", "start_train_at", "replay_draw"), "replay_ratio>0"),

@@ -12,6 +12,7 @@ import optax
 
 from agents import losses
 from agents.core.actors import epsilon_greedy, linear_epsilon
+from agents.core.hooks import plugged_torso
 from agents.core.learning import grads_and_aux
 from agents.core.parts import AgentParts
 from agents.core.rollout import ActorOutput
@@ -29,7 +30,10 @@ class PQNLearner(NamedTuple):
 
 def make(config, spec) -> AgentParts:
     """PQN's parts for `config` (agents/pqn/config.py) on an env of `spec`."""
-    net = QNetwork(spec.obs_spec, spec.num_actions, config.hidden, layer_norm=config.layer_norm)
+    net = QNetwork(
+        spec.obs_spec, spec.num_actions, config.hidden, layer_norm=config.layer_norm,
+        plugged=plugged_torso(config, spec.obs_spec),
+    )  # fmt: skip
     # RAdam without its rate, applied below from the schedule and a member's own `lr`
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.scale_by_radam())
     steps_per_iteration = config.num_envs * config.trace_len

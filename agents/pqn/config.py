@@ -44,7 +44,15 @@ class PQNConfig(Config):
     """MLP torso widths for vector observations (images: the MinAtar or Nature CNN)."""
     layer_norm: bool = True
     """A LayerNorm before every ReLU: what lets PQN learn without a target network (§4)."""
+    network: str | None = None
+    """Hook `module:function`: function(obs_spec) -> a flax module mapping a batch of
+    observations to features [B, F], the torso under the Q head in place of the built-in
+    MLP or CNN (--hidden and --layer-norm then shape nothing but the head: put PQN's
+    LayerNorms in the plug-in); checked before anything compiles. Recorded in config.json,
+    never imported from a run folder: --resume and evaluate need it again."""
     ONLY_WITH: ClassVar[dict[str, str]] = {}  # every flag acts (agents.core.config)
+    # The hook fields and the arguments each is called with (agents.core.hooks).
+    HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
 
     def __post_init__(self):
         check_positive_int(

@@ -1,8 +1,9 @@
 """`--network module:function` (issue 63: the user's network, torch-ac's `ACModel` and the
-Advanced-SAC seed's `--nn`), for SAC and TD3: the plug-in's module is the torso the actor and
-the critics put their MLPs on, one instance each; a plug-in that is not a module, or whose
-output is not features `[B, F]`, is refused with one line before anything compiles; a run
-folder records its name and never imports it."""
+Advanced-SAC seed's `--nn`): for SAC and TD3 the plug-in's module is the torso the actor and
+the critics put their MLPs on, one instance each; for PPO, A2C, DQN, PQN and ACER the torso
+under their heads; a plug-in that is not a module, or whose output is not features `[B, F]`,
+is refused with one line before anything compiles; a run folder records its name and never
+imports it."""
 
 import re
 
@@ -100,11 +101,11 @@ def test_a_run_trained_with_a_plugin_needs_it_given_again(tmp_path, capsys):
     assert "return" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("agent", ["ppo", "a2c", "dqn"])
-def test_the_plugin_is_the_torso_of_ppo_a2c_and_dqn(agent):
-    """PPO and A2C (its policy and value heads; one instance each without --shared-torso)
-    and DQN (its Q head) on CartPole with the plug-in as their torso: it builds, acts and
-    its parameters are the plug-in's."""
+@pytest.mark.parametrize("agent", ["ppo", "a2c", "dqn", "pqn", "acer"])
+def test_the_plugin_is_the_torso_of_ppo_a2c_dqn_pqn_and_acer(agent):
+    """PPO and A2C (its policy and value heads; one instance each without --shared-torso),
+    DQN and PQN (their Q head) and ACER (its policy and Q heads) on CartPole with the
+    plug-in as their torso: it builds, acts and its parameters are the plug-in's."""
     from agents.core.registry import get_agent
 
     spec = get_agent(agent)
