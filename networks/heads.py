@@ -203,10 +203,16 @@ class RecurrentQNetwork(nn.Module):
     hidden: Sequence[int] = (64,)
     lstm_size: int = 64
     dueling: bool = False
+    plugged: Any = None  # a user's torso module (`--network`) for `[N, ...]` batches, or None
 
     @nn.compact
     def __call__(self, obs, first, state, prev_action=None, prev_reward=None):
-        features = make_torso(self.obs_spec, self.hidden)(obs)
+        if self.plugged is None:
+            features = make_torso(self.obs_spec, self.hidden)(obs)
+        else:  # the T·B observations as one batch, as the plug-in's contract says
+            flat = jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), obs)
+            torso = self.plugged.clone(parent=self, name="torso")
+            features = torso(flat).reshape((*first.shape, -1))
         core = ActionRewardLSTM(self.lstm_size, self.num_actions, discrete=True, name="core")
         y, state = core(features, first, state, prev_action, prev_reward)
         return QHead(self.num_actions, self.dueling, name="head")(y), state

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from agents.core.actors import apex_epsilons, epsilon_greedy_actor
 from agents.core.config import module_from_config
+from agents.core.hooks import plugged_torso
 from agents.core.learning import adam_with_clipping
 from agents.core.parts import AgentParts
 from agents.dqn.agent import build, linear
@@ -35,8 +36,9 @@ def adam(cfg):
 def make(config, spec) -> AgentParts:
     """R2D1's parts for `config` (agents/r2d1/config.py) on an env of `spec`."""
     net = module_from_config(
-        RecurrentQNetwork, config, obs_spec=spec.obs_spec, num_actions=spec.num_actions
-    )
+        RecurrentQNetwork, config, obs_spec=spec.obs_spec, num_actions=spec.num_actions,
+        plugged=plugged_torso(config, spec.obs_spec),
+    )  # fmt: skip
 
     def q_values(params, obs, first, core):
         out, core = net.apply(params, obs[None], first[None], core)

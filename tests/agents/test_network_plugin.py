@@ -1,6 +1,6 @@
 """`--network module:function` (issue 63: the user's network, torch-ac's `ACModel` and the
 Advanced-SAC seed's `--nn`): for SAC and TD3 the plug-in's module is the torso the actor and
-the critics put their MLPs on, one instance each; for PPO, A2C, DQN, PQN and ACER the torso
+the critics put their MLPs on, one instance each; for PPO, A2C, DQN, PQN, ACER and R2D1 the torso
 under their heads; a plug-in that is not a module, or whose output is not features `[B, F]`,
 is refused with one line before anything compiles; a run folder records its name and never
 imports it."""
@@ -101,11 +101,12 @@ def test_a_run_trained_with_a_plugin_needs_it_given_again(tmp_path, capsys):
     assert "return" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("agent", ["ppo", "a2c", "dqn", "pqn", "acer"])
-def test_the_plugin_is_the_torso_of_ppo_a2c_dqn_pqn_and_acer(agent):
+@pytest.mark.parametrize("agent", ["ppo", "a2c", "dqn", "pqn", "acer", "r2d1"])
+def test_the_plugin_is_the_torso_of_the_other_agents(agent):
     """PPO and A2C (its policy and value heads; one instance each without --shared-torso),
-    DQN and PQN (their Q head) and ACER (its policy and Q heads) on CartPole with the
-    plug-in as their torso: it builds, acts and its parameters are the plug-in's."""
+    DQN and PQN (their Q head), ACER (its policy and Q heads) and R2D1 (before its LSTM) on
+    CartPole with the plug-in as their torso: it builds, acts and its parameters are the
+    plug-in's."""
     from agents.core.registry import get_agent
 
     spec = get_agent(agent)
@@ -117,6 +118,7 @@ def test_the_plugin_is_the_torso_of_ppo_a2c_dqn_pqn_and_acer(agent):
     for torso in torsos.values():
         assert jax.tree.map(np.shape, torso)["Dense_1"]["kernel"] == (16, 16)
     learner = built.init_learner(jax.random.PRNGKey(0))
-    out = built.act(True)(built.acting_params(learner), np.zeros((2, 4), np.float32), None,
-                          built.initial_core(2), jax.random.PRNGKey(1))[0]  # fmt: skip
+    obs, first = np.zeros((2, 4), np.float32), np.ones(2, bool)
+    out = built.act(True)(built.acting_params(learner), obs, first, built.initial_core(2),
+                          jax.random.PRNGKey(1))[0]  # fmt: skip
     assert out.shape == (2,)
