@@ -85,6 +85,7 @@ class ReactorNetwork(nn.Module):
     torso_out: int = 128
     lstm_size: int = 128
     uniform_mix: float = 0.01
+    plugged: Any = None  # a user's torso module (`--network`) for `[N, ...]` batches, or None
 
     @property
     def atoms(self) -> jax.Array:
@@ -102,7 +103,10 @@ class ReactorNetwork(nn.Module):
             raise ValueError(f"need v_min < v_max, got [{self.v_min}, {self.v_max}]")
         if not 0.0 <= self.uniform_mix <= 1.0:
             raise ValueError(f"uniform_mix must lie in [0, 1], got {self.uniform_mix}")
-        self.torso = make_torso(self.obs_spec, self.hidden)
+        if self.plugged is not None:
+            self.torso = self.plugged.clone()
+        else:
+            self.torso = make_torso(self.obs_spec, self.hidden)
         self.linear = nn.Dense(
             self.torso_out, kernel_init=nn.initializers.orthogonal(jnp.sqrt(2.0))
         )
@@ -117,7 +121,12 @@ class ReactorNetwork(nn.Module):
             raise ValueError(f"`first` has shape {first.shape}, expected [T, B] = {lead}")
         first = first.astype(bool)
 
-        features = nn.relu(self.linear(self.torso(obs)))
+        if self.plugged is None:
+            encoded = self.torso(obs)
+        else:  # the T·B observations as one batch, as the plug-in's contract says
+            flat = jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), obs)
+            encoded = self.torso(flat).reshape((*lead, -1))
+        features = nn.relu(self.linear(encoded))
 
         policy_out, policy_state = self.policy_lstm(
             jax.lax.stop_gradient(features), first, state.policy

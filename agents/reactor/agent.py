@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 from agents.core.actors import categorical_actor
 from agents.core.config import module_from_config
+from agents.core.hooks import plugged_torso
 from agents.core.learning import updates_owed
 from agents.core.parts import AgentParts, ReplayParts, reset_with
 from agents.core.rollout import time_major
@@ -36,8 +37,9 @@ from replay import PrioritizedTraceReplay
 def make(config: ReactorConfig, spec) -> AgentParts:
     """The Reactor's parts for `config` (agents/reactor/config.py) on an env of `spec`."""
     net = module_from_config(
-        ReactorNetwork, config, obs_spec=spec.obs_spec, num_actions=spec.num_actions
-    )
+        ReactorNetwork, config, obs_spec=spec.obs_spec, num_actions=spec.num_actions,
+        plugged=plugged_torso(config, spec.obs_spec),
+    )  # fmt: skip
     learner = ReactorLearner(config, net)
 
     def policy_logits(params, obs, first, core):

@@ -88,7 +88,15 @@ class ReactorConfig(Config):
     (deterministic, for debugging)."""
     microbatch_traces: int = 0
     """Sequences per gradient chunk inside an update (0: no split)."""
+    network: str | None = None
+    """Hook `module:function`: function(obs_spec) -> a flax module mapping a batch of
+    observations to features [B, F], the torso before the linear layer and the two LSTMs
+    (a sequence batch's T·B observations as one batch) in place of the built-in MLP or CNN;
+    checked before anything compiles. Recorded in config.json, never imported from a run
+    folder: --resume and evaluate need it again."""
 
+    # The hook fields and the arguments each is called with (agents.core.hooks).
+    HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
     # Flags that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = dict.fromkeys(
         ("num_atoms", "v_min", "v_max"), "distributional"

@@ -1,9 +1,9 @@
 """`--network module:function` (issue 63: the user's network, torch-ac's `ACModel` and the
-Advanced-SAC seed's `--nn`): for SAC and TD3 the plug-in's module is the torso the actor and
-the critics put their MLPs on, one instance each; for PPO, A2C, DQN, PQN, ACER and R2D1 the torso
-under their heads; a plug-in that is not a module, or whose output is not features `[B, F]`,
-is refused with one line before anything compiles; a run folder records its name and never
-imports it."""
+Advanced-SAC seed's `--nn`), for every agent: for SAC and TD3 the plug-in's module is the
+torso the actor and the critics put their MLPs on, one instance each; for the others the
+torso under their heads (or cores); a plug-in that is not a module, or whose output is not
+features `[B, F]`, is refused with one line before anything compiles; a run folder records
+its name and never imports it."""
 
 import re
 
@@ -101,12 +101,12 @@ def test_a_run_trained_with_a_plugin_needs_it_given_again(tmp_path, capsys):
     assert "return" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("agent", ["ppo", "a2c", "dqn", "pqn", "acer", "r2d1"])
+@pytest.mark.parametrize("agent", ["ppo", "a2c", "dqn", "pqn", "acer", "r2d1", "reactor"])
 def test_the_plugin_is_the_torso_of_the_other_agents(agent):
     """PPO and A2C (its policy and value heads; one instance each without --shared-torso),
-    DQN and PQN (their Q head), ACER (its policy and Q heads) and R2D1 (before its LSTM) on
-    CartPole with the plug-in as their torso: it builds, acts and its parameters are the
-    plug-in's."""
+    DQN and PQN (their Q head), ACER (its policy and Q heads), R2D1 and the Reactor (before
+    their LSTMs) on CartPole with the plug-in as their torso: it builds, acts and its
+    parameters are the plug-in's."""
     from agents.core.registry import get_agent
 
     spec = get_agent(agent)

@@ -237,7 +237,7 @@ SHARED_CHECKS = {
     "check_prioritized_replay": {"dqn", "r2d1", "sac", "td3"},
     "OnPolicyConfig.__post_init__": {"ppo", "a2c"},
     # hooks (agents.core.hooks)
-    "_import_function": {"ppo", "a2c", "sac", "td3", "dqn", "pqn", "acer", "r2d1"},
+    "_import_function": set(BUILTIN),  # every agent's --network
     "OffPolicyConfig.__post_init__": {"sac", "td3"},
     "check_only_with": {"run", "sac"},
     "check_icm": {"a2c", "dqn", "ppo", "sac", "td3"},  # ICM's flags (agents.core.icm)
