@@ -374,7 +374,8 @@ class SACLearner:
         member's `hparams` or the config's. Pure; returns (state, metrics, |TD| [B] of the
         sampled transitions)."""
         cfg, opts = self.config, self.optimizers_for(hparams)
-        state = self.fresh_noise(state)
+        if cfg.noisy:
+            state = self.fresh_noise(state)
         key, k_members, k_target, k_actor = jax.random.split(state.key, 4)
         members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)  # all devices'
         if axis_name is not None:  # each device its own sampled actions for its rows
@@ -469,9 +470,7 @@ class SACLearner:
 
     def fresh_noise(self, state: SACState) -> SACState:
         """--noisy: the actor, the critics and the target critics under new draws, from the
-        update's key (the same on every device: parameters stay replicated); else `state`."""
-        if not self.config.noisy:
-            return state
+        update's key (the same on every device: parameters stay replicated)."""
         keys = jax.random.split(jax.random.fold_in(state.key, NOISE_SALT), 3)
         params = {
             "actor": resample_noise(state.params["actor"], keys[0]),

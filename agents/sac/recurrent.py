@@ -307,7 +307,8 @@ class RecurrentSACLearner(SACLearner):
         without --refresh-stored-state)."""
         self._check(batch)
         cfg, opts = self.config, self.optimizers_for(hparams)
-        state = self.fresh_noise(state)
+        if cfg.noisy:
+            state = self.fresh_noise(state)
         b, L = cfg.burn_in, cfg.seq_len
         key, k_members, k_target, k_actor = jax.random.split(state.key, 4)
         members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)  # all devices'
