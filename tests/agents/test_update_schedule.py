@@ -43,6 +43,7 @@ def test_every_presets_schedule_is_its_exact_rate(name, preset):
         env_spec = types.SimpleNamespace(
             env_id="Pendulum-v1", obs_spec=(3,), obs_shape=(3,), discrete=False,
             action_shape=(1,), action_low=np.full(1, -2.0), action_high=np.full(1, 2.0),
+            privileged_obs=(), visible_obs=None,
         )  # fmt: skip
     else:
         env_spec = types.SimpleNamespace(obs_spec=(4,), num_actions=2, discrete=True)

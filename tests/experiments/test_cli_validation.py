@@ -378,7 +378,6 @@ EXPLICIT_TRAIN = [
     (["--agent", "sac", "--log-std-min", "3"], "--log-std-min"),
     # Flags of issue 13 where they do not apply: NoisyNet is DQN's (discrete actions), the
     # off-policy --normalize-obs / RND knobs need their switch, RND is not PPO's.
-    (["--agent", "sac", "--noisy"], "--noisy"),
     (["--agent", "td3", "--noisy"], "--noisy"),
     (["--agent", "r2d1", "--noisy"], "--noisy"),
     (["--agent", "dqn", "--noisy", "--env", "Pendulum-v1"], "Pendulum-v1"),
