@@ -59,8 +59,12 @@ class ACERNetwork(nn.Module):
             self.core = ResetLSTM(self.lstm_size)
 
     def __call__(self, obs, first=None, state=None):
-        check_obs(obs, self.obs_spec)
-        features = self.torso(obs)
+        lead = check_obs(obs, self.obs_spec)
+        if self.plugged is None:
+            features = self.torso(obs)
+        else:  # the observations of every leading axis as one batch, the plug-in's contract
+            flat = jax.tree.map(lambda x: x.reshape((-1, *x.shape[len(lead) :])), obs)
+            features = self.torso(flat).reshape((*lead, -1))
         if not self.lstm_size:
             return self.head(features)
         if first is None or state is None:

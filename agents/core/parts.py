@@ -323,6 +323,7 @@ class PartsAgent(OneMember):
     make: ClassVar[Callable[[Any, Any], AgentParts]]
     tunable: ClassVar[dict[str, tuple[float, float]]] = {}
     discrete_only: ClassVar[bool] = True
+    privileged_obs: ClassVar[bool] = False  # keeps EnvSpec.privileged_obs from its networks
     supports_population: ClassVar[bool] = True  # `learn` reads hyper-parameters via `hyper`
 
     @classmethod
@@ -345,6 +346,11 @@ class PartsAgent(OneMember):
             raise ValueError(
                 f"{self.name} needs discrete actions; {spec.env_id} has a continuous action "
                 f"space of shape {spec.action_shape}"
+            )
+        if getattr(spec, "privileged_obs", ()) and not self.privileged_obs:
+            raise ValueError(
+                f"{self.name} does not keep privileged observation dimensions from its "
+                f"networks; {spec.env_id} declares {list(spec.privileged_obs)} (--privileged-obs)"
             )
         if config.num_envs != spec.num_envs * procs:
             raise ValueError(
@@ -665,11 +671,14 @@ def parts_agent(
     *,
     tunable: dict[str, tuple[float, float]] | None = None,
     discrete_only: bool = True,
+    privileged_obs: bool = False,
 ) -> type:
     """The agent class (`AgentSpec.agent_cls`) of an agent written as `make(config, spec)`.
     `tunable`: the config fields a population may vary per member (`--vary`, `--evolve`),
     with their ranges: fields `learn` reads through its `hyper` argument, and `discount`,
-    which the rollout writes into the traces."""
+    which the rollout writes into the traces. `privileged_obs`: whether its networks keep
+    an env's privileged observation dimensions (`EnvSpec.privileged_obs`) out; an agent
+    that does not refuses such an env."""
     return type(
         f"{name.upper()}Agent",
         (PartsAgent,),
@@ -678,6 +687,7 @@ def parts_agent(
             "make": staticmethod(make),
             "tunable": dict(tunable or {}),
             "discrete_only": discrete_only,
+            "privileged_obs": privileged_obs,
             "__module__": make.__module__,
         },
     )

@@ -47,8 +47,8 @@ class PQNConfig(Config):
     network: str | None = None
     """Hook `module:function`: function(obs_spec) -> a flax module mapping a batch of
     observations to features [B, F], the torso under the Q head in place of the built-in
-    MLP or CNN (--hidden and --layer-norm then shape nothing but the head: put PQN's
-    LayerNorms in the plug-in); checked before anything compiles. Recorded in config.json,
+    MLP or CNN (--hidden and --layer-norm then shape nothing: put PQN's LayerNorms in the
+    plug-in); checked before anything compiles. Recorded in config.json,
     never imported from a run folder: --resume and evaluate need it again."""
     ONLY_WITH: ClassVar[dict[str, str]] = {}  # every flag acts (agents.core.config)
     # The hook fields and the arguments each is called with (agents.core.hooks).

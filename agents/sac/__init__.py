@@ -9,7 +9,7 @@ from agents.sac.config import PRESETS, SACConfig
 
 # What a population may vary per member (`--vary`, `--evolve`): numbers the learner reads.
 TUNABLE = {**OFF_POLICY_TUNABLE, "alpha_lr": (1e-7, 1.0)}
-SACAgent = parts_agent("sac", make, tunable=TUNABLE, discrete_only=False)
+SACAgent = parts_agent("sac", make, tunable=TUNABLE, discrete_only=False, privileged_obs=True)
 
 DESCRIPTION = "SAC: soft actor-critic, continuous or discrete, critic ensembles (REDQ)"
 SPEC = AgentSpec(

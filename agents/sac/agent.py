@@ -139,7 +139,8 @@ def networks(config: SACConfig, spec):
     action and reward (vector observations); a categorical or squashed-Gaussian actor by the
     action space. Each reads the observation without its privileged dimensions
     (--privileged-obs); with --prediction the feed-forward critics' torso ends in a ReLU
-    layer of width hidden[0], their representation."""
+    layer of width hidden[0], their representation (with --network: the plug-in's
+    features)."""
     discrete = spec.discrete
     size = spec.num_actions if discrete else int(np.prod(spec.action_shape))
     keep = spec.visible_obs  # without the privileged dimensions (--privileged-obs)

@@ -107,7 +107,8 @@ class SACConfig(OffPolicyConfig):
     prediction: bool = False
     """The Advanced-SAC seed's prediction model (agents/sac/prediction.py): transition,
     reward and observation models on the critics' representation (the recurrent critics'
-    core state; feed-forward, a ReLU layer of width hidden[0] added to their torso), trained
+    core state; feed-forward, a ReLU layer of width hidden[0] added to their torso, or the
+    --network plug-in's features), trained
     with them; their gradient reaches the representation only while its cosine with the
     critics' loss's gradient there is positive. With --privileged-obs the models get the
     privileged dimensions and reconstruct them. Vector observations."""

@@ -4,12 +4,15 @@ observation models on the critics' representation, with the gradient gate
 
 The representation s_t is what the critics' heads read: the recurrent critics' core state
 (feed-forward: their torso's features, a ReLU layer of width hidden[0] on vector
-observations, added with --prediction). Each update, beside the critics' loss:
+observations, added with --prediction, or the --network plug-in's). Each update, beside the
+critics' loss:
 1. the models predict from s_t (with gradient), the privileged dimensions e_t of x_t
    (--privileged-obs) and the action a_t: N(μ, σ) of the target critics' representation
    of x_{t+1}, the env's reward r_t (without a curiosity bonus) and the whole observation
    x_t; their loss is the sum of the transition loss (with --transition-kl) and the two
-   squared errors, each averaged over the valid steps;
+   squared errors, each averaged over the valid steps (not weighted by prioritized
+   replay's importance weights, which correct the critics' targets' sampling, not an
+   auxiliary task's);
 2. one forward pass, two gradients (`jax.vjp`): g of the critics' loss, h of the models'
    loss, with respect to the critics' parameters and the models'; averaged over devices;
 3. the critics step along g, plus h on the representation's parameters (all but the

@@ -103,16 +103,20 @@ def test_acting_draws_per_step_and_evaluation_uses_the_means(pendulum):
         acting._replace(actor=clear_noise(acting.actor)), obs, first, core, jax.random.PRNGKey(0)
     )[0]
     np.testing.assert_allclose(np.asarray(greedy[0]), np.asarray(means), rtol=1e-6)
-    # Acting: the pre-tanh sample of a step is mean + σ·ε; two keys draw two networks, so
-    # the mean itself differs (the sampled ε alone cannot tell that: compare a third key
-    # that draws the same ε but not the same noise... so check the policy's mean directly).
-    learner = agent.modules.learner
-    drawn = [resample_noise(acting.actor, jax.random.PRNGKey(k)) for k in (1, 2)]
-    outs = [learner.actor.apply(d, obs)[0] for d in drawn]
-    assert not np.array_equal(np.asarray(outs[0]), np.asarray(outs[1]))
-    a1 = parts.act(acting, obs, first, core, jax.random.PRNGKey(5)).action
-    a2 = parts.act(acting, obs, first, core, jax.random.PRNGKey(6)).action
-    assert not np.array_equal(np.asarray(a1), np.asarray(a2))
+    # Acting draws the actor anew per step: discrete SAC's μ (the policy's probabilities,
+    # deterministic given the weights) differs between two steps' keys, not within one.
+    cartpole = make_env("CartPole-v1", 2, 0)
+    discrete = SACAgent(SACConfig(**TINY), cartpole).parts
+    acting = discrete.acting(
+        SACAgent(SACConfig(**TINY), cartpole).init(jax.random.PRNGKey(0)).learner
+    )
+    acting = acting._replace(explore=jnp.asarray(False))
+    obs4 = jnp.asarray(np.random.default_rng(1).normal(size=(2, 4)), jnp.float32)
+    mu = [discrete.act(acting, obs4, first, discrete.initial_core(2), jax.random.PRNGKey(k)).mu
+          for k in (5, 5, 6)]  # fmt: skip
+    np.testing.assert_array_equal(np.asarray(mu[0]), np.asarray(mu[1]))
+    assert not np.allclose(np.asarray(mu[0]), np.asarray(mu[2]))
+    cartpole.close()
 
 
 def test_noisy_flags_are_refused_where_they_do_not_apply():

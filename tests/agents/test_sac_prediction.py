@@ -117,11 +117,17 @@ def test_no_network_but_the_models_reads_a_privileged_dimension(pendulum, recurr
 @pytest.mark.slow
 @pytest.mark.parametrize("recurrent", [False, True])
 def test_an_update_trains_the_models_on_env_rewards_and_next_representations(
-    pendulum, recurrent, monkeypatch
+    recurrent, monkeypatch
 ):
-    cfg = SACConfig(**(RECURRENT if recurrent else TINY), prediction=True, rnd_coef=0.0)
-    agent = SACAgent(cfg, pendulum)
-    assert agent.metric_names[-len(METRICS) :] == METRICS
+    """One update, run eagerly: the models' reward target is the env's reward (not the
+    reward with RND's bonus, which the critics' targets get), their next-state target the
+    target critics' representation of the next observation (recomputed here independently:
+    feed-forward, the target torso at step 1; recurrent, the target core unrolled over the
+    whole window from its stored state), and every model parameter moves."""
+    env = make_env("Pendulum-v1", 2, 0)
+    cfg = SACConfig(**(RECURRENT if recurrent else TINY), prediction=True, rnd_coef=0.5)
+    agent = SACAgent(cfg, env)
+    assert agent.metric_names[-len(METRICS) - 2 : -2] == METRICS  # then RND's two
     state = agent.init(jax.random.PRNGKey(0))
     learner, replay, actor = state.learner, state.replay, state.actor
     for _ in range(6):
@@ -131,20 +137,40 @@ def test_an_update_trains_the_models_on_env_rewards_and_next_representations(
     loss = Prediction.loss
 
     def recording(self, params, states, obs, action, reward, next_states, mask):
-        seen.update(obs=obs, reward=reward, states=states, next_states=next_states)
+        seen.update(reward=reward, next_states=next_states)
         return loss(self, params, states, obs, action, reward, next_states, mask)
 
     monkeypatch.setattr(Prediction, "loss", recording)
-    batches = []
-    update = agent.modules.learner.update
-    monkeypatch.setattr(
-        agent.modules.learner, "update", lambda s, b, *a: (batches.append(b), update(s, b, *a))[1]
-    )
-    new, _, metrics = agent.replay_update(learner, replay)
-    batch = batches[-1]
-    sl = slice(cfg.burn_in, cfg.burn_in + cfg.seq_len) if recurrent else slice(0, 1)
-    assert seen["reward"].shape == batch.reward[sl].shape
-    assert seen["states"].shape == seen["next_states"].shape
+    sac, out = agent.modules.learner, {}
+    update = sac.update
+
+    def recorded(state, batch, *args):
+        result = update(state, batch, *args)
+        out.update(batch=batch, new=result[0], metrics=result[1])
+        return result
+
+    monkeypatch.setattr(sac, "update", recorded)
+    # One update as the agent runs it (sample, RND's bonus, learn), eagerly: values, not tracers.
+    agent.parts.replay.step(agent.replay, replay, learner, 2, types.SimpleNamespace(values=None))
+    batch, new, metrics = out["batch"], out["new"], out["metrics"]
+    b, L = (cfg.burn_in, cfg.seq_len) if recurrent else (0, 1)
+    env_reward = np.asarray(batch.env_reward)[b : b + L]
+    np.testing.assert_array_equal(np.asarray(seen["reward"]), env_reward)
+    assert not np.allclose(np.asarray(batch.reward)[b : b + L], env_reward)  # a bonus there
+    target = learner.target_critic
+    if recurrent:
+        from networks.cores import previous_inputs
+
+        prev_a, prev_r = previous_inputs(batch.core_state.actor, batch.action, batch.env_reward)
+        n = b + L + 1
+        feats, _ = sac.critic.apply(
+            target, batch.obs[:n], batch.first[:n], batch.core_state.critic, prev_a[:n],
+            prev_r[:n], method="unroll",
+        )  # fmt: skip
+        want = feats[b + 1 : b + L + 1]
+    else:
+        want = sac.critic.apply(target, batch.obs[1], method="represent")[None]
+    np.testing.assert_allclose(np.asarray(seen["next_states"]), np.asarray(want), atol=1e-5)
     for name in METRICS:
         assert np.isfinite(float(metrics[name])), name
     assert float(metrics["gate"]) in (0.0, 1.0)
@@ -152,6 +178,7 @@ def test_an_update_trains_the_models_on_env_rewards_and_next_representations(
         lambda a, b: bool(np.any(a != b)), new.prediction.params, learner.prediction.params
     )
     assert all(jax.tree.leaves(moved))
+    env.close()
 
 
 def test_flags_are_refused_where_they_do_not_apply(pendulum):

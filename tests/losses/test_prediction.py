@@ -132,8 +132,8 @@ def test_gate_is_zero_for_opposing_and_one_for_agreeing_gradients():
     zero = {"w": jnp.zeros(3)}
     combined, gate, cos = losses.gated_gradients(main, zero)
     assert float(gate) == 0.0 and float(cos) == 0.0 and np.isfinite(float(cos))
-    # The gate is a constant: no gradient flows through it into either gradient's sign.
-    d = jax.grad(lambda x: losses.gated_gradients(main, {"w": x})[1])(agreeing["w"])
+    # The cosine it reports is a constant: no gradient flows back through it.
+    d = jax.grad(lambda x: losses.gated_gradients(main, {"w": x})[2])(agreeing["w"])
     assert np.all(np.asarray(d) == 0.0)
 
 
