@@ -188,6 +188,10 @@ def test_flags_are_refused_where_they_do_not_apply(pendulum):
         SACConfig(**TINY, prediction=True, transition_kl=-1.0)
     with pytest.raises(ConfigError, match=r"--rnd-coef: not with --privileged-obs"):
         SACAgent(SACConfig(**TINY, rnd_coef=0.1), pendulum)
+    from agents.td3 import TD3Agent, TD3Config
+
+    with pytest.raises(ValueError, match=r"td3 does not keep privileged observation dimensions"):
+        TD3Agent(TD3Config(num_envs=2), pendulum)  # in Python, not only at the command line
     minatar = make_env("gymnax/Breakout-MinAtar", 2, 0)
     with pytest.raises(ConfigError, match=r"--prediction reconstructs vector observations"):
         SACAgent(SACConfig(**TINY, prediction=True), minatar)
