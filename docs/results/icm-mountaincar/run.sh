@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 common=(--agent sac --env gymnax/MountainCar-v0 --num-seeds 5 --total-steps 30000 --no-progress)
 declare -A arms=([none]="" [rnd]="--rnd-coef 1" [icm]="--icm-coef 1")
 for arm in none rnd icm; do
-  [ -f "$root/$arm/summary.json" ] && continue
+  [ -f "$here/$arm/summary.json" ] && continue  # kept: done
   echo "$(date -u +%FT%TZ) $arm"
   # shellcheck disable=SC2086
   python -m experiments.train "${common[@]}" ${arms[$arm]} --run-dir "$root/$arm"

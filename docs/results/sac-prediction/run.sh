@@ -16,7 +16,7 @@ declare -A arms=(
   [prediction-no-extra]="--env Pendulum-P-v1 --prediction"
 )
 for arm in none prediction prediction-no-extra; do
-  [ -f "$root/$arm/summary.json" ] && continue
+  [ -f "$here/$arm/summary.json" ] && continue  # kept: done
   echo "$(date -u +%FT%TZ) $arm"
   # shellcheck disable=SC2086
   python -m experiments.train "${common[@]}" ${arms[$arm]} --run-dir "$root/$arm"
