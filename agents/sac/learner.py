@@ -384,12 +384,9 @@ class SACLearner:
         obs, action = at_steps(batch.obs, 0), batch.action[0]
         weight = batch.is_weight * batch.mask[0]
 
-        def q_loss(q):  # q: [N, B]
-            return 0.5 * jnp.sum(jnp.mean(weight[None] * jnp.square(q - y[None]), axis=-1))
-
         def critic_loss(critic):
             q = self.q_taken(critic, obs, action)  # [N, B]
-            loss = q_loss(q)
+            loss = 0.5 * jnp.sum(jnp.mean(weight[None] * jnp.square(q - y[None]), axis=-1))
             return loss, (loss, jnp.mean(q, 0))
 
         if self.prediction is None:
@@ -398,9 +395,12 @@ class SACLearner:
             )
             prediction, prediction_metrics = state.prediction, {}
         else:
-            (value_loss, q), grads, critic_norm, prediction, prediction_metrics = (
-                self.predicting_critic_grads(state, batch, q_loss, opts, axis_name)
-            )
+
+            def q_loss(q):  # `critic_loss`'s, of Q [N, B] on the critics' representation
+                return 0.5 * jnp.sum(jnp.mean(weight[None] * jnp.square(q - y[None]), axis=-1))
+
+            out = self.predicting_critic_grads(state, batch, q_loss, opts, axis_name)
+            (value_loss, q), grads, critic_norm, prediction, prediction_metrics = out
         critic, critic_opt = apply(
             opts["critic"], grads, state.opt_state["critic"], state.params["critic"]
         )
