@@ -14,6 +14,7 @@ from agents.core.config import (
     check_positive_int,
     check_trace_replay,
 )
+from agents.core.hooks import check_hooks
 
 DEFAULT_SDN_SAMPLES = 5  # ACER §5.1
 DEFAULT_LOG_STD_INIT = math.log(0.5)
@@ -131,6 +132,7 @@ class ACERConfig(Config):
         )
         check_trace_replay(self, 3, divisible=("num_envs", "batch_size"))
         check_only_with(self)  # last: a value out of range is named as such first
+        check_hooks(self)  # --network (agents.core.hooks)
 
     @property
     def sdn_n(self) -> int:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from agents.core.config import Config, check, check_floats_finite, check_positive_int
+from agents.core.hooks import check_hooks
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class PQNConfig(Config):
         n, m = self.num_envs * self.trace_len, self.num_minibatches
         why = f"a divisor of the {n} transitions of a rollout (--num-envs x --trace-len)"
         check(n % m == 0, "num_minibatches", m, why)
+        check_hooks(self)  # --network (agents.core.hooks)
 
 
 PRESETS = {

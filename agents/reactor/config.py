@@ -13,6 +13,7 @@ from agents.core.config import (
     check_positive_int,
     check_trace_replay,
 )
+from agents.core.hooks import check_hooks
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,7 @@ class ReactorConfig(Config):
         check(self.anneal_steps >= 0, "anneal_steps", self.anneal_steps, ">= 0 (0: constant)")
         check_trace_replay(self, 3, "sequences")
         check_only_with(self)  # last: a value out of range is named as such first
+        check_hooks(self)  # --network (agents.core.hooks)
 
 
 PRESETS: dict[str, dict] = {

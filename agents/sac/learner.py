@@ -193,8 +193,8 @@ class SACLearner:
         )
 
     def importance_ratio(self, policy_out, action, mu):
-        """V-trace's ρ = π(a|x)/μ(a|x) of stored actions `[...]`, its log clipped at log 100
-        (`targets`)."""
+        """V-trace's ρ = π(a|x)/μ(a|x) of stored actions `[...]` from the actor's outputs,
+        its log clipped at log 100 as `targets` clips it (the recurrent learner's)."""
         logp = self.log_prob_of(policy_out, action, mu)
         return jnp.exp(jnp.minimum(logp - self.behaviour_log_prob(action, mu), LOG_RHO_MAX))
 
@@ -260,14 +260,14 @@ class SACLearner:
                 vs1, rho_mean = v[0], jnp.ones(())
             else:
                 obs = at_steps(batch.obs, slice(1, n))
+                logp = self.log_prob(actor, obs, batch.action[1:], _tail(batch.mu))
                 # ρ = π/μ from log-densities that can both be hugely negative under different
                 # policies (a uniform warm-up action far in a narrow Gaussian's tail, or μ
                 # overwritten by an earlier π): their difference can exceed float32's exp
                 # range. V-trace truncates ρ and c at ρ̄, c̄ <= 100, so clipping log ρ at
                 # log 100 leaves its targets unchanged and keeps ρ (and rho_mean) finite.
-                rho = self.importance_ratio(
-                    self.actor.apply(actor, obs), batch.action[1:], _tail(batch.mu)
-                )
+                log_mu = self.behaviour_log_prob(batch.action[1:], _tail(batch.mu))
+                rho = jnp.exp(jnp.minimum(logp - log_mu, LOG_RHO_MAX))
                 # Soft V-trace: V_soft(x) = E_π[r − α log π(a|x) + γ V_soft(x')], so each
                 # traced step's reward carries the entropy bonus α H(π(·|x_s)); without it the
                 # targets' on-policy fixed point is short by α·H per step. H is estimated as
