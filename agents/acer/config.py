@@ -132,7 +132,8 @@ class ACERConfig(Config):
         )
         check_trace_replay(self, 3, divisible=("num_envs", "batch_size"))
         check_only_with(self)  # last: a value out of range is named as such first
-        check_hooks(self)  # --network (agents.core.hooks)
+        if self.network is not None:  # --network (agents.core.hooks)
+            check_hooks(self)
 
     @property
     def sdn_n(self) -> int:

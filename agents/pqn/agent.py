@@ -32,7 +32,7 @@ def make(config, spec) -> AgentParts:
     """PQN's parts for `config` (agents/pqn/config.py) on an env of `spec`."""
     net = QNetwork(
         spec.obs_spec, spec.num_actions, config.hidden, layer_norm=config.layer_norm,
-        plugged=plugged_torso(config, spec.obs_spec),
+        plugged=plugged_torso(config, spec.obs_spec) if config.network else None,
     )  # fmt: skip
     # RAdam without its rate, applied below from the schedule and a member's own `lr`
     optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.scale_by_radam())

@@ -70,7 +70,8 @@ class PQNConfig(Config):
         n, m = self.num_envs * self.trace_len, self.num_minibatches
         why = f"a divisor of the {n} transitions of a rollout (--num-envs x --trace-len)"
         check(n % m == 0, "num_minibatches", m, why)
-        check_hooks(self)  # --network (agents.core.hooks)
+        if self.network is not None:  # --network (agents.core.hooks)
+            check_hooks(self)
 
 
 PRESETS = {

@@ -37,7 +37,7 @@ def make(config, spec) -> AgentParts:
     """R2D1's parts for `config` (agents/r2d1/config.py) on an env of `spec`."""
     net = module_from_config(
         RecurrentQNetwork, config, obs_spec=spec.obs_spec, num_actions=spec.num_actions,
-        plugged=plugged_torso(config, spec.obs_spec),
+        plugged=plugged_torso(config, spec.obs_spec) if config.network else None,
     )  # fmt: skip
 
     def q_values(params, obs, first, core):

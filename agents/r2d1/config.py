@@ -137,7 +137,8 @@ class R2D1Config(ReplayWindow):
         sizes = f", seq_len={self.seq_len}, burn_in={self.burn_in}"
         check_trace_replay(self, self.min_traces_per_env, sizes=sizes)
         check_only_with(self)  # last: a value out of range is named as such first
-        check_hooks(self)  # --network (agents.core.hooks)
+        if self.network is not None:  # --network (agents.core.hooks)
+            check_hooks(self)
 
     # The replay window (agents.core.config.ReplayWindow): burn-in before the sampled trace, the
     # rest of the learnt sequence and the n-step look-ahead after it.

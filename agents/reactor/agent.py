@@ -38,7 +38,7 @@ def make(config: ReactorConfig, spec) -> AgentParts:
     """The Reactor's parts for `config` (agents/reactor/config.py) on an env of `spec`."""
     net = module_from_config(
         ReactorNetwork, config, obs_spec=spec.obs_spec, num_actions=spec.num_actions,
-        plugged=plugged_torso(config, spec.obs_spec),
+        plugged=plugged_torso(config, spec.obs_spec) if config.network else None,
     )  # fmt: skip
     learner = ReactorLearner(config, net)
 

@@ -138,7 +138,8 @@ class ReactorConfig(Config):
         check(self.anneal_steps >= 0, "anneal_steps", self.anneal_steps, ">= 0 (0: constant)")
         check_trace_replay(self, 3, "sequences")
         check_only_with(self)  # last: a value out of range is named as such first
-        check_hooks(self)  # --network (agents.core.hooks)
+        if self.network is not None:  # --network (agents.core.hooks)
+            check_hooks(self)
 
 
 PRESETS: dict[str, dict] = {
