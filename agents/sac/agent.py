@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents import losses
+from agents.core.actors import epsilon_greedy
 from agents.core.config import ConfigError
 from agents.core.hooks import plugged_torso
 from agents.core.learning import TraceBatch, at_steps
@@ -245,22 +246,23 @@ def q_only_actor(config, critic_net, num_actions: int):
         x = observation(config, obs, params.obs_stats)
         return jnp.mean(critic_net.apply(params.critic, x), 0)  # [B, A]
 
-    def epsilon_greedy(q, explore, key):
+    def probabilities(q, epsilon):  # the ε-greedy policy's `[B, A]`: μ for the replay
         greedy = jax.nn.one_hot(jnp.argmax(q, -1), num_actions, dtype=q.dtype)
-        probs = jnp.where(explore, 1.0 / num_actions, eps / num_actions + (1.0 - eps) * greedy)
-        return jax.random.categorical(key, jnp.log(probs)).astype(jnp.int32), probs
+        return epsilon / num_actions + (1.0 - epsilon) * greedy
 
     def select_action(params, obs, first, core, key):
         k_noise, k_action = jax.random.split(key)
-        action, probs = epsilon_greedy(q_values(params, obs, k_noise), params.explore, k_action)
-        return ActorOutput(action, probs, core)
+        q = q_values(params, obs, k_noise)
+        epsilon = jnp.where(params.explore, 1.0, eps)  # uniform before start_train_at
+        action = epsilon_greedy(q, epsilon, k_action)
+        return ActorOutput(action, probabilities(q, epsilon), core)
 
     def act(greedy: bool):
         def act_fn(params, obs, first, core, key):
             q = q_values(params, obs)
             if greedy:
                 return jnp.argmax(q, -1).astype(jnp.int32), core
-            return epsilon_greedy(q, jnp.asarray(False), key)[0], core
+            return epsilon_greedy(q, eps, key), core
 
         return act_fn
 
