@@ -9,6 +9,13 @@ end-of-training evaluation reaches the task's threshold (`SOLVED`: CartPole-v1 4
 Pendulum-v1 −200). Prints and writes per agent the success count, the IQM of the evaluation
 returns with a 95% stratified bootstrap CI (rliable), and the wall time per run.
 
+A default that runs as N processes can take hours (the Reactor's 30: about 3.3 h), more than a
+session: with `--keep DIR` each finished seed's record (its evaluation, wall time and the
+default's fingerprint) is kept in `DIR/AGENT/seed-K.json`, and a later call with the same
+`--keep` skips the seeds kept there; `--max-minutes M` starts no new seed after M minutes.
+An agent's result is written only once all its seeds are in; a record trained by another
+default (another fingerprint) is refused with one line, never mixed in.
+
 Each agent's result also records what its default command trained (`default_command`: the
 run options and the config that `--agent NAME` resolves to) and its fingerprint
 (`default_hash`). tests/benchmarks/test_defaults_benchmark.py compares the fingerprints of
@@ -106,6 +113,24 @@ class Args:
     default cannot be a population member, e.g. the Reactor's decoupled actor)."""
     out: str | None = None
     """Write results.json here."""
+    keep: str | None = None
+    """Keep each finished seed of a per-process run in `KEEP/AGENT/seed-K.json` and skip
+    the seeds already kept there (a run spread over sessions; module docstring)."""
+    max_minutes: float | None = None
+    """Start no new per-process seed after this many minutes (with `--keep`: run again to
+    go on)."""
+
+    def __post_init__(self):
+        if self.num_seeds < 1:
+            raise SystemExit(f"--num-seeds must be >= 1, got {self.num_seeds}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise SystemExit(f"--max-minutes must be > 0, got {self.max_minutes}")
+        if self.max_minutes is not None and self.keep is None:
+            raise SystemExit("--max-minutes needs --keep (where the finished seeds are kept)")
+        unknown = sorted(set(self.agents) - set(agent_names()))
+        if unknown:
+            raise SystemExit(f"--agents: unknown {', '.join(unknown)} (known: "
+                             f"{', '.join(sorted(agent_names()))})")  # fmt: skip
 
 
 def _train(argv: list[str]) -> None:
@@ -134,17 +159,15 @@ def run_agent(agent: str, args: Args) -> dict:
                     raise
                 mode = "processes"
         if mode == "processes":
-            returns, env = [], None
-            for seed in range(args.num_seeds):
-                run = Path(tmp) / f"s{seed}"
-                _train(["--agent", agent, "--seed", str(seed), "--run-dir", str(run)])
-                summary = json.loads((run / "summary.json").read_text())
-                returns.append(summary["eval_return_mean"])
-                env = summary["env"]
+            records = per_process(agent, args, fingerprint, Path(tmp), t0)
+            if records is None:
+                return None
+            returns = [r["eval_return_mean"] for r in records]
+            env, wall = records[0]["env"], sum(r["wall_s"] for r in records)
         else:
             summary = json.loads((run / "summary.json").read_text())
             returns, env = summary["eval_return_mean"], summary["env"]
-        wall = time.perf_counter() - t0
+            wall = time.perf_counter() - t0
     returns = np.asarray(returns, np.float64)
     threshold = SOLVED.get(env)
     solved = int((returns >= threshold).sum()) if threshold is not None else None
@@ -162,6 +185,43 @@ def run_agent(agent: str, args: Args) -> dict:
         "wall_s": wall,
         "wall_s_per_run": wall / args.num_seeds,
     }
+
+
+def per_process(agent: str, args: Args, fingerprint: str, tmp: Path, t0: float):
+    """The seeds' records `{seed, env, eval_return_mean, wall_s, default_hash}`, one train
+    process each, those kept under `--keep` read back; None when `--max-minutes` ran out
+    before every seed was in."""
+    kept_dir = None if args.keep is None else Path(args.keep) / agent
+    records = []
+    for seed in range(args.num_seeds):
+        path = None if kept_dir is None else kept_dir / f"seed-{seed}.json"
+        if path is not None and path.is_file():
+            record = json.loads(path.read_text())
+            if record.get("default_hash") != fingerprint:
+                raise SystemExit(
+                    f"{path}: trained by another {agent} default (fingerprint "
+                    f"{record.get('default_hash')}, today {fingerprint}); move it away"
+                )
+            records.append(record)
+            continue
+        if args.max_minutes is not None and time.perf_counter() - t0 > 60 * args.max_minutes:
+            print(
+                f"{agent}: {len(records)} of {args.num_seeds} seeds kept in {kept_dir} "
+                f"(--max-minutes {args.max_minutes}); run again to go on",
+                flush=True,
+            )
+            return None
+        run, start = tmp / f"s{seed}", time.perf_counter()
+        _train(["--agent", agent, "--seed", str(seed), "--run-dir", str(run)])
+        summary = json.loads((run / "summary.json").read_text())
+        record = {
+            "seed": seed, "env": summary["env"], "eval_return_mean": summary["eval_return_mean"],
+            "wall_s": time.perf_counter() - start, "default_hash": fingerprint,
+        }  # fmt: skip
+        if path is not None:
+            save_results(str(path), record)
+        records.append(record)
+    return records
 
 
 def success_interval(solved: int, n: int) -> list[float]:
@@ -183,6 +243,8 @@ def main(args: Args) -> dict:
     results = {}
     for agent in args.agents:
         r = run_agent(agent, args)
+        if r is None:  # --max-minutes: not all its seeds yet
+            continue
         results[agent] = r
         solved = "n/a" if r["solved"] is None else f"{r['solved']}/{args.num_seeds}"
         if r["solved_rate_ci"] is not None:
@@ -195,7 +257,7 @@ def main(args: Args) -> dict:
             flush=True,
         )
     out = {"args": vars(args), "results": results}
-    if args.out:  # merged into the results already there: agents can be run one at a time
+    if args.out and results:  # merged into those there: agents can be run one at a time
         path = Path(args.out) / "results.json"
         if path.is_file():
             kept = json.loads(path.read_text())["results"]

@@ -7,6 +7,7 @@ each default trained are compared with what `--agent NAME` resolves to today."""
 from __future__ import annotations
 
 import json
+import types
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,65 @@ def test_the_fingerprint_follows_the_default(monkeypatch):
     monkeypatch.setitem(a2c_config.PRESETS["a2c-classic"], "eval_episodes", 21)
     assert default_command("a2c")["run"]["eval_episodes"] == 21
     assert default_hash("a2c") != before
+
+
+def test_a_per_process_run_spread_over_sessions(tmp_path, monkeypatch, capsys):
+    """`--keep`/`--max-minutes`: each finished seed is kept and skipped by the next call, a
+    call out of time writes no result, a record of another default is refused. The training
+    process is a stand-in that writes a summary from its seed (nothing learns here)."""
+    from benchmarks import bench_defaults as bench
+
+    trained, now = [], [0.0]  # a clock that only the stand-in's training moves: a minute each
+    monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+
+    def fake_train(argv):
+        seed, run = int(argv[argv.index("--seed") + 1]), Path(argv[argv.index("--run-dir") + 1])
+        trained.append(seed)
+        now[0] += 60.0
+        run.mkdir(parents=True)
+        summary = {"env": "CartPole-v1", "eval_return_mean": 500.0 - 100 * (seed == 2)}
+        (run / "summary.json").write_text(json.dumps(summary))
+
+    def population_refused(argv):
+        if "--num-seeds" in argv:
+            raise RuntimeError("--num-seeds > 1 needs lock-step acting")
+        fake_train(argv)
+
+    monkeypatch.setattr(bench, "_train", population_refused)
+    keep, out = tmp_path / "kept", tmp_path / "out"
+    args = bench.Args(agents=["acer"], num_seeds=4, keep=str(keep), max_minutes=0.5,
+                      out=str(out))  # fmt: skip
+    # out of time after the first seed: nothing written but that seed's record
+    assert bench.main(args)["results"] == {}
+    assert trained == [0] and not (out / "results.json").exists()
+    assert "1 of 4 seeds kept" in capsys.readouterr().out
+    record = json.loads((keep / "acer" / "seed-0.json").read_text())
+    assert record["default_hash"] == default_hash("acer") and record["wall_s"] == 60.0
+    # the next call takes seed 0 from the kept record and runs the others
+    args.max_minutes = None
+    result = bench.main(args)["results"]["acer"]
+    assert trained == [0, 1, 2, 3]
+    assert result["eval_returns"] == [500.0, 500.0, 400.0, 500.0] and result["solved"] == 3
+    assert result["mode"] == "processes" and result["wall_s_per_run"] == 60.0
+    assert json.loads((out / "results.json").read_text())["results"]["acer"]["solved"] == 3
+    # a kept record of another default is refused, not mixed in
+    record["default_hash"] = "0" * 16
+    (keep / "acer" / "seed-0.json").write_text(json.dumps(record))
+    with pytest.raises(SystemExit, match="trained by another acer default"):
+        bench.main(args)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_minutes": 5.0}, "--max-minutes needs --keep"),
+        ({"max_minutes": 0.0, "keep": "k"}, "--max-minutes must be > 0"),
+        ({"num_seeds": 0}, "--num-seeds must be >= 1"),
+        ({"agents": ["dqn", "nope"]}, "--agents: unknown nope"),
+    ],
+)
+def test_bad_benchmark_arguments_are_one_line(kwargs, message):
+    from benchmarks import bench_defaults as bench
+
+    with pytest.raises(SystemExit, match=message):
+        bench.Args(**kwargs)
