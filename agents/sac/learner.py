@@ -148,11 +148,18 @@ class SACLearner:
         """`state` restarted from new weights `params` as `init` starts its own: fresh states
         of every optimiser and the target critic equal to the new critic; log α (whose
         optimiser restarts too), the counts, key and statistics kept (a population's CEM
-        resampling, agents/core/population.py)."""
+        resampling, agents/core/population.py). With --prediction the models keep their
+        weights (trained on the old critics' representation, they adapt to the new one) and
+        their optimiser restarts with the critics'."""
+        prediction = state.prediction
+        if self.prediction is not None:
+            critic_opt = self.optimizers_for(hparams)["critic"]
+            prediction = prediction._replace(opt_state=critic_opt.init(prediction.params))
         return state._replace(
             params=params,
             target_critic=jax.tree.map(jnp.copy, params["critic"]),
             opt_state=self.init_opt_state(params, state.log_alpha, hparams),
+            prediction=prediction,
         )
 
     def init_networks(self, k_actor, k_critic, sample_obs):

@@ -181,6 +181,23 @@ def test_an_update_trains_the_models_on_env_rewards_and_next_representations(
     env.close()
 
 
+def test_a_restart_from_new_weights_restarts_the_models_optimiser_not_their_weights(pendulum):
+    """CEM's restart of a member (`reset_params`): the models' weights kept, their Adam
+    state fresh (count 0, moments 0), as every other optimiser's."""
+    cfg = SACConfig(**TINY, prediction=True)
+    sac = SACAgent(cfg, pendulum).modules.learner
+    state = sac.init(jax.random.PRNGKey(0), jnp.zeros((2, 3), jnp.float32))
+    worn = jax.tree.map(lambda x: x + 1, state.prediction.opt_state)  # as after some steps
+    state = state._replace(prediction=state.prediction._replace(opt_state=worn))
+    new_params = jax.tree.map(lambda x: x + 0.5, state.params)
+    reset = sac.reset_params(state, new_params)
+    same = jax.tree.map(np.array_equal, reset.prediction.params, state.prediction.params)
+    assert all(jax.tree.leaves(same))
+    for leaf in jax.tree.leaves(reset.prediction.opt_state):
+        np.testing.assert_array_equal(np.asarray(leaf), 0)
+    assert jax.tree.structure(reset.prediction.opt_state) == jax.tree.structure(worn)
+
+
 def test_flags_are_refused_where_they_do_not_apply(pendulum):
     with pytest.raises(ValueError, match=r"--transition-kl needs --prediction"):
         SACConfig(**TINY, transition_kl=0.5)
