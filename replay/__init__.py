@@ -7,7 +7,7 @@ pytree.
   through a sum tree, with the Reactor's lazy priority initialisation; for the Reactor.
 
 Both have ``init / add / sample / set_priorities`` with the same signatures, ``sample`` returns
-a :class:`ReplaySample` (:class:`TraceBatch` + :class:`SampleInfo`) for both, and
+a :class:`ReplaySample` (:class:`StoredTraces` + :class:`SampleInfo`) for both, and
 ``partition_specs(axis)`` lays their states out for data parallelism
 (``make_trace_replay`` builds one device's, ``window_replay`` an agent config's window and
 prioritisation); ``overwrite_steps`` and ``overwrite_extras`` are the one way to change
@@ -37,7 +37,7 @@ from replay.sum_tree import (
 from replay.trace_replay import (
     ReplaySample,
     SampleInfo,
-    TraceBatch,
+    StoredTraces,
     TraceReplay,
     TraceReplayState,
 )
@@ -48,7 +48,7 @@ __all__ = [
     "ReplayCapacityError",
     "ReplaySample",
     "SampleInfo",
-    "TraceBatch",
+    "StoredTraces",
     "TraceReplay",
     "TraceReplayState",
     "available_memory_bytes",
@@ -65,3 +65,20 @@ __all__ = [
     "sum_tree_total",
     "window_replay",
 ]
+
+
+def __getattr__(name: str):
+    """`replay.TraceBatch`, the old name of `StoredTraces` (renamed so that the learners' own
+    `agents.core.learning.TraceBatch` is the one trace batch type): kept for one release,
+    with a DeprecationWarning."""
+    if name == "TraceBatch":
+        import warnings
+
+        warnings.warn(
+            "replay.TraceBatch is now replay.StoredTraces (the learners' batch type is "
+            "agents.core.learning.TraceBatch); the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return StoredTraces
+    raise AttributeError(f"module 'replay' has no attribute {name!r}")

@@ -107,7 +107,7 @@ from replay.sum_tree import (
 from replay.trace_replay import (
     ReplaySample,
     SampleInfo,
-    TraceBatch,
+    StoredTraces,
     TraceReplay,
     TraceReplayState,
     check_batch_size,
@@ -263,7 +263,7 @@ class PrioritizedTraceReplay(SizedBuffer):
 
     def gather(
         self, state: PrioritizedReplayState, env_index: jax.Array, slot: jax.Array
-    ) -> TraceBatch:
+    ) -> StoredTraces:
         """The traces at ``(env_index[i], slot[i])`` (see :meth:`TraceReplay.gather`)."""
         return self.base.gather(state.base, env_index, slot)
 

@@ -9,7 +9,7 @@ As in flashbax, a buffer is a frozen configuration object plus pure functions ov
 pytree: ``init() -> state``, ``add(state, obs, steps, extras) -> state``,
 ``sample(state, key, batch_size) -> ReplaySample`` and
 ``set_priorities(state, env_index, slot, priorities) -> state``. Both buffers share these
-signatures and the result types (:class:`TraceBatch`, :class:`SampleInfo`,
+signatures and the result types (:class:`StoredTraces`, :class:`SampleInfo`,
 :class:`ReplaySample`), so an agent switches between them with one flag. For the uniform buffer
 ``set_priorities`` checks its arguments and returns the state unchanged: uniform sampling
 ignores priorities by definition.
@@ -123,7 +123,7 @@ class TraceReplayState:
     count: jax.Array
 
 
-class TraceBatch(NamedTuple):
+class StoredTraces(NamedTuple):
     """A batch of traces, time-major.
 
     Attributes:
@@ -162,7 +162,7 @@ class SampleInfo(NamedTuple):
 class ReplaySample(NamedTuple):
     """What ``sample`` returns, for every buffer: the traces and how they were drawn."""
 
-    traces: TraceBatch
+    traces: StoredTraces
     info: SampleInfo
 
 
@@ -722,7 +722,9 @@ class TraceReplay(SizedBuffer):
         )
         return state.replace(extras=written)
 
-    def gather(self, state: TraceReplayState, env_index: jax.Array, slot: jax.Array) -> TraceBatch:
+    def gather(
+        self, state: TraceReplayState, env_index: jax.Array, slot: jax.Array
+    ) -> StoredTraces:
         """The traces at ``(env_index[i], slot[i])`` with their look-back and look-ahead
         (``window_len + 1`` steps), rebuilt; no validity check."""
         t, c, k = self.trace_len, self.traces_per_env, self._context
@@ -763,4 +765,4 @@ class TraceReplay(SizedBuffer):
             )  # [W+1, B, k+1] window index of each stacked frame
             frame_pos = (first_pos[None, :, None] - k + source) % ring
             obs = state.frames.at[env_index[None, :, None], frame_pos].get(mode="promise_in_bounds")
-        return TraceBatch(obs=obs, steps=steps, extras=extras)
+        return StoredTraces(obs=obs, steps=steps, extras=extras)

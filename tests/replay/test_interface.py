@@ -17,7 +17,7 @@ from replay import (
     PrioritizedTraceReplay,
     ReplaySample,
     SampleInfo,
-    TraceBatch,
+    StoredTraces,
     TraceReplay,
 )
 
@@ -109,7 +109,7 @@ class Record:
         extras = jax.tree.map(
             lambda *leaves: np.stack(leaves)[trace, env], *self.extras
         )  # [adds, N, ...] -> [B, ...]
-        return TraceBatch(obs, steps, extras)
+        return StoredTraces(obs, steps, extras)
 
 
 def valid_slots(num_adds):
@@ -159,7 +159,7 @@ def expected_sample_structure(extras):
     steps = jax.tree.map(lambda _: leaf, STEP_SPEC)
     extras_tree = jax.tree.map(lambda _: leaf, EXTRAS_SPECS[extras])
     return jax.tree.structure(
-        ReplaySample(TraceBatch(leaf, steps, extras_tree), SampleInfo(leaf, leaf, leaf, leaf))
+        ReplaySample(StoredTraces(leaf, steps, extras_tree), SampleInfo(leaf, leaf, leaf, leaf))
     )
 
 
@@ -267,3 +267,12 @@ def test_spec_errors_name_the_field():
         TraceReplay(**kwargs, frame_stack=1, step_spec={}, extras_spec=((SDS((), "f4"), 3),))
     with pytest.raises(ValueError, match="step_spec must be a mapping"):
         TraceReplay(**kwargs, frame_stack=1, step_spec=(SDS((), "f4"),))
+
+
+def test_the_old_name_of_stored_traces_still_works_with_a_warning():
+    import replay
+
+    with pytest.warns(DeprecationWarning, match="replay.StoredTraces"):
+        assert replay.TraceBatch is StoredTraces
+    with pytest.raises(AttributeError, match="no attribute 'TraceBtch'"):
+        replay.TraceBtch  # noqa: B018

@@ -19,7 +19,7 @@ from replay import (
     PrioritizedTraceReplay,
     ReplaySample,
     SampleInfo,
-    TraceBatch,
+    StoredTraces,
     TraceReplay,
     TraceReplayState,
 )
@@ -141,7 +141,7 @@ class Record:
         )
 
     def traces(self, env, slot):
-        """TraceBatch of the traces at global envs ``env`` and ``slot``."""
+        """StoredTraces of the traces at global envs ``env`` and ``slot``."""
         trace = slot + C * ((NUM_ADDS - 1 - slot) // C)
         assert (trace <= NUM_ADDS - 2).all()
         time = trace[None, :] * T + np.arange(T + 1)[:, None]
@@ -149,7 +149,7 @@ class Record:
         def steps_of(*leaves):
             return np.concatenate(leaves)[time, env[None, :]]
 
-        return TraceBatch(
+        return StoredTraces(
             steps_of(*self.obs),
             jax.tree.map(steps_of, *self.steps),
             jax.tree.map(lambda *leaves: np.stack(leaves)[trace, env], *self.extras),
@@ -183,7 +183,7 @@ def sharded_sample(replay, specs, mesh, axis_name=None):
         return replay.sample(state, key, BATCH, axis_name=axis_name)
 
     split, per_step = P(AXIS), P(None, AXIS)
-    out_specs = ReplaySample(TraceBatch(per_step, per_step, split), SampleInfo(*[split] * 4))
+    out_specs = ReplaySample(StoredTraces(per_step, per_step, split), SampleInfo(*[split] * 4))
     return jax.jit(jax.shard_map(sample, mesh=mesh, in_specs=(specs, P()), out_specs=out_specs))
 
 

@@ -20,7 +20,7 @@ from replay import (
     PrioritizedReplayState,
     PrioritizedTraceReplay,
     ReplaySample,
-    TraceBatch,
+    StoredTraces,
     TraceReplay,
     sum_tree_total,
 )
@@ -357,7 +357,7 @@ def test_sampling_frequencies_and_reported_probabilities(epsilon):
 
     # The traces are the base replay's gather at the drawn pairs...
     traces = batches[0]
-    assert isinstance(traces, TraceBatch)
+    assert isinstance(traces, StoredTraces)
     gathered = gather_jit("A")(state.base, infos[0].env_index, infos[0].slot)
     jax.tree.map(np.testing.assert_array_equal, traces, gathered)
     # ...and the step ids tell that they come from the right env and slot.

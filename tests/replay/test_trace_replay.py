@@ -19,7 +19,7 @@ from replay import (
     ReplayCapacityError,
     ReplaySample,
     SampleInfo,
-    TraceBatch,
+    StoredTraces,
     TraceReplay,
     TraceReplayState,
 )
@@ -159,7 +159,7 @@ def check_sample(replay, rollouts, sample):
     probability ``1 / num_valid`` (from the numpy reference of the validity rule) and unit
     importance weights."""
     assert isinstance(sample, ReplaySample)
-    assert isinstance(sample.traces, TraceBatch) and isinstance(sample.info, SampleInfo)
+    assert isinstance(sample.traces, StoredTraces) and isinstance(sample.info, SampleInfo)
     info = sample.info
     batch_size = info.env_index.shape[0]
     for x, dtype in zip(info, (jnp.int32, jnp.int32, jnp.float32, jnp.float32), strict=True):
@@ -174,7 +174,7 @@ def check_batch(replay, rollouts, batch, env_index, slot):
     """Every trace ``(env_index[i], slot[i])`` is written, valid, consistent, and rebuilt
     bit-for-bit."""
     n, t, c = replay.num_envs, replay.trace_len, replay.traces_per_env
-    assert isinstance(batch, TraceBatch)
+    assert isinstance(batch, StoredTraces)
     ids = np.asarray(batch.steps["id"])
     env = np.asarray(env_index)
     slot = np.asarray(slot)
