@@ -223,3 +223,16 @@ def debug_check_trace_data(A: int, pi_t, mu_t, a_t) -> None:
     debug_check_actions("a_t", a_t, A)
     debug_check_probs("pi_t", pi_t)
     debug_check_probs("mu_t", mu_t)
+
+
+def masked_squared_error(x_name, x, y_name, y, mask_t, layout, reduce=None):
+    """(x − y)² per step, `[T, B]`, zero where masked, for `x` and `y` of one float shape
+    `layout` ("[T, B]", or "[T, B, K]" with `reduce` of the last axis: e.g. a sum or a mean),
+    each named in a mismatch's message. The caller stops `y`'s gradient where it should."""
+    T, B = time_batch(x_name, x, layout.count(",") + 1, layout)
+    check_float(x_name, x)
+    check_float(y_name, y)
+    check_shape(y_name, y, jnp.shape(x), f"the shape of {x_name}")
+    mask = optional_mask(mask_t, (T, B), x.dtype)
+    err = jnp.square(x - y)
+    return jnp.where(mask > 0, err if reduce is None else reduce(err), 0.0)

@@ -109,8 +109,8 @@ def icm_forward_loss(predicted_t, features_t, *, mask_t=None):
     Returns:
       `[T, B]` per-step loss.
     """
-    return _half_squared_error(
-        "predicted_t", predicted_t, "features_t", features_t, mask_t, "[T, B, K]"
+    return C.masked_squared_error(
+        "predicted_t", predicted_t, "features_t", features_t, mask_t, "[T, B, K]", _half_sum
     )
 
 
@@ -156,16 +156,11 @@ def icm_inverse_loss_continuous(predicted_t, a_t, *, mask_t=None):
     Returns:
       `[T, B]` per-step loss.
     """
-    return _half_squared_error("predicted_t", predicted_t, "a_t", sg(a_t), mask_t, "[T, B, D]")
+    return C.masked_squared_error(
+        "predicted_t", predicted_t, "a_t", sg(a_t), mask_t, "[T, B, D]", _half_sum
+    )
 
 
-def _half_squared_error(x_name, x, y_name, y, mask_t, layout):
-    """½ Σ over the last axis of (x − y)², `[T, B]`, zero where masked, for `x` and `y` of one
-    float shape `layout` (each named in a mismatch's message)."""
-    T, B = C.time_batch(x_name, x, 3, layout)
-    C.check_float(x_name, x)
-    C.check_float(y_name, y)
-    C.check_shape(y_name, y, jnp.shape(x), f"the shape of {x_name}")
-    mask = C.optional_mask(mask_t, (T, B), x.dtype)
-    err = 0.5 * jnp.sum(jnp.square(x - y), axis=-1)
-    return jnp.where(mask > 0, err, 0.0)
+def _half_sum(err):
+    """½ Σ over the last axis."""
+    return 0.5 * jnp.sum(err, axis=-1)

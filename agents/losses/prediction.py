@@ -91,12 +91,7 @@ def reward_model_loss(predicted_t, r_t, *, mask_t=None):
     Returns:
       `[T, B]` per-step loss.
     """
-    T, B = C.time_batch("predicted_t", predicted_t, 2, "[T, B]")
-    C.check_float("predicted_t", predicted_t)
-    C.check_float("r_t", r_t)
-    C.check_shape("r_t", r_t, (T, B))
-    mask = C.optional_mask(mask_t, (T, B), predicted_t.dtype)
-    return jnp.where(mask > 0, jnp.square(predicted_t - sg(r_t)), 0.0)
+    return C.masked_squared_error("predicted_t", predicted_t, "r_t", sg(r_t), mask_t, "[T, B]")
 
 
 def reconstruction_loss(predicted_t, obs_t, *, mask_t=None):
@@ -111,13 +106,14 @@ def reconstruction_loss(predicted_t, obs_t, *, mask_t=None):
     Returns:
       `[T, B]` per-step loss.
     """
-    T, B = C.time_batch("predicted_t", predicted_t, 3, "[T, B, D]")
-    C.check_float("predicted_t", predicted_t)
-    C.check_float("obs_t", obs_t)
-    C.check_shape("obs_t", obs_t, jnp.shape(predicted_t), "the shape of predicted_t")
-    mask = C.optional_mask(mask_t, (T, B), predicted_t.dtype)
-    err = jnp.mean(jnp.square(predicted_t - sg(obs_t)), axis=-1)
-    return jnp.where(mask > 0, err, 0.0)
+    return C.masked_squared_error(
+        "predicted_t", predicted_t, "obs_t", sg(obs_t), mask_t, "[T, B, D]", _mean_last
+    )
+
+
+def _mean_last(err):
+    """The mean over the last axis."""
+    return jnp.mean(err, axis=-1)
 
 
 def gated_gradients(main, auxiliary):
