@@ -1363,6 +1363,7 @@ def test_benchmarks_accept_their_defaults(no_benchmark):
     [
         ("experiments.train", ["--total-steps", "0"], "--total-steps"),
         ("experiments.plot", ["/nonexistent/run"], "does not exist"),
+        ("experiments.arms", ["/nonexistent/experiment"], "no such folder"),
         ("benchmarks.bench_losses", ["--target-round-s", "nan"], "--target-round-s"),
         ("benchmarks.bench_replay", ["--rounds", "0"], "--rounds"),
     ],

@@ -5,7 +5,8 @@
 # Pendulum-P-v1 (the velocity dropped altogether: the model has no privileged data).
 # Five seeds each, as one population (--num-seeds 5: seeds 0-4). Run from a frozen clone:
 #   bash docs/results/sac-prediction/run.sh [RUNS_ROOT]
-# then `python docs/results/sac-prediction/report.py RUNS_ROOT` writes the table.
+# then `python -m experiments.arms docs/results/sac-prediction --at 5000 10000 15000 20000` (the
+# README names the arms order) prints the table from the kept runs.
 set -euo pipefail
 root=${1:-runs/sac-prediction}
 here=$(cd "$(dirname "$0")" && pwd)
