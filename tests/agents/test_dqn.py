@@ -204,7 +204,7 @@ def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n, double,
                    ("action", jnp.int32), ("reward", jnp.float32), ("discount", jnp.float32),
                    ("mask", jnp.float32)]} | {"mu": ()},
     )  # fmt: skip
-    state = replay.init()
+    state, add = replay.init(), jax.jit(replay.add)  # one program, not op by op
     actions = rng.integers(0, 2, size=(total, 2)).astype(np.int32)
     for k in range(L_slots):
         sl = slice(k * T, (k + 1) * T)
@@ -217,7 +217,7 @@ def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n, double,
             "mask": np.stack([s[3][sl] for s in streams], 1),
             "mu": (),
         }
-        state = replay.add(state, np.stack([s[0][sl] for s in streams], 1), steps)
+        state = add(state, np.stack([s[0][sl] for s in streams], 1), steps)
     atoms = np.linspace(-2.0, 2.0, 5)
     learner = DQNLearner(cfg, LinearC51(atoms) if c51 else LinearQ(), dqn_optimizer)
     width = 2 * len(atoms) if c51 else 2
@@ -227,12 +227,15 @@ def test_n_step_targets_through_the_replay_window_cut_at_episode_ends(n, double,
     assert len(valid) == L_slots - 1 - cfg.lookahead // T
     env = jnp.array([0, 1] * len(valid))
     slot = jnp.repeat(jnp.asarray(valid), 2)
-    traces = replay.gather(state, env, slot)
-    ones = jnp.ones(env.shape, jnp.float32)
-    sample = ReplaySample(traces, SampleInfo(env, slot, ones, ones))
-    batch = TraceBatch.from_sample(sample, replay.window_len)
-    out = learner.unroll(jnp.asarray(w_online), jnp.asarray(w_target), batch)
-    got = np.asarray(learner.targets(out, batch))  # [L, B]
+
+    @jax.jit
+    def targets(state, w_online, w_target):
+        ones = jnp.ones(env.shape, jnp.float32)
+        sample = ReplaySample(replay.gather(state, env, slot), SampleInfo(env, slot, ones, ones))
+        batch = TraceBatch.from_sample(sample, replay.window_len)
+        return learner.targets(learner.unroll(w_online, w_target, batch), batch)
+
+    got = np.asarray(targets(state, w_online, w_target))  # [L, B]
     for b in range(len(env)):
         e, s = int(env[b]), int(slot[b])
         obs, reward, discount, mask, _ = streams[e]

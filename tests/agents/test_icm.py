@@ -67,8 +67,8 @@ def _observed(icm, obs, action, mask):
     rollout = type("R", (), {})()
     rollout.obs, rollout.last_obs = jnp.asarray(obs[:-1]), jnp.asarray(obs[-1])
     rollout.steps = {"action": jnp.asarray(action), "mask": jnp.asarray(mask)}
-    state = icm.init(jax.random.PRNGKey(3), jnp.asarray(obs[0]))
-    return icm.observe_rollout(state, rollout)
+    state = jax.jit(icm.init)(jax.random.PRNGKey(3), jnp.asarray(obs[0]))
+    return jax.jit(lambda state: icm.observe_rollout(state, rollout))(state)
 
 
 def test_losses_bonus_and_statistics_match_numpy():
@@ -85,7 +85,7 @@ def test_losses_bonus_and_statistics_match_numpy():
     z_l = logits - logits.max(-1, keepdims=True)
     logp = z_l - np.log(np.exp(z_l).sum(-1, keepdims=True))
     inv = -np.take_along_axis(logp, action[..., None], -1)[..., 0] * mask
-    got_f, got_i = icm.transition_losses(
+    got_f, got_i = jax.jit(icm.transition_losses)(
         state, jnp.asarray(obs[:-1]), jnp.asarray(action), jnp.asarray(obs[1:]), jnp.asarray(mask)
     )
     np.testing.assert_allclose(got_f, fwd, rtol=2e-4, atol=1e-5)
@@ -118,9 +118,9 @@ def test_each_loss_trains_its_own_head(beta, still):
     rng = np.random.default_rng(1)
     obs = jnp.asarray(rng.normal(size=(2, 6, 3)), jnp.float32)
     action = jnp.asarray(rng.uniform(-1, 1, size=(1, 6, 2)), jnp.float32)
-    state = icm.init(jax.random.PRNGKey(0), obs[0])
+    state = jax.jit(icm.init)(jax.random.PRNGKey(0), obs[0])  # programs, not op by op
     batch = _batch(obs, action, np.ones((1, 6), np.float32))
-    new, _, _ = icm.bonus(state, batch)
+    new, _, _ = jax.jit(icm.bonus)(state, batch)
     p, q = state.params["params"], new.params["params"]
     for part in ("encoder", f"{still}_hidden", f"{still}_out"):
         changed = jax.tree.map(lambda a, b: bool(np.any(a != b)), p[part], q[part])
@@ -220,24 +220,24 @@ def test_on_policy_rollouts_get_the_intrinsic_reward_before_the_advantages(agent
     env = make_env("CartPole-v1", 2, 0)
     agent = spec_.agent_cls(cfg, env)
     assert agent.metric_names[-3:] == ICM.metric_names
-    state = agent.init(jax.random.PRNGKey(0))
+    state = agent.init(jax.random.PRNGKey(0), jit=True)  # programs below, not op by op
     assert isinstance(state.learner.icm, ICMState)
     _, traj, _ = agent.collect(state)
     learner = agent.modules.learner
     seen = {}
     advantages = learner._advantages
 
-    def spy(reward, *args):
-        seen["reward"] = reward
+    def spy(reward, *args):  # the reward the advantages see, out of the jitted `prepare`
+        jax.debug.callback(lambda r: seen.update(reward=r), reward)
         return advantages(reward, *args)
 
     monkeypatch.setattr(learner, "_advantages", spy)  # the parts are shared: restored after
-    new, buffer = learner.prepare(state.learner, traj)
+    new, buffer = jax.jit(learner.prepare)(state.learner, traj)
     icm = learner.curiosity
-    own = icm.observe_rollout(state.learner.icm, traj)
+    own = jax.jit(icm.observe_rollout)(state.learner.icm, traj)
     obs = jnp.concatenate([traj.obs, traj.last_obs[None]])
     mask = traj.steps["mask"]
-    r_int = np.asarray(icm.rewards(own, obs[:-1], traj.steps["action"], obs[1:], mask))
+    r_int = np.asarray(jax.jit(icm.rewards)(own, obs[:-1], traj.steps["action"], obs[1:], mask))
     want = np.asarray(traj.steps["reward"]) + coef * r_int
     np.testing.assert_allclose(np.asarray(seen["reward"]), want, rtol=1e-5, atol=1e-6)
     assert np.all(r_int[np.asarray(mask) == 0] == 0.0)  # the fake reset steps get nothing

@@ -22,7 +22,7 @@ TINY = dict(num_envs=2, trace_len=4, batch_size=8, buffer_size=2 * 4 * 6, hidden
 
 
 def _filled(agent, iterations=4):
-    state = agent.init(jax.random.PRNGKey(0))
+    state = agent.init(jax.random.PRNGKey(0), jit=True)  # one program, not op by op
     absorb = jax.jit(agent.absorb)
     learner, replay, actor = state.learner, state.replay, state.actor
     for _ in range(iterations):
@@ -33,11 +33,15 @@ def _filled(agent, iterations=4):
 
 def _sampled(agent, learner, replay):
     """The (env, slot) pairs the next update samples, each pair once."""
-    _, sub = sample_key(learner.key)
-    if hasattr(agent.modules, "sample"):  # SAC, TD3: transitions inside traces
-        _, info, _ = agent.modules.sample(agent.replay, replay, learner, sub, 8)
-    else:
-        info = agent.replay.sample(replay, sub, 8).info
+
+    @jax.jit
+    def draw(learner, replay):
+        _, sub = sample_key(learner.key)
+        if hasattr(agent.modules, "sample"):  # SAC, TD3: transitions inside traces
+            return agent.modules.sample(agent.replay, replay, learner, sub, 8)[1]
+        return agent.replay.sample(replay, sub, 8).info
+
+    info = draw(learner, replay)
     return sorted(set(zip(np.asarray(info.env_index).tolist(), np.asarray(info.slot).tolist(),
                           strict=True)))  # fmt: skip
 
@@ -65,7 +69,7 @@ def test_priorities_are_made_from_the_bounded_td_errors(agent_cls, cfg_cls, env_
     agent = agent_cls(cfg, make_env(env_id, 2, 0))
     learner, replay = _filled(agent, iterations=6)
     pairs = _sampled(agent, learner, replay)
-    _, replay, _ = agent.replay_update(learner, replay)
+    _, replay, _ = jax.jit(agent.replay_update)(learner, replay)
     bound = low if low > 0 else high
     got = np.asarray(replay.priorities)[tuple(np.array(pairs).T)]
     np.testing.assert_allclose(got, (bound + eps) ** alpha, rtol=1e-5)
@@ -129,9 +133,9 @@ def test_importance_weights_off_apart_from_the_priorities(agent_cls, cfg_cls, en
                   importance_exponent_steps=0)  # fmt: skip
     agent = agent_cls(cfg, make_env(env_id, 2, 0))
     learner, replay = _filled(agent, iterations=6)
-    batches = learnt_batches(agent)
+    batches, update = learnt_batches(agent), jax.jit(agent.replay_update)
     for _ in range(2):  # the second from the priorities the first stored
-        learner, replay, _ = agent.replay_update(learner, replay)
+        learner, replay, _ = update(learner, replay)
         w = batches[-1].is_weight
         assert isinstance(w, jax.Array) and np.all(np.asarray(w) == 1.0)
     assert len(set(np.asarray(replay.priorities).ravel().tolist())) > 2  # not uniform
