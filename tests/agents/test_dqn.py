@@ -679,12 +679,19 @@ def test_bootstrap_unroll_gives_the_dense_unrolls_targets(L, n, c51):
     )  # fmt: skip
     width = 2 * len(atoms) if c51 else 2
     w_on, w_tg = (jnp.asarray(rng.normal(size=(3, width)), jnp.float32) for _ in "ab")
-    dense = Unrolled(net.apply(w_on, obs[:L]), net.apply(w_on, obs[L:]), net.apply(w_tg, obs[1:]))
-    sparse = learner.unroll(w_on, w_tg, batch)
+
+    @jax.jit  # one program, not op by op
+    def both(w_on, w_tg, batch):
+        dense = Unrolled(
+            net.apply(w_on, obs[:L]), net.apply(w_on, obs[L:]), net.apply(w_tg, obs[1:])
+        )
+        sparse = learner.unroll(w_on, w_tg, batch)
+        targets = [learner.targets(u, batch) for u in (sparse, dense)]
+        return sparse, targets, learner.bootstrap_steps(batch.mask)
+
+    sparse, (got, want), steps = jax.device_get(both(w_on, w_tg, batch))  # steps: [L, B]
     keep = mask[:L] > 0
-    got, want = (np.asarray(learner.targets(u, batch)) for u in (sparse, dense))
     np.testing.assert_allclose(got[keep], want[keep], rtol=1e-5, atol=1e-6)
-    steps = np.asarray(learner.bootstrap_steps(batch.mask))  # [L, B]
     if L > 1:  # the case is covered: a bootstrap inside the learnt part
         assert (steps < L).any()
     # The look-ahead rows no learnt step bootstraps from hold zeros (a bootstrap inside the

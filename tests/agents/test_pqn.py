@@ -57,8 +57,8 @@ def test_learn_is_one_radam_step_on_the_q_lambda_regression():
     cfg = PQNConfig(**SMALL, td_lambda=0.7, reward_scale=0.5, anneal_steps=10 * T * B)
     parts = make(cfg, SPEC)
     net = QNetwork((D,), A, (8,), layer_norm=True)
-    q_fn = lambda p, o: net.apply(p, o).q_values  # noqa: E731
-    learner = parts.init(jax.random.key(0), jnp.zeros((B, D)))._replace(step=jnp.int32(3))
+    q_fn = jax.jit(lambda p, o: net.apply(p, o).q_values)  # programs, not op by op
+    learner = jax.jit(parts.init)(jax.random.key(0), jnp.zeros((B, D)))._replace(step=jnp.int32(3))
     traj = rollout(1, q_fn, learner.params)
     new, metrics = jax.jit(parts.learn, static_argnums=(2, 3))(learner, traj, Hyper(cfg), None)
 
@@ -73,12 +73,17 @@ def test_learn_is_one_radam_step_on_the_q_lambda_regression():
 
     lr = 1e-2 * (1 - 3 / 10)  # update 3 of the 10 that reach anneal_steps
     opt = optax.chain(optax.clip_by_global_norm(10.0), optax.radam(lr))
-    updates, _ = opt.update(jax.grad(loss)(learner.params), opt.init(learner.params))
-    expected = optax.apply_updates(learner.params, updates)
+
+    @jax.jit
+    def step(params):
+        updates, _ = opt.update(jax.grad(loss)(params), opt.init(params))
+        return optax.apply_updates(params, updates), loss(params)
+
+    expected, want_loss = step(learner.params)
     jax.tree.map(
         lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), new.params, expected
     )
-    np.testing.assert_allclose(metrics["loss"], loss(learner.params), rtol=1e-5)
+    np.testing.assert_allclose(metrics["loss"], want_loss, rtol=1e-5)
     np.testing.assert_allclose(metrics["lr"], lr, rtol=1e-6)
     np.testing.assert_allclose(metrics["target_mean"], g.mean(), rtol=1e-5)
     assert int(new.step) == 4 and not np.array_equal(new.key, learner.key)

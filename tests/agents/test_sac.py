@@ -222,7 +222,7 @@ def test_window_targets_see_terminations_and_truncations(pendulum, target, n, fa
 
     cfg = SACConfig(**TINY, n_step=n, target=target, discount=GAMMA)
     agent = SACAgent(cfg, pendulum)
-    state = agent.init(jax.random.PRNGKey(0))
+    state = agent.init(jax.random.PRNGKey(0), jit=True)  # programs, not op by op
     stream = _stream(2, 5 * cfg.trace_len, np.random.default_rng(7))
     if far:
         logmu = stream[4].copy()
@@ -233,14 +233,18 @@ def test_window_targets_see_terminations_and_truncations(pendulum, target, n, fa
     env = np.repeat([0, 1], 3 * 4)
     slot = np.tile(np.repeat([0, 1, 2], 4), 2)
     offset = np.tile(np.arange(4), 6)
-    sample = agent.replay.gather(state.replay, jnp.asarray(env), jnp.asarray(slot))
     from replay import ReplaySample, SampleInfo
 
-    ones = jnp.ones(len(env))
-    info = SampleInfo(jnp.asarray(env), jnp.asarray(slot), ones, ones)
-    full = TraceBatch.from_sample(ReplaySample(sample, info), agent.replay.window_len)
-    batch = window_at(full, jnp.asarray(offset), n)
-    y, rho_mean = learner.targets(state.learner, batch, jax.random.PRNGKey(0), jnp.arange(2))
+    @jax.jit
+    def targets(replay, learner_state):
+        sample = agent.replay.gather(replay, jnp.asarray(env), jnp.asarray(slot))
+        ones = jnp.ones(len(env))
+        info = SampleInfo(jnp.asarray(env), jnp.asarray(slot), ones, ones)
+        full = TraceBatch.from_sample(ReplaySample(sample, info), agent.replay.window_len)
+        batch = window_at(full, jnp.asarray(offset), n)
+        return learner.targets(learner_state, batch, jax.random.PRNGKey(0), jnp.arange(2))
+
+    y, rho_mean = targets(state.replay, state.learner)
     assert np.isfinite(np.asarray(rho_mean))  # logged, and checked to be finite, per update
     pos = slot * 4 + offset
     mask, discount = stream[3], stream[2]
@@ -272,7 +276,7 @@ def test_discrete_vtrace_targets_match_the_soft_bellman_reference(lam, rho_bar, 
     cfg = SACConfig(**TINY, n_step=n, target="vtrace", discount=GAMMA, vtrace_lambda=lam,
                     vtrace_rho=rho_bar, vtrace_c=c_bar)  # fmt: skip
     agent = SACAgent(cfg, env)
-    state = agent.init(jax.random.PRNGKey(0))
+    state = agent.init(jax.random.PRNGKey(0), jit=True)  # programs, not op by op
     log_alpha = jnp.log(jnp.float32(alpha))
     state = state._replace(learner=state.learner._replace(log_alpha=log_alpha))
     rng = np.random.default_rng(5)
@@ -290,10 +294,13 @@ def test_discrete_vtrace_targets_match_the_soft_bellman_reference(lam, rho_bar, 
     )  # fmt: skip
     members = jnp.arange(2)
     learner = agent.modules.learner
-    y, _ = learner.targets(state.learner, batch, jax.random.PRNGKey(1), members)
+    y, _ = jax.jit(learner.targets)(state.learner, batch, jax.random.PRNGKey(1), members)
 
-    logits = np.asarray(learner.actor.apply(state.learner.params["actor"], obs), np.float64)
-    q = np.asarray(learner.critic.apply(state.learner.target_critic, obs), np.float64)
+    @jax.jit
+    def raw_outputs(s):  # the networks' outputs the reference starts from
+        return learner.actor.apply(s.params["actor"], obs), learner.critic.apply(s.target_critic, obs)
+
+    logits, q = (np.asarray(x, np.float64) for x in raw_outputs(state.learner))
     q_min = q[:2].min(0)  # [n+1, B, A]
     z = logits - logits.max(-1, keepdims=True)
     log_pi = z - np.log(np.exp(z).sum(-1, keepdims=True))
