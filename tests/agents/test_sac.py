@@ -298,7 +298,8 @@ def test_discrete_vtrace_targets_match_the_soft_bellman_reference(lam, rho_bar, 
 
     @jax.jit
     def raw_outputs(s):  # the networks' outputs the reference starts from
-        return learner.actor.apply(s.params["actor"], obs), learner.critic.apply(s.target_critic, obs)
+        actor, critic = learner.actor, learner.critic
+        return actor.apply(s.params["actor"], obs), critic.apply(s.target_critic, obs)
 
     logits, q = (np.asarray(x, np.float64) for x in raw_outputs(state.learner))
     q_min = q[:2].min(0)  # [n+1, B, A]
