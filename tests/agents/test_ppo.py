@@ -87,33 +87,35 @@ def test_recurrent_minibatches_start_from_stored_states(prev_action_reward):
         lstm_size=8, recurrence=3, num_minibatches=2, prev_action_reward=prev_action_reward
     )
     agent = _agent(cfg)
-    state = agent.init(jax.random.PRNGKey(1))
+    state = agent.init(jax.random.PRNGKey(1), jit=True)  # programs below, not op by op
     _, traj = _rollout(agent, state)
     assert bool(jnp.any(traj.steps["first"][1:]))  # episode starts inside the chunks
     learner, buffer = jax.jit(agent.modules.learner.prepare)(state.learner, traj)
     L, T = 3, cfg.trace_len
     stored = jax.tree.map(np.asarray, traj.steps["mu"]["core"])
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(a, b[::L]), buffer.starts, stored)
-    seen = []
+    seen, learner_fns = [], agent.modules.learner
+    minibatch = jax.jit(learner_fns.minibatch, static_argnums=(1, 2))
+    forward = jax.jit(learner_fns.forward)
+    obs = np.asarray(buffer.data.obs)  # sliced in NumPy: no program per slice
     for i in range(2):
-        mb = agent.modules.learner.minibatch(buffer, 0, i)
+        mb = jax.device_get(minibatch(buffer, 0, i))
         assert mb.obs.shape[:2] == (L, (T // L) * 2)
         for j in range(mb.obs.shape[1]):
             k = j // 2  # chunk index (chunk-major, then env)
             env = [
                 e
                 for e in range(cfg.num_envs)
-                if np.array_equal(buffer.data.obs[k * L : (k + 1) * L, e], mb.obs[:, j])
+                if np.array_equal(obs[k * L : (k + 1) * L, e], mb.obs[:, j])
             ]
             assert len(env) == 1
             seen.append(env[0])
             for s, ref in zip(jax.tree.leaves(mb.core_state), jax.tree.leaves(stored), strict=True):
                 np.testing.assert_array_equal(s[j], ref[k * L, env[0]])
-        forward = agent.modules.learner.forward
         _, value = forward(learner.params, mb.obs, mb.first, mb.core_state, mb.prev)
         np.testing.assert_allclose(value, mb.value, rtol=1e-5, atol=1e-5)
     assert sorted(set(seen)) == list(range(cfg.num_envs))
-    refreshed = agent.modules.learner.refresh(learner, buffer)
+    refreshed = jax.jit(learner_fns.refresh)(learner, buffer)
     close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # noqa: E731
     jax.tree.map(close, refreshed.starts, buffer.starts)
 
