@@ -17,7 +17,7 @@ N, T, C, A = 3, 4, 3, 2  # envs, trace length, slots per env, mu's width
 def filled(replay: TraceReplay, adds: int = 4, seed: int = 0):
     """A replay state after `adds` adds of random data (4 > C: the ring has wrapped)."""
     rng = np.random.default_rng(seed)
-    state = replay.init()
+    state, add = replay.init(), jax.jit(replay.add)  # one program, not op by op
     for _ in range(adds):
         steps = {
             "mu": rng.normal(size=(T, N, A)).astype(np.float32),
@@ -25,7 +25,7 @@ def filled(replay: TraceReplay, adds: int = 4, seed: int = 0):
         }
         obs = rng.normal(size=(T, N, 5)).astype(np.float32)
         extras = {"h": rng.normal(size=(N, 2)).astype(np.float32)}
-        state = replay.add(state, obs, steps, extras if replay.extras_spec else None)
+        state = add(state, obs, steps, extras if replay.extras_spec else None)
     return state
 
 
@@ -92,10 +92,10 @@ def test_overwrite_extras_writes_exactly_the_named_slots():
 def test_prioritized_replay_overwrites_its_traces_and_keeps_its_priorities():
     base = make()
     replay = PrioritizedTraceReplay(base)
-    state = replay.init()
+    state, add = replay.init(), jax.jit(replay.add)  # one program, not op by op
     rng = np.random.default_rng(3)
     for _ in range(4):
-        state = replay.add(
+        state = add(
             state,
             rng.normal(size=(T, N, 5)).astype(np.float32),
             {
