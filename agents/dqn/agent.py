@@ -43,7 +43,7 @@ def make(config, spec) -> AgentParts:
     net = module_from_config(
         QNetwork, config, obs_spec=spec.obs_spec, num_actions=spec.num_actions,
         num_atoms=config.num_atoms if config.distributional else 0, atoms=atoms,
-        plugged=plugged_torso(config, spec.obs_spec),
+        plugged=plugged_torso(config, spec.obs_spec) if config.network else None,
     )  # fmt: skip
 
     def q_values(params, obs, first, core):

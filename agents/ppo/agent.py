@@ -52,7 +52,7 @@ def network(config, spec) -> ActorCriticNetwork:
     action_dim = spec.num_actions if spec.discrete else int(math.prod(spec.action_shape))
     return module_from_config(
         ActorCriticNetwork, config, obs_spec=obs_spec, action_dim=action_dim,
-        discrete=spec.discrete, plugged=plugged_torso(config, obs_spec),
+        discrete=spec.discrete, plugged=plugged_torso(config, obs_spec) if config.network else None,
     )  # fmt: skip
 
 

@@ -158,7 +158,7 @@ def networks(config: SACConfig, spec):
                 log_std_max=config.log_std_max,
             )  # fmt: skip
         return actor, RecurrentQEnsemble(config.num_critics, **common, lstm_size=config.lstm_size)
-    plugged = plugged_torso(config, spec.obs_spec)
+    plugged = plugged_torso(config, spec.obs_spec) if config.network else None
     clone = None if plugged is None else plugged.clone
     width = config.hidden[0] if config.prediction else 0  # the critics' representation
     torsos = (

@@ -26,7 +26,7 @@ def make(config: TD3Config, spec) -> AgentParts:
             "actions (use --agent sac for discrete SAC)"
         )
     dim = int(np.prod(spec.action_shape))
-    plugged = plugged_torso(config, spec.obs_spec)  # --network, or None
+    plugged = plugged_torso(config, spec.obs_spec) if config.network else None
     clone = None if plugged is None else plugged.clone
     actor_net = PolicyMLP(dim, config.hidden, "deterministic",
                           torso=obs_torso(spec.obs_spec, clone))  # fmt: skip
