@@ -115,21 +115,22 @@ class Args:
     """Write results.json here."""
     keep: str | None = None
     """Keep each finished seed of a per-process run in `KEEP/AGENT/seed-K.json` and skip
-    the seeds already kept there (a run spread over sessions; module docstring)."""
+    the seeds already kept there (a run spread over sessions; module docstring). A
+    population run is one process: nothing of it is kept."""
     max_minutes: float | None = None
     """Start no new per-process seed after this many minutes (with `--keep`: run again to
     go on)."""
 
     def __post_init__(self):
         if self.num_seeds < 1:
-            raise SystemExit(f"--num-seeds must be >= 1, got {self.num_seeds}")
+            raise SystemExit(f"error: --num-seeds must be >= 1, got {self.num_seeds}")
         if self.max_minutes is not None and not self.max_minutes > 0:
-            raise SystemExit(f"--max-minutes must be > 0, got {self.max_minutes}")
+            raise SystemExit(f"error: --max-minutes must be > 0, got {self.max_minutes}")
         if self.max_minutes is not None and self.keep is None:
-            raise SystemExit("--max-minutes needs --keep (where the finished seeds are kept)")
+            raise SystemExit("error: --max-minutes needs --keep (where finished seeds are kept)")
         unknown = sorted(set(self.agents) - set(agent_names()))
         if unknown:
-            raise SystemExit(f"--agents: unknown {', '.join(unknown)} (known: "
+            raise SystemExit(f"error: --agents: unknown {', '.join(unknown)} (known: "
                              f"{', '.join(sorted(agent_names()))})")  # fmt: skip
 
 
@@ -196,11 +197,16 @@ def per_process(agent: str, args: Args, fingerprint: str, tmp: Path, t0: float):
     for seed in range(args.num_seeds):
         path = None if kept_dir is None else kept_dir / f"seed-{seed}.json"
         if path is not None and path.is_file():
-            record = json.loads(path.read_text())
-            if record.get("default_hash") != fingerprint:
+            try:
+                record = json.loads(path.read_text())
+                kept_hash = record.get("default_hash")
+                float(record["eval_return_mean"]), float(record["wall_s"]), str(record["env"])
+            except (ValueError, KeyError, TypeError, AttributeError) as err:
+                raise SystemExit(f"error: {path}: not a kept seed's record ({err!r})") from None
+            if kept_hash != fingerprint:
                 raise SystemExit(
-                    f"{path}: trained by another {agent} default (fingerprint "
-                    f"{record.get('default_hash')}, today {fingerprint}); move it away"
+                    f"error: {path}: trained by another {agent} default (fingerprint "
+                    f"{kept_hash}, today {fingerprint}); move it away"
                 )
             records.append(record)
             continue

@@ -170,6 +170,9 @@ def test_a_per_process_run_spread_over_sessions(tmp_path, monkeypatch, capsys):
     (keep / "acer" / "seed-0.json").write_text(json.dumps(record))
     with pytest.raises(SystemExit, match="trained by another acer default"):
         bench.main(args)
+    (keep / "acer" / "seed-0.json").write_text('{"default_hash": ')  # a damaged record
+    with pytest.raises(SystemExit, match=r"seed-0.json: not a kept seed's record"):
+        bench.main(args)
 
 
 @pytest.mark.parametrize(
