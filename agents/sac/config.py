@@ -257,6 +257,32 @@ PRESETS: dict[str, dict] = {
         "checkpoint_every": 100_000,
         "eval_episodes": 10,
     },
+    # Discrete SAC on MinAtar (issue 63): CleanRL's sac_atari.py settings (Christodoulou 2019,
+    # arXiv:1910.07207, as CleanRL runs it on Atari): batch 64, Adam 3e-4 for the actor, the
+    # critics and α, one update per 4 env steps, the target critics copied every 8,000 env
+    # steps (2,000 updates), 20,000 random steps first, the entropy target 0.89·log|A|
+    # (the default scale), γ = 0.99, 5M env steps; on the MinAtar CNN the observation shape
+    # picks with 128 units and the MinAtar paper's replay of 100,000 transitions (our
+    # choices, as acer-minatar's; CleanRL keeps 1M frames and its Adam ε is 1e-4, optax's
+    # 1e-8 here). 4 envs × 8 steps per iteration: 8 updates per iteration.
+    "sac-minatar": {
+        "env": "gymnax/Breakout-MinAtar",
+        "total_steps": 5_000_000,
+        "num_envs": 4,
+        "trace_len": 8,
+        "batch_size": 64,
+        "buffer_size": 100_000,
+        "start_train_at": 20_000,
+        "update_to_data": 0.25,
+        "target_update_period": 2_000,
+        "actor_lr": 3e-4,
+        "critic_lr": 3e-4,
+        "alpha_lr": 3e-4,
+        "hidden": (128,),
+        "checkpoint_every": 1_000_000,
+        "eval_episodes": 100,
+        "return_window": 100,
+    },
     # REDQ (Chen et al. 2021, arXiv:2101.05982, Table 1 / their redq_sac.py): N = 10 critics,
     # min over M = 2 drawn per update, update-to-data ratio G = 20, the actor (and α) updated
     # once per env step, after the G critic updates (Algorithm 1; their policy_update_delay
