@@ -199,10 +199,9 @@ class SACLearner:
             mu["pre_tanh"], mean, log_std, low=self.low, high=self.high
         )
 
-    def importance_ratio(self, policy_out, action, mu):
-        """V-trace's ρ = π(a|x)/μ(a|x) of stored actions `[...]` from the actor's outputs,
-        its log clipped at log 100 as `targets` clips it (the recurrent learner's)."""
-        logp = self.log_prob_of(policy_out, action, mu)
+    def importance_ratio(self, logp, action, mu):
+        """V-trace's ρ = π(a|x)/μ(a|x) of stored actions `[...]` from log π(a|x) `logp`, its
+        log clipped at log 100 (`targets` says why)."""
         return jnp.exp(jnp.minimum(logp - self.behaviour_log_prob(action, mu), LOG_RHO_MAX))
 
     def behaviour_log_prob(self, action, mu):
@@ -273,8 +272,7 @@ class SACLearner:
                 # overwritten by an earlier π): their difference can exceed float32's exp
                 # range. V-trace truncates ρ and c at ρ̄, c̄ <= 100, so clipping log ρ at
                 # log 100 leaves its targets unchanged and keeps ρ (and rho_mean) finite.
-                log_mu = self.behaviour_log_prob(batch.action[1:], _tail(batch.mu))
-                rho = jnp.exp(jnp.minimum(logp - log_mu, LOG_RHO_MAX))
+                rho = self.importance_ratio(logp, batch.action[1:], _tail(batch.mu))
                 # Soft V-trace: V_soft(x) = E_π[r − α log π(a|x) + γ V_soft(x')], so each
                 # traced step's reward carries the entropy bonus α H(π(·|x_s)); without it the
                 # targets' on-policy fixed point is short by α·H per step. H is estimated as
@@ -391,9 +389,12 @@ class SACLearner:
         obs, action = at_steps(batch.obs, 0), batch.action[0]
         weight = batch.is_weight * batch.mask[0]
 
+        def q_loss(q):  # of the critics' Q [N, B] (with --prediction, on their representation)
+            return 0.5 * jnp.sum(jnp.mean(weight[None] * jnp.square(q - y[None]), axis=-1))
+
         def critic_loss(critic):
             q = self.q_taken(critic, obs, action)  # [N, B]
-            loss = 0.5 * jnp.sum(jnp.mean(weight[None] * jnp.square(q - y[None]), axis=-1))
+            loss = q_loss(q)
             return loss, (loss, jnp.mean(q, 0))
 
         if self.prediction is None:
@@ -402,10 +403,6 @@ class SACLearner:
             )
             prediction, prediction_metrics = state.prediction, {}
         else:
-
-            def q_loss(q):  # `critic_loss`'s, of Q [N, B] on the critics' representation
-                return 0.5 * jnp.sum(jnp.mean(weight[None] * jnp.square(q - y[None]), axis=-1))
-
             out = self.predicting_critic_grads(state, batch, q_loss, opts, axis_name)
             (value_loss, q), grads, critic_norm, prediction, prediction_metrics = out
         critic, critic_opt = apply(

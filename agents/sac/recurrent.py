@@ -284,7 +284,8 @@ class RecurrentSACLearner(SACLearner):
         # bonus of x_{b+1+j} (as `SACLearner.targets`), discounts and masks.
         mu = jax.tree.map(lambda x: x[b + 1 : W], batch.mu)
         policy = jax.tree.map(lambda x: x[:-1], policy_next)
-        rho = sg(self.importance_ratio(policy, batch.action[b + 1 : W], mu))
+        action = batch.action[b + 1 : W]
+        rho = sg(self.importance_ratio(self.log_prob_of(policy, action, mu), action, mu))
         soft_r = r[1:] - alpha * logp_next[:-1]
         windows = jnp.arange(L)[:, None] + jnp.arange(n - 1)[None, :]  # [L, n − 1]
 
