@@ -233,7 +233,8 @@ class OffPolicyConfig(ReplayWindow):
         check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
         check(self.rnd_coef >= 0, "rnd_coef", self.rnd_coef, ">= 0")
         check(self.rnd_lr > 0, "rnd_lr", self.rnd_lr, "> 0")
-        check_icm(self)
+        if self.icm_coef != 0:  # agents.core.icm; its other flags need it (ICM_ONLY_WITH)
+            check_icm(self)
         check(
             self.icm_coef == 0 or self.rnd_coef == 0, "icm_coef", self.icm_coef,
             "0 with --rnd-coef > 0 (one curiosity at a time)",
@@ -243,8 +244,9 @@ class OffPolicyConfig(ReplayWindow):
             sizes += f", seq_len={self.learn_len}, burn_in={self.lookback}"
         # the replay window (agents.core.config.ReplayWindow)
         check_trace_replay(self, self.min_traces_per_env, "slots", sizes, divisible=())
-        check_hooks(self)
         check_only_with(self)  # last: a value out of range is named as such first
+        if self.network is not None:  # --network (agents.core.hooks)
+            check_hooks(self)
 
     @property
     def updates_per_iteration(self) -> int:

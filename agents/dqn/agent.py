@@ -58,8 +58,9 @@ def make(config, spec) -> AgentParts:
         actor = epsilon_greedy_actor(q_values, config.eval_epsilon)
     # Schaul et al. 2016 (Algorithm 1, line 6) give every new transition the largest priority
     # so far, so that each is replayed at least once.
+    curiosity = icm_of(config, spec) if config.icm_coef else None
     return build(config, spec, net, DQNLearner(config, net, dqn_optimizer), actor,
-                 new_at_max=True, curiosity=icm_of(config, spec))  # fmt: skip
+                 new_at_max=True, curiosity=curiosity)  # fmt: skip
 
 
 def linear(config, env_steps):

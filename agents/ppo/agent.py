@@ -43,8 +43,9 @@ def update_loop(config, spec) -> str:
 
 def network(config, spec) -> ActorCriticNetwork:
     """The actor-critic network, over the `preprocess_obs` hook's output where there is one."""
-    obs_spec, hook = spec.obs_spec, config_hook(config, "preprocess_obs")
-    if hook is not None:  # the network sees the preprocessed observation
+    obs_spec = spec.obs_spec
+    if config.preprocess_obs is not None:  # the network sees the preprocessed observation
+        hook = config_hook(config, "preprocess_obs")
         sample = jax.eval_shape(lambda: obs_zeros(spec.obs_spec, (spec.num_envs,), jnp))
         out = jax.eval_shape(lambda o: call_hook("preprocess_obs", hook, o), sample)
         if hasattr(out, "shape"):  # an array; a pytree hook keeps the env's leaves
@@ -64,7 +65,7 @@ def build(config, spec, make_optimizer, metric_names) -> AgentParts:
             "--normalize-obs needs array observations; "
             f"{spec.env_id} gives a dict (normalise inside --preprocess-obs instead)"
         )
-    curiosity = icm_of(config, spec)
+    curiosity = icm_of(config, spec) if config.icm_coef else None
     if curiosity is not None:
         metric_names = (*metric_names, *curiosity.metric_names)
     learner = OnPolicyLearner(

@@ -146,8 +146,10 @@ class OnPolicyLearner(ActorCriticLearner):
         self.num_devices, self.unroll = num_devices, unroll
         self.recurrent = bool(config.lstm_size)
         self.prev_action_reward = bool(config.prev_action_reward)
-        self.reshape_reward = config_hook(config, "reshape_reward")
-        self.preprocess_obs = config_hook(config, "preprocess_obs")
+        self.reshape_reward, self.preprocess_obs = (
+            None if getattr(config, name) is None else config_hook(config, name)
+            for name in ("reshape_reward", "preprocess_obs")
+        )
 
         def make(learning_rate):
             return optax.chain(
