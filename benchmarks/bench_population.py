@@ -1,7 +1,7 @@
 """Population throughput: `python -m benchmarks.bench_population [--num-seeds 8] [...]`.
 
 Trains P seeds of an agent two ways in this process, each from scratch with compilation
-included: as one population (`--num-seeds P`, agents/core/population.py) and as P single-seed
+included: as one population (`--num-seeds P`, engine/population.py) and as P single-seed
 runs one after another. Both run the runner's loops (one host sync per iteration) for the
 same env steps per member. Prints env steps/s over all members of each and their ratio
 (population ÷ sequential): the acceptance figure of issue 16 (goal ≥ 4 for ACER on

@@ -21,10 +21,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 import tyro
 
 from agents.core.config import check_only_with, flag
-from agents.core.evolution import draw_hparams
 from agents.core.hooks import check_given_again, hook_fields
 from agents.core.registry import AgentSpec, agent_names, all_specs, get_agent, preset_owner
 from engine.evaluation import MAX_EPISODES
+from engine.evolution import draw_hparams
 from engine.runfolder import check_run_dir_writable
 from envs.gymnax_env import PREFIX as GYMNAX
 from envs.protocols import PROTOCOLS, check_protocol_env
@@ -266,7 +266,7 @@ class RunArgs:
 
 
 def hparam_specs(run: RunArgs) -> dict[str, str]:
-    """`field -> spec` from --vary and --sweep-lr (agents.core.evolution.draw_hparams)."""
+    """`field -> spec` from --vary and --sweep-lr (engine.evolution.draw_hparams)."""
     specs: dict[str, str] = {}
     for entry in run.vary:
         name, _, spec = entry.partition("=")

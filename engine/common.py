@@ -14,10 +14,10 @@ import jax.numpy as jnp
 from agents.core.config import from_dict, renamed_fields
 from agents.core.hooks import hook_fields
 from agents.core.learning import episode_fields
-from agents.core.population import Population, PopulationLearner, member_envs
 from agents.core.registry import get_agent
 from engine.args import RunArgs, TrainArgs, hparam_specs
 from engine.checkpoint import Checkpointer
+from engine.population import Population, PopulationLearner, member_envs
 from engine.runfolder import read_json, write_json_atomic
 from envs import make_env, run_env_seed
 

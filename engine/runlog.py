@@ -180,7 +180,7 @@ class TensorBoardScalars:
 
 
 class LineageLog:
-    """lineage.csv of an evolving population (agents.core.evolution.Evolver): one row per member
+    """lineage.csv of an evolving population (engine.evolution.Evolver): one row per member
     and generation (its parent, whether it was resampled or an elite, its score and its
     hyper-parameters after the generation). Flushed per generation; on a resume, rows past
     the checkpoint's env step are dropped first (as in metrics.csv)."""

@@ -33,11 +33,7 @@ import jax
 import numpy as np
 
 from agents.core.config import ConfigError
-from agents.core.evolution import Evolver, draw_hparams
 from agents.core.parallel import POP, check_divisible, local_replica, make_mesh
-from agents.core.population import Population, member_envs
-from agents.core.programs import enable_data_checks
-from agents.core.protocol import ChunkOutput
 from agents.core.registry import get_agent
 from engine.args import TrainArgs, hparam_specs
 from engine.checkpoint import DAMAGED_PREFIX, Checkpointer
@@ -50,7 +46,11 @@ from engine.common import (
     restore_checkpoint,
 )
 from engine.evaluation import eval_feedback, evaluate
+from engine.evolution import Evolver, draw_hparams
+from engine.population import Population, member_envs
 from engine.preflight import check_run
+from engine.programs import enable_data_checks
+from engine.protocol import ChunkOutput
 from engine.runfolder import (
     RunLock,
     check_run_dir_writable,
@@ -407,11 +407,11 @@ class TrainLoop:
 
 
 class PopulationLoop:
-    """The runner's loop over an agent's members (agents/core/protocol.py: a single agent is
+    """The runner's loop over an agent's members (engine/protocol.py: a single agent is
     a population of one, a `Population` has P): one program iteration for all members, then
     each member's output counted by its own `TrainLoop` (its counters, return window and
     metrics), as its single run would count it. With an `evolver`
-    (agents.core.evolution.Evolver) a generation runs when due, ranked by the members' return
+    (engine.evolution.Evolver) a generation runs when due, ranked by the members' return
     windows; members that took another's weights start a new window. `step` returns, per
     member, the rows its iterations completed, each with the member's hyper-parameters
     (`hp_<field>`) and, at a generation (a row is made there), its `generation` and
@@ -678,7 +678,7 @@ class Runner:
         return self.args.run.num_seeds > 1
 
     def _run(self, env, agent) -> dict | None:
-        """One path for every run: `agent`'s members view (agents/core/protocol.py) makes a
+        """One path for every run: `agent`'s members view (engine/protocol.py) makes a
         single run a population of one; only the run folder's layout tells them apart."""
         run, run_dir, size = self.args.run, self.run_dir, agent.size
         state = agent.init(agent.member_keys(jax.random.PRNGKey, run.seed), jit=True)

@@ -422,7 +422,7 @@ class VecEnv:
 
     def split_xla_state(self, state: Any, size: int) -> Any:
         """The XLA carry of `size`·N envs as `size` carries of N envs stacked `[size, ...]`
-        (a population's members, agents.core.population); `join_xla_state` undoes it."""
+        (a population's members, engine.population); `join_xla_state` undoes it."""
         raise NotImplementedError(f"{type(self).__name__} has no XLA step")
 
     def join_xla_state(self, state: Any) -> Any:
@@ -518,7 +518,7 @@ class VecEnv:
 
 class PoolSlice(VecEnv):
     """Envs `[index·N, (index + 1)·N)` of `pool`, a vector env of `size`·N envs: what member
-    `index` of a population sees (agents.core.population). It has the spec of an N-env vector
+    `index` of a population sees (engine.population). It has the spec of an N-env vector
     env (so a member agent is built exactly as its single run) but is never stepped itself:
     the population steps the whole pool at once, one XLA call for every member."""
 
@@ -533,7 +533,7 @@ class PoolSlice(VecEnv):
     def _stepped_by_pool(self, *_: Any, **__: Any) -> Any:
         raise RuntimeError(
             f"{self.spec.env_id}: slice {self.index} of a pool of {self.pool.spec.num_envs} "
-            "envs is stepped through its pool (agents.core.population), not on its own"
+            "envs is stepped through its pool (engine.population), not on its own"
         )
 
     reset = step = xla_reset = xla_step = _stepped_by_pool

@@ -204,7 +204,7 @@ class EnvpoolVecEnv(VecEnv):
         return state, reset_timestep(jnp, obs)
 
     def split_xla_state(self, state: XlaEnvState, size: int) -> XlaEnvState:
-        """The pool's XLA carry as `size` member carries `[P, N]` (agents.core.population): the
+        """The pool's XLA carry as `size` member carries `[P, N]` (engine.population): the
         opaque handle repeated, the flags split by env."""
         handle = jnp.broadcast_to(state.handle, (size, *state.handle.shape))
         split = lambda x: x.reshape((size, -1, *x.shape[1:]))  # noqa: E731

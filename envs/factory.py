@@ -83,7 +83,7 @@ def run_env_seed(seed: int, num_envs: int, process_index: int = 0, num_processes
     that product is below 2³⁰ (with `seed + k`, seeds 0 and 1 of a 16-env run would share 15
     of their 16 envs), and the P·N envs of one pool seeded `run_env_seed(seed, N)` are exactly
     the envs of runs seed .. seed + P − 1, N each: what lets a population (`--num-seeds P`,
-    agents.core.population) step one pool."""
+    engine.population) step one pool."""
     return (seed * num_processes + process_index) * num_envs % 2**30
 
 

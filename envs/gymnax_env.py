@@ -226,7 +226,7 @@ class GymnaxVecEnv(VecEnv):
         return GymnaxState(env_state, key, executed, done, ts.game_over), ts
 
     def split_xla_state(self, state: GymnaxState, size: int) -> GymnaxState:
-        """`[P·N, ...]` -> `[P, N, ...]` (a population's members, agents.core.population)."""
+        """`[P·N, ...]` -> `[P, N, ...]` (a population's members, engine.population)."""
         return jax.tree.map(lambda x: x.reshape((size, -1, *x.shape[1:])), state)
 
     def join_xla_state(self, state: GymnaxState) -> GymnaxState:

@@ -306,13 +306,24 @@ def convolves_in_loops_slowly(obs_spec: Any, cnn: str = "nature") -> bool:
     """Whether the torso `make_torso` builds for `obs_spec` has a convolution whose weight
     gradient XLA:CPU runs slowly inside a rolled loop (PERF-NOTES): the Nature CNN and the
     dict encoder's GridCNN (`nn.Conv`); not the MinAtar CNN (`PatchConv` on CPU). The agents
-    keep such torsos out of rolled loops on CPU (agents.core.programs `convolves_on_cpu`).
+    keep such torsos out of rolled loops on CPU (`convolves_on_cpu`).
     `cnn`: `make_torso`'s; the data-efficient CNN's convolutions are `TiledConv`s there."""
     shape = _array_shape(obs_spec)
     if shape is not None:
         return len(shape) == 3 and min(shape[1:]) >= 36 and cnn == "nature"
     leaves = obs_leaves_with_paths(as_obs_spec(obs_spec, "obs_spec"))
     return any(len(s.shape) == 3 and s.num_values is None for _, s in leaves)
+
+
+def convolves_on_cpu(spec, config) -> bool:
+    """Whether an agent's torso has a convolution that XLA:CPU runs slowly inside a rolled
+    loop or vmapped into a grouped convolution (PERF-NOTES; the Nature CNN and MiniGrid's
+    conv, not the MinAtar CNN: `convolves_in_loops_slowly`) and XLA runs on the CPU;
+    PPO's `update_loop="auto"`, a population's member loop and the one-iteration path avoid
+    those loops. `spec`: the env's `EnvSpec`; the torso is the frame torso `config.cnn`
+    picks, where it has one."""
+    slow = convolves_in_loops_slowly(spec.obs_spec, getattr(config, "cnn", "nature"))
+    return slow and jax.default_backend() == "cpu"
 
 
 def _is_large_image(spec: ArraySpec) -> bool:

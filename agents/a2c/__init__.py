@@ -3,9 +3,9 @@ optimizer (agents/a2c/agent.py); registered as `--agent a2c`."""
 
 from agents.a2c.agent import make
 from agents.a2c.config import PRESETS, A2CConfig
-from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
 from agents.ppo import TUNABLE
+from engine.driver import parts_agent
 
 # A2C has no ratio clipping to vary.
 A2CAgent = parts_agent(

@@ -3,8 +3,8 @@
 from agents.acer.agent import make
 from agents.acer.config import PRESETS, ACERConfig
 from agents.core.learning import ACTOR_CRITIC_TUNABLE
-from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
+from engine.driver import parts_agent
 
 ACERAgent = parts_agent("acer", make, tunable=ACTOR_CRITIC_TUNABLE, discrete_only=False)
 

@@ -30,7 +30,7 @@ class ACERConfig(Config):
     flags default to None and are an error with a discrete env (and --lstm-size with a
     continuous one)."""
 
-    # Replay traces per env that leave one sampleable (agents/core/parts.py).
+    # Replay traces per env that leave one sampleable (engine/driver.py `_make_replay`).
     min_traces_per_env: ClassVar[int] = 3
 
     num_envs: int = 16

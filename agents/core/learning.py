@@ -111,7 +111,7 @@ ACTOR_CRITIC_TUNABLE: dict[str, tuple[float, float]] = {
 
 class Hyper:
     """The hyper-parameters one update reads: a population member's `values` (`field ->
-    scalar`, traced inside the population's programs; agents/core/population.py) where
+    scalar`, traced inside the population's programs; engine/population.py) where
     given, the config's fields otherwise. A learner reads its config through it
     (`cfg = Hyper(self.config, hparams)`, then `cfg.lr` as before), so a member's values
     reach the update as an argument: nothing is written into a (frozen) config."""
@@ -363,7 +363,7 @@ def episode_fields(state) -> tuple[str, ...]:
     """The fields of a learner state (a NamedTuple) that hold state of the member's envs
     rather than of its learning, as its class's `EPISODE_FIELDS` names them (PPO's per-env
     discounted returns): PBT leaves them with each member when it copies a parent's learner
-    (agents/core/population.py), and a checkpoint saved before such a field existed restores
+    (engine/population.py), and a checkpoint saved before such a field existed restores
     it as zeros (engine.common.restore_checkpoint; a resumed run starts new episodes)."""
     return tuple(getattr(type(state), "EPISODE_FIELDS", ()))
 
@@ -395,7 +395,7 @@ class Learner:
 
     def reset_params(self, state, params, hparams: dict | None = None):
         """`state` restarted from new weights `params` as `init` starts its own (a
-        population's CEM resampling, agents/core/population.py): a fresh optimiser state and
+        population's CEM resampling, engine/population.py): a fresh optimiser state and
         `params_copy` equal to them; the counts, key and statistics kept."""
         fields = {"params": params, "opt_state": self.optimizer_for(hparams).init(params)}
         if self.params_copy is not None:  # distinct buffers: both are donated

@@ -26,7 +26,7 @@ slots learnt so far.
 Many updates per env step run as one `lax.scan` over updates (`ReplayParts.per_program` = the
 updates of one iteration): one dispatch per iteration where the host drives.
 
-Episode boundaries follow the trace conventions (agents/core/rollout.py): discount_t = γ(1 −
+Episode boundaries follow the trace conventions (engine/rollout.py): discount_t = γ(1 −
 terminated_{t+1}) (a time-limit truncation keeps γ and so bootstraps from the final
 observation) and mask_t = 0 on the fake auto-reset transition, which is never learnt and cuts
 n-step and V-trace windows.

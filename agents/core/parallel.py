@@ -16,7 +16,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from agents.core.rollout import Rollout
 
 DATA = "data"
-POP = "pop"  # the mesh axis a population of learners is split over (agents/core/population.py)
+POP = "pop"  # the mesh axis a population of learners is split over (engine/population.py)
 P = PartitionSpec
 
 

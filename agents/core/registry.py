@@ -3,7 +3,7 @@
 Adding an agent is a folder `agents/<name>/` whose `__init__.py` defines `SPEC`, an
 `AgentSpec`, and one line in `BUILTIN` below. Tests and user code can also `register` an
 agent at run time. `experiments/` looks agents up here and talks to them only through the
-protocol in agents/core/protocol.py.
+protocol in engine/protocol.py.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class AgentSpec:
     Attributes:
       name: the `--agent` value.
       config_cls: its frozen config dataclass (the agent's command line).
-      agent_cls: `agent_cls(config, env, *, seed, mesh)` implements agents.core.protocol.Agent.
+      agent_cls: `agent_cls(config, env, *, seed, mesh)` implements engine.protocol.Agent.
       presets: preset name -> values; keys are config fields or run options
         (`RUN_PRESET_FIELDS`). A comment beside each preset names its source paper.
       default_preset: the preset used when none is given (an empty one means the defaults).

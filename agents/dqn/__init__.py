@@ -1,10 +1,10 @@
 """DQN and its variants (double, dueling, prioritized, n-step; C51 with --distributional):
 config, learner and agent; `--agent dqn`."""
 
-from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
 from agents.dqn.agent import make
 from agents.dqn.config import PRESETS, DQNConfig
+from engine.driver import parts_agent
 
 # What a population may vary per member (`--vary`, `--evolve`): numbers the learner reads.
 TUNABLE = {"lr": (1e-7, 1.0), "discount": (0.5, 1.0)}

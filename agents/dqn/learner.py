@@ -100,7 +100,7 @@ class DQNLearner(Learner):
     """See the module docstring. `config` is a `DQNConfig` (or R2D1's, with its fields);
     `make_optimizer(cfg)` builds its optax optimizer from the config or a `Hyper` view of it
     (`dqn_optimizer`, or Adam with clipping for R2D1). `hparams` everywhere: a population
-    member's hyper-parameters (agents/core/population.py), None for the config's."""
+    member's hyper-parameters (engine/population.py), None for the config's."""
 
     params_copy = "target_params"
 

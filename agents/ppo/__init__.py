@@ -2,10 +2,10 @@
 learner (agents/ppo/learner.py) and the agent's `build` are shared with A2C (agents/a2c/)."""
 
 from agents.core.learning import ACTOR_CRITIC_TUNABLE
-from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
 from agents.ppo.agent import make
 from agents.ppo.config import PRESETS, OnPolicyConfig, PPOConfig
+from engine.driver import parts_agent
 
 # What a population may vary per member (`--vary`, `--evolve`): numbers the learner reads.
 TUNABLE = {

@@ -19,12 +19,11 @@ from agents.core.hooks import call_hook, config_hook, plugged_torso
 from agents.core.icm import icm_of
 from agents.core.parallel import DATA, check_divisible
 from agents.core.parts import AgentParts, StagedLearn, reset_with
-from agents.core.programs import convolves_on_cpu
 from agents.ppo.learner import METRICS, OnPolicyLearner, buffer_specs
 from envs import obs_zeros
 from networks import ActorCriticNetwork
 from networks.cores import feed_back
-from networks.torsos import _array_shape
+from networks.torsos import _array_shape, convolves_on_cpu
 
 
 def make(config, spec) -> AgentParts:

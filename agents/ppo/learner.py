@@ -502,7 +502,7 @@ class OnPolicyLearner(ActorCriticLearner):
             return (st, buf), ms
 
         (state, _), ms = jax.lax.scan(one_epoch, (state, buffer), jnp.arange(E))
-        # [E·M] arrays (agents.core.programs.metric_sums), not E·M scalar dicts
+        # [E·M] arrays (engine.programs.metric_sums), not E·M scalar dicts
         return state, jax.tree.map(lambda x: x.reshape((E * M,)), ms), ()
 
     def optimizer_for(self, hparams):

@@ -1,11 +1,11 @@
 """R2D1 (R2D2 without distributed actors, as rlpyt): config, learner and agent;
 `--agent r2d1`."""
 
-from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
 from agents.dqn import TUNABLE
 from agents.r2d1.agent import make
 from agents.r2d1.config import PRESETS, R2D1Config
+from engine.driver import parts_agent
 
 R2D1Agent = parts_agent("r2d1", make, tunable=TUNABLE)
 

@@ -1,10 +1,10 @@
 """The Reactor (Gruslys et al. 2018): config, learner and agent; `--agent reactor`."""
 
 from agents.core.learning import ACTOR_CRITIC_TUNABLE
-from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
 from agents.reactor.agent import make
 from agents.reactor.config import PRESETS, ReactorConfig
+from engine.driver import parts_agent
 
 ReactorAgent = parts_agent("reactor", make, tunable=ACTOR_CRITIC_TUNABLE)
 

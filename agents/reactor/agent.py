@@ -5,7 +5,7 @@ decoupled from learning (Gruslys et al. 2018, §3.5).
 Decoupled mode (the default, `AgentParts.decoupled`): an actor thread steps envpool with the
 jitted recurrent policy, T steps at a time, and hands each rollout (with its behaviour μ and
 the LSTM states at its start) to the learner through a queue of one
-(agents/core/actor_thread.py). The learner writes the rollout into the prioritized replay,
+(engine/actor_thread.py). The learner writes the rollout into the prioritized replay,
 runs the updates due, and publishes a copy of its parameters, which the actor picks up for
 its next rollout. The learner runs exactly one update per `env_steps_per_update` env steps (a
 pure function of the step count, so it is resume-safe), which fixes the acting-to-learning

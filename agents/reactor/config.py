@@ -25,7 +25,7 @@ class ReactorConfig(Config):
     # Old run folders saved this field under its former name.
     RENAMED: ClassVar[dict[str, str]] = {"microbatch_sequences": "microbatch_traces"}
 
-    # Replay traces per env that leave one sampleable (agents/core/parts.py).
+    # Replay traces per env that leave one sampleable (engine/driver.py `_make_replay`).
     min_traces_per_env: ClassVar[int] = 3
 
     num_envs: int = 8

@@ -2,10 +2,10 @@
 prioritized replay; registered as `--agent sac`."""
 
 from agents.core.offpolicy import OFF_POLICY_TUNABLE
-from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
 from agents.sac.agent import make
 from agents.sac.config import PRESETS, SACConfig
+from engine.driver import parts_agent
 
 # What a population may vary per member (`--vary`, `--evolve`): numbers the learner reads.
 TUNABLE = {**OFF_POLICY_TUNABLE, "alpha_lr": (1e-7, 1.0)}

@@ -104,7 +104,7 @@ class SACLearner:
 
     def optimizers_for(self, hparams: dict | None) -> dict:
         """The config's optimisers, or ones built with a population member's (traced)
-        hyper-parameters (`hparams`, agents/core/population.py)."""
+        hyper-parameters (`hparams`, engine/population.py)."""
         return self.make_optimizers(Hyper(self.config, hparams)) if hparams else self.optimizers
 
     # ------------------------------------------------------------------ state
@@ -148,7 +148,7 @@ class SACLearner:
         """`state` restarted from new weights `params` as `init` starts its own: fresh states
         of every optimiser and the target critic equal to the new critic; log α (whose
         optimiser restarts too), the counts, key and statistics kept (a population's CEM
-        resampling, agents/core/population.py). With --prediction the models keep their
+        resampling, engine/population.py). With --prediction the models keep their
         weights (trained on the old critics' representation, they adapt to the new one) and
         their optimiser restarts with the critics'."""
         prediction = state.prediction

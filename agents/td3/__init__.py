@@ -2,10 +2,10 @@
 ddpg-mujoco preset for DDPG."""
 
 from agents.core.offpolicy import OFF_POLICY_TUNABLE
-from agents.core.parts import parts_agent
 from agents.core.registry import AgentSpec
 from agents.td3.agent import make
 from agents.td3.config import PRESETS, TD3Config
+from engine.driver import parts_agent
 
 # What a population may vary per member (`--vary`, `--evolve`): numbers the learner reads.
 TUNABLE = {**OFF_POLICY_TUNABLE, "target_noise": (0.0, 10.0)}

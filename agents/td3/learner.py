@@ -79,7 +79,7 @@ class TD3Learner:
 
     def optimizers_for(self, hparams: dict | None) -> dict:
         """The config's optimisers, or ones built with a population member's (traced)
-        hyper-parameters (`hparams`, agents/core/population.py)."""
+        hyper-parameters (`hparams`, engine/population.py)."""
         return self.make_optimizers(Hyper(self.config, hparams)) if hparams else self.optimizers
 
     def init(self, key, sample_obs) -> TD3State:
@@ -101,7 +101,7 @@ class TD3Learner:
     def reset_params(self, state: TD3State, params, hparams=None) -> TD3State:
         """`state` restarted from new weights `params` as `init` starts its own: fresh states
         of both optimisers and the target networks equal to them; the counts, key and
-        statistics kept (a population's CEM resampling, agents/core/population.py)."""
+        statistics kept (a population's CEM resampling, engine/population.py)."""
         return state._replace(
             params=params,
             target_params=jax.tree.map(jnp.copy, params),

@@ -13,7 +13,7 @@ from agents.acer.config import ACERConfig
 from agents.acer.learner import ACERLearner
 from agents.core.actors import categorical_actor
 from agents.core.learning import TraceBatch
-from agents.core.rollout import initial_actor_state, make_host_rollout, make_xla_rollout
+from engine.rollout import initial_actor_state, make_host_rollout, make_xla_rollout
 from envs import make_env
 from networks import ACERNetwork
 

@@ -1,4 +1,4 @@
-"""Many iterations per host sync (`train_chunk`: agents/core/parts.py, agents/core/population.py).
+"""Many iterations per host sync (`train_chunk`: engine/driver.py, engine/population.py).
 
 A chunk of N iterations in one program must be the N iterations of the one-iteration path
 (`train_iteration`, whose programs the host drives): the same update counts, episode
@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.core.protocol import ChunkOutput
 from engine.common import make_agent, make_population
+from engine.protocol import ChunkOutput
 
 RTOL, ATOL = 1e-4, 1e-5
 SMALL = {
@@ -195,8 +195,8 @@ def test_a_host_chunk_ends_at_a_non_finite_metric():
     """`host_chunk` stops at the iteration whose metrics are not finite (the runner stops the
     run on it) instead of running the rest of its count; the iterations and env steps it
     hands each iteration are the chunk's."""
-    from agents.core.programs import host_chunk
-    from agents.core.protocol import IterationOutput
+    from engine.programs import host_chunk
+    from engine.protocol import IterationOutput
 
     seen = []
 

@@ -12,8 +12,8 @@ from jax.sharding import PartitionSpec as P
 from agents.acer import ACERAgent, ACERConfig
 from agents.core.learning import TraceBatch
 from agents.core.parallel import DATA, make_mesh, place_rollout
-from agents.core.protocol import TrainState
 from benchmarks.costs import COST_MODELS
+from engine.protocol import TrainState
 from envs import make_env
 
 pytestmark = pytest.mark.slow  # the slow tier (docs/tests.md): a learning run

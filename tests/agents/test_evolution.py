@@ -1,4 +1,4 @@
-"""Evolving populations (agents/core/evolution.py): hyper-parameter draws, PBT and CEM selection
+"""Evolving populations (engine/evolution.py): hyper-parameter draws, PBT and CEM selection
 and resampling on fixed toy populations against NumPy written here, and the device side on
 a real ACER population, and one PBT and one CEM generation on every agent that evolves."""
 
@@ -12,7 +12,10 @@ import pytest
 from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.core.config import ConfigError
-from agents.core.evolution import (
+from agents.core.learning import episode_fields
+from agents.core.registry import agent_names, get_agent
+from agents.ppo import PPOAgent
+from engine.evolution import (
     PERTURB_FACTORS,
     Plan,
     cem_plan,
@@ -22,10 +25,7 @@ from agents.core.evolution import (
     pbt_plan,
     perturb,
 )
-from agents.core.learning import episode_fields
-from agents.core.population import Population, member_envs
-from agents.core.registry import agent_names, get_agent
-from agents.ppo import PPOAgent
+from engine.population import Population, member_envs
 from envs import make_env, run_env_seed
 
 BOUNDS = {"lr": (1e-6, 1.0), "entropy_weight": (0.0, 1.0), "discount": (0.5, 1.0)}

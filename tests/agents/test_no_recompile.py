@@ -54,7 +54,7 @@ def test_data_checks_raise_on_a_bad_action_inside_a_program():
     from jax.experimental import checkify
 
     from agents import losses
-    from agents.core.programs import Program, enable_data_checks
+    from engine.programs import Program, enable_data_checks
 
     T, B, A = 3, 2, 4
 
@@ -123,7 +123,7 @@ def test_a_second_agent_with_the_same_config_compiles_nothing(agent_name):
     assert out.updates.sum() > 0  # it learnt: the shared program is not an idle one
 
     # An env that calls out to its own pool (envpool) is not shared. Another seed is: nothing
-    # the programs of an agent made of parts (agents/core/parts.py) compute depends on the
+    # the programs of an agent made of parts (engine/driver.py) compute depends on the
     # seed except through the keys in their state.
     case = SECOND_AGENT_CASES[agent_name]
     other = make_agent(agent_name, "gymnax/CartPole-v1", seed=1, **case)

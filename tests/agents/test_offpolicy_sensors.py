@@ -9,10 +9,10 @@ import jax
 import numpy as np
 import pytest
 
-from agents.core.protocol import TrainState
 from agents.sac import SACAgent, SACConfig
 from agents.td3 import TD3Agent
 from agents.td3.config import TD3Config
+from engine.protocol import TrainState
 from envs.core import ArraySpec, EnvSpec, VecEnv
 
 TINY = dict(num_envs=2, trace_len=4, batch_size=8, buffer_size=2 * 4 * 6, hidden=(16,),

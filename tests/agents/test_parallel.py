@@ -51,7 +51,7 @@ def _one_update(num_devices: int, trust_region: bool):
 
 
 def _rollout(agent):
-    from agents.core.rollout import make_xla_rollout
+    from engine.rollout import make_xla_rollout
 
     return make_xla_rollout(agent.env, agent.select_action, CFG.trace_len, CFG.discount)
 

@@ -1,4 +1,4 @@
-"""`--num-seeds P`: a population of P learners in one program (agents/core/population.py).
+"""`--num-seeds P`: a population of P learners in one program (engine/population.py).
 
 Member i must equal the single run with seed `seed + i`: its own envs, RNG streams, Poisson
 update counts and replay. Compared metric by metric over several iterations, and on a mesh
@@ -15,8 +15,8 @@ from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.core.config import ConfigError
 from agents.core.parallel import POP, make_mesh
-from agents.core.population import Population, PopulationLearner, member_envs
-from agents.core.protocol import Agent, Member
+from engine.population import Population, PopulationLearner, member_envs
+from engine.protocol import Agent, Member
 from envs import make_env, run_env_seed
 
 CFG = ACERConfig(
@@ -373,8 +373,9 @@ def test_member_loop_members_equal_single_runs():
 def test_member_loop_is_chosen_for_images_on_cpu():
     from types import SimpleNamespace
 
-    from agents.core.programs import convolves_on_cpu, member_loop_map
+    from engine.programs import member_loop_map
     from envs import ArraySpec
+    from networks.torsos import convolves_on_cpu
 
     def convolves(obs_spec, **config):
         spec = SimpleNamespace(obs_spec=obs_spec)
@@ -508,9 +509,9 @@ def test_cli_vary_writes_each_members_own_values(tmp_path):
     specs; a resume keeps both."""
     import json
 
-    from agents.core.evolution import draw_hparams
     from agents.core.registry import get_agent
     from engine.common import load_run
+    from engine.evolution import draw_hparams
     from experiments.train import main
 
     run_dir = tmp_path / "vary"

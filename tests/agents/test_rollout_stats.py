@@ -1,4 +1,4 @@
-"""Episode statistics of a rollout (agents/core/rollout.py) against a count made here.
+"""Episode statistics of a rollout (engine/rollout.py) against a count made here.
 
 Both rollout modes (the XLA scan and the host loop) record through one function, so comparing
 them with each other cannot catch a bookkeeping error. Here a random policy plays
@@ -15,12 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.core.rollout import (
-    ActorOutput,
-    initial_actor_state,
-    make_host_rollout,
-    make_xla_rollout,
-)
+from agents.core.rollout import ActorOutput
+from engine.rollout import initial_actor_state, make_host_rollout, make_xla_rollout
 from envs import make_env
 
 ENV, N, SEED, T = "gymnax/Breakout-MinAtar", 3, 4, 150

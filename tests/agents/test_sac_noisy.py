@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.core.protocol import TrainState
 from agents.sac import SACAgent
 from agents.sac.config import SACConfig
+from engine.protocol import TrainState
 from envs import make_env
 from networks.noisy import NOISE, StoredNoiseDense, clear_noise, resample_noise
 from networks.sac import QEnsemble

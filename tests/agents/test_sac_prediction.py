@@ -17,11 +17,11 @@ import optax
 import pytest
 
 from agents.core.config import ConfigError
-from agents.core.protocol import TrainState
 from agents.sac import SACAgent
 from agents.sac.agent import networks
 from agents.sac.config import SACConfig
 from agents.sac.prediction import METRICS, Prediction, PredictionState
+from engine.protocol import TrainState
 from envs import make_env
 
 TINY = dict(num_envs=2, trace_len=2, batch_size=4, buffer_size=64, hidden=(8,),

@@ -64,7 +64,7 @@ def test_checkpoint_from_before_an_episode_field_restores_it_as_zeros(tmp_path, 
     """A learner state that gained an episode field (PPO's `returns`, once kept beside the
     envs): its older checkpoints, which lack it, still restore (as a single run and as a
     population's stacked state), the field as zeros; a different mismatch is still told."""
-    from agents.core.population import PopulationLearner
+    from engine.population import PopulationLearner
 
     w = {"w": jnp.arange(6.0).reshape(2, 3)}
     old, new = OlderLearner(w), EpisodeLearner(w, jnp.ones(4))
@@ -97,7 +97,7 @@ def test_an_empty_field_added_or_taken_out_since_the_checkpoint_changes_nothing(
     before still restore, and the other way round (a checkpoint holding the empty field, a
     state without it); the arrays come back, the state's type and empty value are its own.
     A field with arrays that was not saved is still a mismatch."""
-    from agents.core.population import PopulationLearner
+    from engine.population import PopulationLearner
 
     wrap = (lambda x: PopulationLearner(x, {})) if population else (lambda x: x)
     old, new = wrap(_learner()), wrap(WithEmpty(*_learner()))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from jax.experimental import multihost_utils
 
-from agents.core.protocol import ChunkOutput
+from engine.protocol import ChunkOutput
 from engine.runner import SyncPace, TrainLoop
 from experiments import train
 

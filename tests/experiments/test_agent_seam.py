@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.core.protocol import Acting, ChunkOutput, Member, OneMember, TrainState
 from agents.core.registry import AgentSpec, register, unregister
+from engine.protocol import Acting, ChunkOutput, Member, OneMember, TrainState
 from experiments import evaluate, train
 
 
@@ -38,7 +38,7 @@ class ToyLearner(NamedTuple):
 
 
 class ToyAgent(OneMember):
-    """Implements agents.core.protocol.Agent directly (`OneMember` is the protocol's own
+    """Implements engine.protocol.Agent directly (`OneMember` is the protocol's own
     members view of a single agent): host-stepped envs, softmax over preferences, an update
     that moves the preferences towards rewarded actions."""
 

@@ -31,11 +31,11 @@ import numpy as np
 import pytest
 
 from agents.core.config import describe_switch, flag
-from agents.core.protocol import ChunkOutput
 from agents.core.registry import BUILTIN, get_agent
 from benchmarks import bench_losses, bench_replay, bench_scaling, bench_throughput
 from engine import preflight, runner
 from engine.args import RunArgs, cli, parse
+from engine.protocol import ChunkOutput
 from engine.runner import Runner
 from experiments import evaluate, plot, train
 

@@ -5,7 +5,7 @@ import json
 import jax
 import pytest
 
-from agents.core import programs
+from engine import programs
 from experiments import train
 
 TINY = ["--num-envs", "4", "--trace-len", "5", "--batch-size", "4", "--buffer-size", "400",

@@ -18,10 +18,10 @@ import jax
 import numpy as np
 import pytest
 
-from agents.core.parts import PartsAgent
 from agents.core.registry import agent_names
 from engine.checkpoint import Checkpointer
 from engine.common import checkpoint_tree
+from engine.driver import PartsAgent
 from experiments import evaluate, train
 
 # One tiny command line per registered agent (a case per action space where the agent has

@@ -24,8 +24,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from agents.core.programs import ChunkProgram
 from engine.common import make_agent, make_population
+from engine.programs import ChunkProgram
 from networks import torsos
 
 CHANGE, P = os.environ.get("CHANGE", "lockstep"), int(os.environ.get("P", "5"))

@@ -27,7 +27,7 @@ def child(leaf: str, run_dir: str) -> None:
     import jax
     import jax.numpy as jnp
 
-    from agents.core.population import Population
+    from engine.population import Population
     from experiments import train
 
     def member_update(self, learner, hparams, replay, on, masked=True):

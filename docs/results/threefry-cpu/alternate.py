@@ -21,8 +21,8 @@ import jax
 from jax._src.interpreters import mlir
 from jax._src.random import threefry2x32 as threefry
 
-from agents.core.programs import ChunkProgram
 from engine.common import build_agent, preset_args
+from engine.programs import ChunkProgram
 from envs import make_env, run_env_seed
 
 PPO = dict(num_envs=4, trace_len=128, epochs=4, num_minibatches=4, hidden=(64, 64))

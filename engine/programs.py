@@ -13,7 +13,7 @@ With data checks on (`enable_data_checks()`, what `--debug` does), every loss of
 probabilities valid; see `agents.losses.checked`): the program is `checkify`-ed and each call
 raises on the first failed check. It costs reductions and a host read per call.
 
-`Program(fn, population=True, mesh=...)` is the population form (agents/core/population.py):
+`Program(fn, population=True, mesh=...)` is the population form (engine/population.py):
 `fn` written for one learner is `vmap`ped over the leading population axis of every argument
 and output, with `axis_name=None` (members never average gradients with each other); over a
 mesh the members are split between devices by `jax.shard_map` along the mesh axis `POP`, each
@@ -45,9 +45,9 @@ from agents.core.parallel import (
     local_replica,
     place_rollout,
 )
-from agents.core.rollout import make_host_rollout, make_xla_rollout, rollout_shape
 from agents.losses._checks import debug_scope
-from networks.torsos import convolves_in_loops_slowly
+from engine.rollout import make_host_rollout, make_xla_rollout, rollout_shape
+from networks.torsos import convolves_on_cpu
 
 _DATA_CHECKS = [False]
 
@@ -61,17 +61,6 @@ def chunk_length(steps_per_iteration: int) -> int:
     return max(1, min(MAX_CHUNK, CHUNK_ELEMENTS // steps_per_iteration))
 
 
-def convolves_on_cpu(spec, config) -> bool:
-    """Whether an agent's torso has a convolution that XLA:CPU runs slowly inside a rolled
-    loop or vmapped into a grouped convolution (PERF-NOTES; the Nature CNN and MiniGrid's
-    conv, not the MinAtar CNN: `networks.convolves_in_loops_slowly`) and XLA runs on the CPU;
-    PPO's `update_loop="auto"`, a population's member loop and the one-iteration path avoid
-    those loops. `spec`: the env's `EnvSpec`; the torso is the frame torso `config.cnn`
-    picks, where it has one."""
-    slow = convolves_in_loops_slowly(spec.obs_spec, getattr(config, "cnn", "nature"))
-    return slow and jax.default_backend() == "cpu"
-
-
 def initial_state(key, init_learner, init_actor, init_replay, mesh=None, *, jit=False):
     """A fresh `TrainState` from the run key: the learner from one half of it (the same in
     every process: replicated over `mesh`), the actor from the other (each process folds in
@@ -81,7 +70,7 @@ def initial_state(key, init_learner, init_actor, init_replay, mesh=None, *, jit=
     later agent of a process, whose ops are compiled already (SAC 0.07 -> 1.4 s). The runner
     passes it; tests, which build many agents in one process, do not."""
     from agents.core.parallel import to_global
-    from agents.core.protocol import TrainState
+    from engine.protocol import TrainState
 
     learner_key, actor_key = jax.random.split(key)
     if jax.process_count() > 1:
@@ -307,7 +296,7 @@ def host_chunk(
     logs one metrics row per `count` iterations, as for a chunk program. An iteration with a
     non-finite metric ends the chunk there (fewer than `count` entries: the runner stops the
     run on it)."""
-    from agents.core.protocol import ChunkOutput
+    from engine.protocol import ChunkOutput
 
     chunks = []
     for k in range(count):

@@ -3,7 +3,7 @@
 An agent is a folder under `agents/` (config, actor, learner, agent) plus one line in
 `agents/core/registry.py`. The training runner (`engine/runner.py`), `evaluate`, `plot` and
 the benchmarks talk to it only through `Agent` below; none of them branches on an agent's
-name. `PartsAgent` (agents/core/parts.py) implements it once over an agent's pure functions
+name. `PartsAgent` (engine/driver.py) implements it once over an agent's pure functions
 (`AgentParts`), for every agent in `agents/`; an agent may also implement the protocol from
 scratch (the toy agent in tests/experiments/test_agent_seam.py does).
 
@@ -31,7 +31,7 @@ refilled. With --exact-resume (envs whose state is arrays) checkpoints also hold
 everything an agent keeps between iterations must live in `TrainState` (never on the agent
 object) for a resumed run to be the same run.
 
-`--num-seeds P` wraps P members of an agent in `agents.core.population.Population`, which
+`--num-seeds P` wraps P members of an agent in `engine.population.Population`, which
 implements `Agent` over states with a leading population axis (its members are the agents,
 each a `Member`, the acting half of the protocol); an agent opts in with
 the class attribute `supports_population = True` (see that module for what it must satisfy).
@@ -157,7 +157,7 @@ class Agent(Protocol):
         self, state: TrainState, iteration: int, env_steps: int, count: int
     ) -> tuple[TrainState, ChunkOutput]:
         """Act and learn for `count` (1 <= count <= max_chunk) iterations, one after another
-        in one device program where the agent can (agents/core/parts.py): no host sync, the
+        in one device program where the agent can (engine/driver.py): no host sync, the
         outputs stay on the device. Where the host drives each iteration (`host_driven`) they
         run one by one from the host, each synced, and the outputs are on the host.
 
@@ -201,7 +201,7 @@ class Member(Agent, Protocol):
 
     Attributes:
       supports_population: whether `--num-seeds P` may vmap P members of it (class attribute;
-        agents/core/population.py says what a member must provide).
+        engine/population.py says what a member must provide).
     """
 
     supports_population: bool

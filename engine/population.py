@@ -26,16 +26,16 @@ Metrics come back with an `active` mask and are split per member on the host
 (`split_output`).
 
 Hyper-parameters that vary over members (`hparams`: `field -> [P]`, drawn by
-`agents.core.evolution.draw_hparams`) live in the learner state (`PopulationLearner.hparams`, so
+`engine.evolution.draw_hparams`) live in the learner state (`PopulationLearner.hparams`, so
 they are checkpointed and evolve with it). Inside the vmapped programs member 0's agent runs
 every member, and each member's traced values reach its learner as the explicit `hparams`
 argument of `absorb`, `replay_update` and `reset_params` (the learner reads its config
 through `agents.core.learning.Hyper`, the member's values first): no config or agent is
 copied or edited. Only fields the agent lists in `tunable` may vary (numbers the learner
 reads arithmetically; `discount` is written into the traces by this module's rollout).
-`evolve` applies a PBT or CEM generation (agents/core/evolution.py).
+`evolve` applies a PBT or CEM generation (engine/evolution.py).
 
-What an agent needs to take part: it is a parts agent (agents/core/parts.py: its iteration is
+What an agent needs to take part: it is a parts agent (engine/driver.py: its iteration is
 the shared one, collect, `absorb`, then `updates_due` × `replay_update`), whose pure
 functions do not read its seed (randomness comes from the keys in its states), and which has
 `reset_params(state, params, hparams) -> state`: its learner state restarted from new weights as its
@@ -70,11 +70,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding
 
-from agents.core import evolution
 from agents.core.config import ConfigError
 from agents.core.learning import episode_fields
 from agents.core.parallel import POP, P, check_divisible
-from agents.core.programs import (
+from agents.core.rollout import ActorState
+from engine import evolution
+from engine.programs import (
     ChunkProgram,
     Program,
     chunk_length,
@@ -82,8 +83,8 @@ from agents.core.programs import (
     metric_sums,
     over_members,
 )
-from agents.core.protocol import ChunkOutput, IterationOutput, TrainState
-from agents.core.rollout import ActorState, _assemble, _env_action, _record
+from engine.protocol import ChunkOutput, IterationOutput, TrainState
+from engine.rollout import _assemble, _env_action, _record
 from envs import PoolSlice
 
 
@@ -119,7 +120,7 @@ def check_population_support(agent) -> None:
     if not callable(getattr(agent, "reset_params", None)):
         raise ConfigError(
             f"--num-seeds > 1 with --agent {name}: it has no "
-            "reset_params(state, params, hparams) (agents/core/population.py)"
+            "reset_params(state, params, hparams) (engine/population.py)"
         )
     reason = agent.population_conflict() if hasattr(agent, "population_conflict") else None
     if reason:
@@ -144,7 +145,7 @@ def member_envs(pool, size: int) -> list[PoolSlice]:
 
 class Population:
     """P members of one agent in one program (module docstring). Implements the agent
-    protocol (agents/core/protocol.py) with every state stacked `[P, ...]`; `init` and
+    protocol (engine/protocol.py) with every state stacked `[P, ...]`; `init` and
     `reset_actor` take one key per member `[P, 2]`."""
 
     def __init__(
@@ -164,7 +165,7 @@ class Population:
             env = m.env
             if not (isinstance(env, PoolSlice) and env.pool is pool and env.index == i):
                 raise ValueError(
-                    "member agents must be built on agents.core.population.member_envs(pool, P)"
+                    "member agents must be built on engine.population.member_envs(pool, P)"
                     f"[i] in order; member {i} has {env!r}"
                 )
             if env.size != self.size:
@@ -414,7 +415,7 @@ class Population:
     # ------------------------------------------------------------------ evolution
     def _evolve_fn(self, learner: PopulationLearner, parent, resampled, elites, hparams, key,
                    std_max):  # fmt: skip
-        """The device side of one generation (agents/core/evolution.py): every member takes its
+        """The device side of one generation (engine/evolution.py): every member takes its
         parent's whole learner state (weights, optimiser state, step count); members marked
         `resampled` then draw new weights from the elites' Gaussian and restart from them as
         their learner's `reset_params` says (fresh optimiser states, the Polyak average or
@@ -448,7 +449,7 @@ class Population:
         return jax.tree.map(pick, fresh, member)
 
     def evolve(self, state: TrainState, plan, hparams: dict, key, std_max: float = 1.0):
-        """Apply a generation's `plan` (agents.core.evolution.Plan) and the members' new
+        """Apply a generation's `plan` (engine.evolution.Plan) and the members' new
         hyper-parameters to `state`; replays and actors stay each member's own."""
         if self._evolve is None:
             self._evolve = jax.jit(self._evolve_fn, donate_argnums=(0,), static_argnums=(6,))
@@ -516,7 +517,7 @@ class Population:
 
     def init(self, keys, *, jit: bool = True) -> TrainState:
         """`keys[i]`: member i's run key, `PRNGKey(seed + i)`, split as a single run splits
-        its key (agents.core.programs.initial_state). The learners are always built by one
+        its key (engine.programs.initial_state). The learners are always built by one
         compiled program (`init_learner`); `jit` is the protocol's and changes nothing."""
         split = jax.vmap(jax.random.split)(keys)
         learner_keys, actor_keys = split[:, 0], split[:, 1]

@@ -6,7 +6,7 @@ iteration, which the thread picks up for its next rollout. Acting and learning o
 acting policy is at most two rollouts stale, and an off-policy correction (Retrace, β-LOO)
 accounts for that through the stored μ. Whichever side is faster waits on the queue.
 
-The parts driver (agents/core/parts.py) runs one for an agent whose `AgentParts.decoupled`
+The parts driver (engine/driver.py) runs one for an agent whose `AgentParts.decoupled`
 says why; the rest of the iteration (storing the rollout, the owed updates) is the host-driven
 path's, unchanged.
 """
@@ -19,7 +19,7 @@ import time
 
 import jax
 
-from agents.core.programs import copy_tree
+from engine.programs import copy_tree
 
 
 class ActorThread:

@@ -1,4 +1,4 @@
-"""Evolving a population of learners (agents/core/population.py): per-member hyper-parameters,
+"""Evolving a population of learners (engine/population.py): per-member hyper-parameters,
 population-based training and the cross-entropy method over weights.
 
 Hyper-parameters. An agent names the scalar config fields a population may vary, with the
