@@ -233,8 +233,7 @@ class OffPolicyConfig(ReplayWindow):
         check(self.obs_clip > 0, "obs_clip", self.obs_clip, "> 0")
         check(self.rnd_coef >= 0, "rnd_coef", self.rnd_coef, ">= 0")
         check(self.rnd_lr > 0, "rnd_lr", self.rnd_lr, "> 0")
-        if self.icm_coef != 0:  # agents.core.icm; its other flags need it (ICM_ONLY_WITH)
-            check_icm(self)
+        check_icm(self)
         check(
             self.icm_coef == 0 or self.rnd_coef == 0, "icm_coef", self.icm_coef,
             "0 with --rnd-coef > 0 (one curiosity at a time)",

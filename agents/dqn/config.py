@@ -224,8 +224,7 @@ class DQNConfig(ReplayWindow):
         # the sampled window reaches `lookahead` steps past a trace (ReplayWindow): the
         # replay needs that many more whole traces per env
         check_trace_replay(self, self.min_traces_per_env)
-        if self.icm_coef != 0:  # agents.core.icm; its other flags need it (ICM_ONLY_WITH)
-            check_icm(self)
+        check_icm(self)
         check_only_with(self)  # last: a value out of range is named as such first
         if self.network is not None:  # --network (agents.core.hooks)
             check_hooks(self)

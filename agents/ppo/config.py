@@ -181,8 +181,7 @@ class OnPolicyConfig(Config):
                 self.microbatch_traces,
                 f"a divisor of the {per_minibatch} samples of a minibatch",
             )
-        if self.icm_coef != 0:  # agents.core.icm; its other flags need it (ICM_ONLY_WITH)
-            check_icm(self)
+        check_icm(self)
         if any(getattr(self, name) is not None for name in self.HOOKS):  # agents.core.hooks
             check_hooks(self)
         check_only_with(self)  # last: a value out of range is named as such first
