@@ -33,20 +33,35 @@ import jax.numpy as jnp
 
 from agents import losses
 from agents.acer.config import ACERConfig
-from agents.acer.learner import ACERLearner, LearnerState, trace_stats
+from agents.acer.learner import (
+    LearnerState,
+    acer_optimizer,
+    init_state,
+    reset_state,
+    step_and_average,
+    trace_stats,
+)
 from agents.core.learning import Hyper, TraceBatch
 
 sg = jax.lax.stop_gradient
 
 
-class ACERGaussianLearner(ACERLearner):
+class ACERGaussianLearner:
     """Pure functions of the continuous ACER learner, closed over the config and network
-    (the discrete learner's state, optimiser, statistics and Polyak average; its own loss)."""
+    (the discrete learner's state, optimiser, statistics and Polyak average, through the
+    functions agents/acer/learner.py shares; its own loss)."""
 
     def __init__(self, config: ACERConfig, network, action_dim: int):
-        super().__init__(config, network)
+        self.config, self.network = config, network
+        self.optimizer = acer_optimizer(config)
         self.action_dim = action_dim
         self.num_samples = config.sdn_n
+
+    def init(self, key, sample_obs) -> LearnerState:
+        return init_state(self, key, sample_obs)
+
+    def reset_params(self, state: LearnerState, params, hparams=None) -> LearnerState:
+        return reset_state(self, state, params, hparams)
 
     def init_params(self, key, sample_obs):
         """The network's parameters, for one observation batch `[B, obs_dim]`."""
@@ -128,4 +143,4 @@ class ACERGaussianLearner(ACERLearner):
         T, B, D = batch.action.shape
         noise = jax.random.normal(noise_key, (T, B, self.num_samples + 1, D), jnp.float32)
         batch = batch._replace(mu={**batch.mu, "noise": noise})
-        return self.step_and_average(state, batch, axis_name, hparams, key)
+        return step_and_average(self, state, batch, axis_name, hparams, key)

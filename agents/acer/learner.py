@@ -9,6 +9,7 @@ network. The shared steps (microbatches, data-parallel averaging, clipping, Adam
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -16,7 +17,15 @@ import jax.numpy as jnp
 import optax
 
 from agents import losses
-from agents.core.learning import ActorCriticLearner, Hyper, TraceBatch, adam_with_clipping
+from agents.core.learning import (
+    Hyper,
+    TraceBatch,
+    actor_critic_metrics,
+    adam_with_clipping,
+    gradient_step,
+    member_optimizer,
+    restart,
+)
 from agents.core.rollout import time_major
 from envs.core import batch_size_of
 
@@ -37,13 +46,12 @@ class LearnerState(NamedTuple):
     key: Array  # for replay sampling
 
 
-class ACERLearner(ActorCriticLearner):
+class ACERLearner:
     """Pure functions of the ACER learner, closed over the config and the network."""
 
-    params_copy = "avg_params"
-
-    def make_optimizer(self, cfg):
-        return adam_with_clipping(cfg.lr, cfg.max_grad_norm, eps=cfg.adam_eps)
+    def __init__(self, config, network):
+        self.config, self.network = config, network
+        self.optimizer = acer_optimizer(config)
 
     def init_params(self, key, sample_obs):
         """The network's parameters, for one observation batch `[B, *obs_shape]`."""
@@ -57,15 +65,10 @@ class ACERLearner(ActorCriticLearner):
 
     def init(self, key, sample_obs) -> LearnerState:
         """sample_obs: one observation batch `[B, *obs_shape]`."""
-        init_key, key = jax.random.split(key)
-        params = self.init_params(init_key, sample_obs)
-        return LearnerState(
-            params=params,
-            avg_params=jax.tree.map(jnp.copy, params),  # distinct buffers: both are donated
-            opt_state=self.optimizer.init(params),
-            step=jnp.zeros((), jnp.int32),
-            key=key,
-        )
+        return init_state(self, key, sample_obs)
+
+    def reset_params(self, state: LearnerState, params, hparams=None) -> LearnerState:
+        return reset_state(self, state, params, hparams)
 
     def _forward(self, params, obs, first, core_state):
         if self.config.lstm_size:
@@ -117,16 +120,54 @@ class ACERLearner(ActorCriticLearner):
         """One gradient step on a batch of traces. Pure; jit it with the state donated.
         Under `shard_map` each device passes its shard of the traces (see
         `agents.core.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
-        return self.step_and_average(state, batch, axis_name, hparams, state.key)
+        return step_and_average(self, state, batch, axis_name, hparams, state.key)
 
-    def step_and_average(self, state: LearnerState, batch, axis_name, hparams, key):
-        """The gradient step, then the Polyak average θ_a ← τ·θ_a + (1 − τ)·θ; `key` is the
-        new state's. Returns (state, metrics, priorities [B])."""
-        step = self.gradient_step(state, batch, axis_name, hparams, avg_params=state.avg_params)
-        tau = Hyper(self.config, hparams).tau
-        avg_params = optax.incremental_update(step.params, state.avg_params, 1.0 - tau)
-        new_state = LearnerState(step.params, avg_params, step.opt_state, state.step + 1, key)
-        return new_state, self.metrics(step, hparams), step.per_sequence
+
+# What the discrete and the continuous learner (agents/acer/continuous.py) share: each has
+# `config`, `optimizer`, `init_params(key, sample_obs)` and `loss(params, batch, normaliser,
+# avg_params, hparams)`.
+
+
+def acer_optimizer(cfg) -> optax.GradientTransformation:
+    """Adam with clipping, from the config or a `Hyper` view of it."""
+    return adam_with_clipping(cfg.lr, cfg.max_grad_norm, eps=cfg.adam_eps)
+
+
+def init_state(learner, key, sample_obs) -> LearnerState:
+    """A fresh learner state, the Polyak average equal to the initial params."""
+    init_key, key = jax.random.split(key)
+    params = learner.init_params(init_key, sample_obs)
+    return LearnerState(
+        params=params,
+        avg_params=jax.tree.map(jnp.copy, params),  # distinct buffers: both are donated
+        opt_state=learner.optimizer.init(params),
+        step=jnp.zeros((), jnp.int32),
+        key=key,
+    )
+
+
+def reset_state(learner, state: LearnerState, params, hparams=None) -> LearnerState:
+    """`state` from new weights (`agents.core.learning.restart`), the average equal."""
+    optimizer = member_optimizer(acer_optimizer, learner.config, learner.optimizer, hparams)
+    return restart(state, params, optimizer, "avg_params")
+
+
+def step_and_average(learner, state: LearnerState, batch, axis_name, hparams, key):
+    """The gradient step on `learner.loss`, then the Polyak average θ_a ← τ·θ_a + (1 − τ)·θ;
+    `key` is the new state's. Returns (state, metrics, priorities [B])."""
+    cfg = Hyper(learner.config, hparams)
+    step = gradient_step(
+        partial(learner.loss, hparams=hparams, avg_params=state.avg_params),
+        member_optimizer(acer_optimizer, learner.config, learner.optimizer, hparams),
+        state.params, state.opt_state, batch, chunk=learner.config.microbatch_traces,
+        axis_name=axis_name,
+    )  # fmt: skip
+    avg_params = optax.incremental_update(step.params, state.avg_params, 1.0 - cfg.tau)
+    new_state = LearnerState(step.params, avg_params, step.opt_state, state.step + 1, key)
+    metrics = actor_critic_metrics(
+        step, value_weight=cfg.value_weight, entropy_weight=cfg.entropy_weight
+    )
+    return new_state, metrics, step.per_sequence
 
 
 def trace_stats(mask, policy_loss, value_loss, entropy, q_ret, td, rho, tr_scale):

@@ -18,7 +18,6 @@ gradient inside a rolled `lax.scan` is 13-100x slower on XLA:CPU (jax-ml/jax#128
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -368,60 +367,19 @@ def episode_fields(state) -> tuple[str, ...]:
     return tuple(getattr(type(state), "EPISODE_FIELDS", ()))
 
 
-class Learner:
-    """What every learner with one optimizer shares: building it, and restarting a state
-    from new weights.
-
-    A subclass passes `config` and `network` to `__init__` and sets `make_optimizer(cfg)`
-    (cfg: the config or a `Hyper` view of it; a method, or an attribute set before
-    `Learner.__init__` builds `self.optimizer` with it, as `DQNLearner` does) and
-    `params_copy`: the state field that `init` sets equal to the params (the Polyak
-    average, the target network), or None. `hparams` everywhere: a population member's
-    hyper-parameters (`Hyper`), None for the config's."""
-
-    params_copy: str | None = None
-
-    def __init__(self, config, network):
-        self.config, self.network = config, network
-        self.optimizer = self.make_optimizer(config)
-
-    def make_optimizer(self, cfg) -> optax.GradientTransformation:
-        raise NotImplementedError
-
-    def optimizer_for(self, hparams: dict | None) -> optax.GradientTransformation:
-        """The optimizer one update applies: the config's, or one built with a member's
-        (traced) hyper-parameters; its state has the same structure either way."""
-        return self.make_optimizer(Hyper(self.config, hparams)) if hparams else self.optimizer
-
-    def reset_params(self, state, params, hparams: dict | None = None):
-        """`state` restarted from new weights `params` as `init` starts its own (a
-        population's CEM resampling, engine/population.py): a fresh optimiser state and
-        `params_copy` equal to them; the counts, key and statistics kept."""
-        fields = {"params": params, "opt_state": self.optimizer_for(hparams).init(params)}
-        if self.params_copy is not None:  # distinct buffers: both are donated
-            fields[self.params_copy] = jax.tree.map(jnp.copy, params)
-        return state._replace(**fields)
+def member_optimizer(make_optimizer, config, optimizer, hparams: dict | None):
+    """The optimizer one update applies: `optimizer` (the config's), or for a population
+    member's hyper-parameters `hparams` (traced values; engine/population.py)
+    `make_optimizer` of them (a `Hyper` view), whose state has the same structure."""
+    return make_optimizer(Hyper(config, hparams)) if hparams else optimizer
 
 
-class ActorCriticLearner(Learner):
-    """What the trace learners share beyond `Learner`: the optimizer step on `self.loss` and
-    the metrics. A subclass's config also has `microbatch_traces`, `value_weight` and
-    `entropy_weight`, and it sets `loss(params, batch, normaliser, hparams=None, **extra)` as
-    `gradient_step` wants it."""
-
-    def gradient_step(
-        self, state, batch: TraceBatch, axis_name=None, hparams=None, **extra
-    ) -> GradientStep:
-        """One optimizer step on `batch`; `extra` are the loss's other arguments (e.g. the
-        target or averaged params)."""
-        loss_fn = partial(self.loss, hparams=hparams, **extra)
-        return gradient_step(
-            loss_fn, self.optimizer_for(hparams), state.params, state.opt_state, batch,
-            chunk=self.config.microbatch_traces, axis_name=axis_name,
-        )  # fmt: skip
-
-    def metrics(self, step: GradientStep, hparams: dict | None = None) -> dict:
-        cfg = Hyper(self.config, hparams)
-        return actor_critic_metrics(
-            step, value_weight=cfg.value_weight, entropy_weight=cfg.entropy_weight
-        )
+def restart(state, params, optimizer, copy_field: str | None = None):
+    """A learner's `state` restarted from new weights `params` as its `init` starts its own
+    (a population's CEM resampling, engine/population.py): a fresh state of `optimizer` (the
+    member's, `member_optimizer`) and the field `copy_field` (a Polyak average, a target
+    network), where named, equal to them; the counts, key and statistics kept."""
+    fields = {"params": params, "opt_state": optimizer.init(params)}
+    if copy_field is not None:  # distinct buffers: both are donated
+        fields[copy_field] = jax.tree.map(jnp.copy, params)
+    return state._replace(**fields)

@@ -1,4 +1,4 @@
-"""The value-based learner of DQN and its variants (and, through `unroll`, of R2D1).
+"""The value-based learner of DQN and its variants (and, given a recurrent `unroll`, of R2D1).
 
 One update on a batch of sampled windows (`agents.core.learning.TraceBatch`, `[W+1, B]` steps: a
 burn-in of `lookback` steps, `L = learn_len` learnt transitions, `n − 1` look-ahead steps):
@@ -31,13 +31,14 @@ import optax
 from agents import losses
 from agents.core.learning import (
     GradientStep,
-    Learner,
     TraceBatch,
     adam_with_clipping,
     bounded_td,
     gradient_step,
     linear_decay,
+    member_optimizer,
     per_importance_exponent,
+    restart,
 )
 
 Array = jax.Array
@@ -96,17 +97,19 @@ def dqn_optimizer(config) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), rmsprop)
 
 
-class DQNLearner(Learner):
+class DQNLearner:
     """See the module docstring. `config` is a `DQNConfig` (or R2D1's, with its fields);
     `make_optimizer(cfg)` builds its optax optimizer from the config or a `Hyper` view of it
-    (`dqn_optimizer`, or Adam with clipping for R2D1). `hparams` everywhere: a population
-    member's hyper-parameters (engine/population.py), None for the config's."""
+    (`dqn_optimizer`, or Adam with clipping for R2D1). `init_params(key, sample_obs)` and
+    `unroll(params, target_params, batch, noise) -> Unrolled` are the feed-forward network's
+    unless given (R2D1's recurrent ones: agents/r2d1/learner.py). `hparams` everywhere: a
+    population member's hyper-parameters (engine/population.py), None for the config's."""
 
-    params_copy = "target_params"
-
-    def __init__(self, config, network, make_optimizer):
-        self.make_optimizer = make_optimizer
-        super().__init__(config, network)
+    def __init__(self, config, network, make_optimizer, *, init_params=None, unroll=None):
+        self.config, self.network, self.make_optimizer = config, network, make_optimizer
+        self.optimizer = make_optimizer(config)
+        self.init_params = init_params  # None: the network's own `init`
+        self.unroll = unroll or self.feed_forward_unroll
         cfg = config
         self.atoms = (
             jnp.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms, dtype=jnp.float32)
@@ -114,12 +117,16 @@ class DQNLearner(Learner):
             else None
         )
 
-    def init_params(self, key, sample_obs):
-        return self.network.init(key, sample_obs)
+    def optimizer_for(self, hparams: dict | None) -> optax.GradientTransformation:
+        return member_optimizer(self.make_optimizer, self.config, self.optimizer, hparams)
+
+    def reset_params(self, state, params, hparams: dict | None = None):
+        """`state` from new weights (`agents.core.learning.restart`), the target equal."""
+        return restart(state, params, self.optimizer_for(hparams), "target_params")
 
     def init(self, key, sample_obs) -> DQNLearnerState:
         init_key, key = jax.random.split(key)
-        params = self.init_params(init_key, sample_obs)
+        params = (self.init_params or self.network.init)(init_key, sample_obs)
         return DQNLearnerState(
             params=params,
             target_params=jax.tree.map(jnp.copy, params),
@@ -130,11 +137,13 @@ class DQNLearner(Learner):
         )
 
     # ------------------------------------------------------------------ the loss
-    def unroll(self, params, target_params, batch: TraceBatch, noise=(None, None)) -> Unrolled:
-        """Feed-forward: the online network on x_0..x_{L−1} (gradient) and x_L..x_{L+n−1},
-        the target network on x_1..x_{L+n−1}. Only what the targets read is computed.
-        `noise`: (online, target) keys of --noisy's noise draws (the online passes share
-        one draw), or Nones.
+    def feed_forward_unroll(
+        self, params, target_params, batch: TraceBatch, noise=(None, None)
+    ) -> Unrolled:
+        """`unroll` of a feed-forward network: the online network on x_0..x_{L−1} (gradient)
+        and x_L..x_{L+n−1}, the target network on x_1..x_{L+n−1}. Only what the targets read
+        is computed. `noise`: (online, target) keys of --noisy's noise draws (the online
+        passes share one draw), or Nones.
 
         When the trace is shorter than the return (L < n: data-efficient Rainbow's L = 1,
         n = 20), the look-ahead's 2n − 1 passes per sequence would dwarf the L learnt ones,

@@ -46,7 +46,7 @@ from agents import losses
 from agents.core.actors import entropy, log_prob
 from agents.core.hooks import HookError, call_hook, config_hook
 from agents.core.icm import masked_mean
-from agents.core.learning import ActorCriticLearner, Hyper, gradient_step
+from agents.core.learning import Hyper, actor_critic_metrics, gradient_step, restart
 from agents.core.normalization import RunningStats, normalize
 from networks.cores import previous_inputs
 
@@ -126,7 +126,7 @@ def _chunks(x, length: int):
     return jnp.swapaxes(x, 0, 1).reshape((length, (T // length) * b, *x.shape[3:]))
 
 
-class OnPolicyLearner(ActorCriticLearner):
+class OnPolicyLearner:
     """Pure functions of the learner (module docstring), closed over the config, the
     network, the optimizer and the env's action space.
 
@@ -461,7 +461,10 @@ class OnPolicyLearner(ActorCriticLearner):
         step = self.gradient_step_on(
             state.params, state.opt_state, mb, axis_name, clip_eps=clip, hparams=hparams
         )
-        metrics = self.metrics(step, hparams)
+        h = Hyper(cfg, hparams)
+        metrics = actor_critic_metrics(
+            step, value_weight=h.value_weight, entropy_weight=h.entropy_weight
+        )
         metrics["explained_variance"] = buffer.explained_variance
         metrics["lr"] = buffer.lr
         metrics.update(buffer.curiosity)
@@ -511,6 +514,10 @@ class OnPolicyLearner(ActorCriticLearner):
         update, so one optimizer applies every member's steps."""
         lr = Hyper(self.config, hparams).lr
         return self.injected(learning_rate=lr) if hparams else self.optimizer
+
+    def reset_params(self, state: LearnerState, params, hparams=None) -> LearnerState:
+        """`state` from new weights (`agents.core.learning.restart`)."""
+        return restart(state, params, self.optimizer_for(hparams))
 
     def gradient_step_on(self, params, opt_state, mb, axis_name, **extra):
         return gradient_step(

@@ -23,7 +23,7 @@ from agents.core.learning import adam_with_clipping
 from agents.core.parts import AgentParts
 from agents.dqn.agent import build, linear
 from agents.dqn.learner import learning_rate
-from agents.r2d1.learner import R2D1Learner
+from agents.r2d1.learner import r2d1_learner
 from networks import RecurrentQNetwork
 from networks.cores import feed_back
 
@@ -55,7 +55,7 @@ def make(config, spec) -> AgentParts:
     # et al. 2019, §2); without an actor-side pass, the replay's lazy initial priority (the
     # recent priorities of the same env's neighbouring traces) stands in for it.
     return build(
-        config, spec, net, R2D1Learner(config, net, adam),
+        config, spec, net, r2d1_learner(config, net, adam),
         epsilon_greedy_actor(q_values, config.eval_epsilon), new_at_max=False,
         epsilon=apex if config.apex_epsilon else functools.partial(linear, config),
         initial_core=net.initial_state, feedback=feed_back,

@@ -13,6 +13,8 @@ i − 1 (the stored ones for i = 0), zeroed at episode starts by the network.
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
@@ -23,33 +25,42 @@ from networks.cores import previous_inputs
 sg = jax.lax.stop_gradient
 
 
-class R2D1Learner(DQNLearner):
-    def init_params(self, key, sample_obs):
-        b = sample_obs.shape[0]
-        first = jnp.ones((1, b), bool)
-        return self.network.init(key, sample_obs[None], first, self.network.initial_state(b))
+def r2d1_learner(config, network, make_optimizer) -> DQNLearner:
+    """The DQN learner of R2D1's config with the recurrent `network`'s init and unroll."""
+    return DQNLearner(
+        config, network, make_optimizer, init_params=partial(init_params, network),
+        unroll=partial(unroll, config, network),
+    )  # fmt: skip
 
-    def unroll(self, params, target_params, batch: TraceBatch, noise=(None, None)) -> Unrolled:
-        del noise  # no NoisyNet layers in R2D1's network
-        cfg = self.config
-        back, L = cfg.lookback, cfg.learn_len
-        state0 = batch.core_state
-        # Inputs of window step i: the action and reward of step i − 1.
-        prev_action, prev_reward = previous_inputs(state0, batch.action, batch.reward)
 
-        def run(p, start, stop, state):
-            sl = slice(start, stop)
-            return self.network.apply(
-                p, batch.obs[sl], batch.first[sl], state, prev_action[sl], prev_reward[sl]
-            )
+def init_params(network, key, sample_obs):
+    """The recurrent network's parameters, for one observation batch `[B, ...]`."""
+    b = sample_obs.shape[0]
+    first = jnp.ones((1, b), bool)
+    return network.init(key, sample_obs[None], first, network.initial_state(b))
 
-        def burnt_in(p):
-            return burn_in_state(run, p, state0, back)
 
-        window = batch.obs.shape[0]
-        online_state = burnt_in(params)
-        learn, state = run(params, back, back + L, online_state)
-        ahead, _ = run(params, back + L, window, jax.tree.map(sg, state))
-        target, _ = run(target_params, back, window, burnt_in(target_params))
-        target = jax.tree.map(lambda x: None if x is None else x[1:], target)
-        return Unrolled(learn, jax.tree.map(sg, ahead), jax.tree.map(sg, target))
+def unroll(config, network, params, target_params, batch: TraceBatch, noise=(None, None)):
+    """`DQNLearner.unroll` from the stored state with burn-in (module docstring): `Unrolled`."""
+    del noise  # no NoisyNet layers in R2D1's network
+    back, L = config.lookback, config.learn_len
+    state0 = batch.core_state
+    # Inputs of window step i: the action and reward of step i − 1.
+    prev_action, prev_reward = previous_inputs(state0, batch.action, batch.reward)
+
+    def run(p, start, stop, state):
+        sl = slice(start, stop)
+        return network.apply(
+            p, batch.obs[sl], batch.first[sl], state, prev_action[sl], prev_reward[sl]
+        )
+
+    def burnt_in(p):
+        return burn_in_state(run, p, state0, back)
+
+    window = batch.obs.shape[0]
+    online_state = burnt_in(params)
+    learn, state = run(params, back, back + L, online_state)
+    ahead, _ = run(params, back + L, window, jax.tree.map(sg, state))
+    target, _ = run(target_params, back, window, burnt_in(target_params))
+    target = jax.tree.map(lambda x: None if x is None else x[1:], target)
+    return Unrolled(learn, jax.tree.map(sg, ahead), jax.tree.map(sg, target))

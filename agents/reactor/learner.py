@@ -18,6 +18,7 @@ The shared steps (microbatches, data-parallel averaging, clipping, Adam) are
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -26,11 +27,14 @@ import optax
 
 from agents import losses
 from agents.core.learning import (
-    ActorCriticLearner,
     Hyper,
     TraceBatch,
+    actor_critic_metrics,
     adam_with_clipping,
+    gradient_step,
     linear_decay,
+    member_optimizer,
+    restart,
 )
 from agents.core.rollout import time_major
 from envs.core import batch_size_of
@@ -53,16 +57,28 @@ def _take(x, a):
     return jnp.take_along_axis(x, a[..., None], axis=-1)[..., 0]
 
 
-class ReactorLearner(ActorCriticLearner):
-    params_copy = "target_params"
+def reactor_optimizer(cfg) -> optax.GradientTransformation:
+    """Adam with clipping, its rate annealed to 0 by env step `anneal_steps` where set; from
+    the config or a `Hyper` view of it."""
+    lr = linear_decay(cfg.lr, cfg.anneal_steps, cfg.start_train_at, 1.0 / cfg.env_steps_per_update)
+    return adam_with_clipping(
+        lr, cfg.max_grad_norm, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps
+    )
 
-    def make_optimizer(self, cfg):
-        lr = linear_decay(
-            cfg.lr, cfg.anneal_steps, cfg.start_train_at, 1.0 / cfg.env_steps_per_update
-        )
-        return adam_with_clipping(
-            lr, cfg.max_grad_norm, b1=cfg.adam_b1, b2=cfg.adam_b2, eps=cfg.adam_eps
-        )
+
+class ReactorLearner:
+    """Pure functions of the Reactor's learner, closed over the config and the network."""
+
+    def __init__(self, config, network):
+        self.config, self.network = config, network
+        self.optimizer = reactor_optimizer(config)
+
+    def optimizer_for(self, hparams: dict | None) -> optax.GradientTransformation:
+        return member_optimizer(reactor_optimizer, self.config, self.optimizer, hparams)
+
+    def reset_params(self, state, params, hparams: dict | None = None):
+        """`state` from new weights (`agents.core.learning.restart`), the target equal."""
+        return restart(state, params, self.optimizer_for(hparams), "target_params")
 
     def init(self, key, sample_obs) -> ReactorLearnerState:
         init_key, key = jax.random.split(key)
@@ -133,12 +149,17 @@ class ReactorLearner(ActorCriticLearner):
     def update(self, state: ReactorLearnerState, batch: TraceBatch, axis_name=None, hparams=None):
         """One gradient step. Pure. Data parallel like every learner here (see
         `agents.core.learning.gradient_step`). Returns (state, metrics, priorities [B])."""
-        step = self.gradient_step(
-            state, batch, axis_name, hparams, target_params=state.target_params
-        )
+        cfg = Hyper(self.config, hparams)
+        step = gradient_step(
+            partial(self.loss, hparams=hparams, target_params=state.target_params),
+            self.optimizer_for(hparams), state.params, state.opt_state, batch,
+            chunk=self.config.microbatch_traces, axis_name=axis_name,
+        )  # fmt: skip
         count = state.step + 1
         period = self.config.target_update_period
         target = optax.periodic_update(step.params, state.target_params, count, period)
-        metrics = self.metrics(step, hparams)
+        metrics = actor_critic_metrics(
+            step, value_weight=cfg.value_weight, entropy_weight=cfg.entropy_weight
+        )
         new_state = ReactorLearnerState(step.params, target, step.opt_state, count, state.key)
         return new_state, metrics, step.per_sequence

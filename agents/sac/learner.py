@@ -72,10 +72,15 @@ class SACState(NamedTuple):
 
 
 class SACLearner:
-    """Pure functions of the SAC learner, closed over the config, networks and env spec."""
+    """Pure functions of the SAC learner, closed over the config, networks and env spec.
+    `init_networks(k_actor, k_critic, sample_obs) -> (actor params, critic params)` and
+    `representation(critic params, obs)` are the feed-forward networks' unless given (the
+    recurrent learner's, agents/sac/recurrent.py, which calls this one's pieces)."""
 
-    def __init__(self, config, actor, critic, spec):
+    def __init__(self, config, actor, critic, spec, *, init_networks=None, representation=None):
         self.config, self.actor, self.critic = config, actor, critic
+        self.init_networks = init_networks or self.feed_forward_networks
+        self.representation = representation or self.feed_forward_representation
         self.discrete = spec.discrete
         if self.discrete:
             self.low = self.high = None
@@ -130,7 +135,7 @@ class SACLearner:
             prediction=prediction,
         )
 
-    def representation(self, critic_params, obs):
+    def feed_forward_representation(self, critic_params, obs):
         """The critics' representation of observations `[B, ...]` -> `[B, K]` (what their
         heads read; the prediction model's s_t)."""
         return self.critic.apply(critic_params, obs, method="represent")
@@ -162,7 +167,7 @@ class SACLearner:
             prediction=prediction,
         )
 
-    def init_networks(self, k_actor, k_critic, sample_obs):
+    def feed_forward_networks(self, k_actor, k_critic, sample_obs):
         """(actor params, critic params) from observations `[B, ...]`."""
         actor = self.actor.init(k_actor, sample_obs)
         if self.discrete:

@@ -61,16 +61,28 @@ from networks.sac import RecurrentSACState
 sg = jax.lax.stop_gradient
 
 
-class RecurrentSACLearner(SACLearner):
+class RecurrentSACLearner:
     """See the module docstring. `actor` is a `networks.sac.RecurrentPolicy`, `critic` a
-    `networks.sac.RecurrentQEnsemble`."""
+    `networks.sac.RecurrentQEnsemble`. The state, its init and restart, the policy's
+    distributions, the targets' algebra, the actor's and the temperature's losses and steps
+    are the feed-forward learner's (`self.sac`, built with this one's networks)."""
+
+    def __init__(self, config, actor, critic, spec):
+        self.config, self.actor, self.critic = config, actor, critic
+        self.sac = SACLearner(
+            config, actor, critic, spec, init_networks=self.init_networks,
+            representation=self.representation,
+        )  # fmt: skip
+        self.discrete, self.prediction = self.sac.discrete, self.sac.prediction
+        self.low, self.high = self.sac.low, self.sac.high
+        self.init, self.reset_params = self.sac.init, self.sac.reset_params
 
     def init_networks(self, k_actor, k_critic, sample_obs):
         b = sample_obs.shape[0]
         obs, first = sample_obs[None], jnp.ones((1, b), bool)
         state = self.initial_state(b)
         actor = self.actor.init(k_actor, obs, first, state.actor)
-        action = None if self.discrete else jnp.zeros((1, b, self.action_dim), jnp.float32)
+        action = None if self.discrete else jnp.zeros((1, b, self.sac.action_dim), jnp.float32)
         return actor, self.critic.init(k_critic, obs, first, state.critic, action)
 
     def representation(self, critic_params, obs):
@@ -81,7 +93,7 @@ class RecurrentSACLearner(SACLearner):
 
     def initial_state(self, batch_size: int) -> RecurrentSACState:
         return RecurrentSACState.zeros(
-            batch_size, self.config.lstm_size, self.core_action_dim, self.discrete
+            batch_size, self.config.lstm_size, self.sac.core_action_dim, self.discrete
         )
 
     # ------------------------------------------------------------------ unrolls
@@ -184,7 +196,7 @@ class RecurrentSACLearner(SACLearner):
         b, L = cfg.burn_in, cfg.seq_len
         _, run_critic = self.runners(batch)
         feats, _, states = self._segments(run_critic, critic_params, batch.core_state.critic)
-        q = self.q_from_features(critic_params, feats, batch.action[b : b + L])  # [N, L, B]
+        q = self.sac.q_from_features(critic_params, feats, batch.action[b : b + L])  # [N, L, B]
         mask = batch.mask[b : b + L]
         per = 0.5 * jnp.sum(jnp.square(q - sg(y)[None]), axis=0)  # [L, B]: Σ over members
         loss = jnp.sum(batch.is_weight[None] * mask * per) / jnp.maximum(jnp.sum(mask), 1.0)
@@ -230,7 +242,7 @@ class RecurrentSACLearner(SACLearner):
         def q_of(a):
             return self.critic.apply(critic_params, sg(features), a, method="q")
 
-        per, logp, aux = self.actor_terms(policy, q_of, key, alpha)
+        per, logp, aux = self.sac.actor_terms(policy, q_of, key, alpha)
         loss = jnp.sum(mask * per) / jnp.maximum(jnp.sum(mask), 1.0)
         return loss, (loss, sg(logp), sg(aux))
 
@@ -256,7 +268,7 @@ class RecurrentSACLearner(SACLearner):
         def target_q(a):
             return self.critic.apply(target, features, a, method="q")
 
-        q_next, logp_next = self.soft_value(policy_next, target_q, key, members)
+        q_next, logp_next = self.sac.soft_value(policy_next, target_q, key, members)
         sl = slice(b, W)
         alpha = jnp.exp(state.log_alpha)
         r, d, mask = batch.reward[sl], batch.discount[sl], batch.mask[sl]
@@ -264,7 +276,7 @@ class RecurrentSACLearner(SACLearner):
         if cfg.target == "vtrace":
             y, rho_mean = self.vtrace_targets(policy_next, q_next, logp_next, batch, alpha)
             return y, rho_mean, next_states
-        y = self.n_step_targets(r, d, mask, q_next, logp_next, alpha)[:L]
+        y = self.sac.n_step_targets(r, d, mask, q_next, logp_next, alpha)[:L]
         return y, jnp.ones(()), next_states
 
     def vtrace_targets(self, policy_next, q_next, logp_next, batch: TraceBatch, alpha):
@@ -285,7 +297,7 @@ class RecurrentSACLearner(SACLearner):
         mu = jax.tree.map(lambda x: x[b + 1 : W], batch.mu)
         policy = jax.tree.map(lambda x: x[:-1], policy_next)
         action = batch.action[b + 1 : W]
-        rho = sg(self.importance_ratio(self.log_prob_of(policy, action, mu), action, mu))
+        rho = sg(self.sac.importance_ratio(self.sac.log_prob_of(policy, action, mu), action, mu))
         soft_r = r[1:] - alpha * logp_next[:-1]
         windows = jnp.arange(L)[:, None] + jnp.arange(n - 1)[None, :]  # [L, n − 1]
 
@@ -307,9 +319,9 @@ class RecurrentSACLearner(SACLearner):
         sequence's valid learnt steps [B], the refreshed states (leaves `[M, B, ...]`) or ()
         without --refresh-stored-state)."""
         self._check(batch)
-        cfg, opts = self.config, self.optimizers_for(hparams)
+        cfg, opts = self.config, self.sac.optimizers_for(hparams)
         if cfg.noisy:
-            state = self.fresh_noise(state)
+            state = self.sac.fresh_noise(state)
         b, L = cfg.burn_in, cfg.seq_len
         key, k_members, k_target, k_actor = jax.random.split(state.key, 4)
         members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)  # all devices'
@@ -355,11 +367,11 @@ class RecurrentSACLearner(SACLearner):
         if axis_name is not None:
             actor_grads = jax.lax.pmean(actor_grads, axis_name)
         actor_norm = optax.tree.norm(actor_grads)
-        alpha_l, alpha_grads = self.alpha_grads(state.log_alpha, aux, mask, axis_name)
-        actor, actor_opt, log_alpha, alpha_opt = self.policy_step(
+        alpha_l, alpha_grads = self.sac.alpha_grads(state.log_alpha, aux, mask, axis_name)
+        actor, actor_opt, log_alpha, alpha_opt = self.sac.policy_step(
             state, actor_grads, alpha_grads, opts
         )
-        new, metrics, td = self.finish_update(
+        new, metrics, td = self.sac.finish_update(
             state,
             key,
             axis_name,

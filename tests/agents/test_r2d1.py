@@ -18,7 +18,7 @@ import pytest
 
 from agents.core.learning import TraceBatch
 from agents.r2d1.config import R2D1Config
-from agents.r2d1.learner import R2D1Learner
+from agents.r2d1.learner import r2d1_learner
 from networks import RecurrentQNetwork
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +55,7 @@ def test_burn_in_gives_no_gradient_and_refreshes_the_stored_state():
     cfg = R2D1Config(num_envs=1, trace_len=4, seq_len=4, burn_in=4, n_step=2, buffer_size=64)
     rng = np.random.default_rng(0)
     net, batch = window_batch(cfg, rng)
-    learner = R2D1Learner(cfg, net, lambda c: optax.adam(c.lr))
+    learner = r2d1_learner(cfg, net, lambda c: optax.adam(c.lr))
     params = learner.init_params(jax.random.PRNGKey(0), batch.obs[0])
     target = jax.tree.map(lambda x: x + 0.1, params)
 
@@ -85,7 +85,7 @@ def test_unroll_matches_a_step_by_step_replay_of_the_window():
     cfg = R2D1Config(num_envs=1, trace_len=2, seq_len=4, burn_in=2, n_step=3, buffer_size=64)
     rng = np.random.default_rng(1)
     net, batch = window_batch(cfg, rng)
-    learner = R2D1Learner(cfg, net, lambda c: optax.adam(c.lr))
+    learner = r2d1_learner(cfg, net, lambda c: optax.adam(c.lr))
     params = learner.init_params(jax.random.PRNGKey(1), batch.obs[0])
     out = learner.unroll(params, params, batch)
     # Reference: act step by step from the stored state, feeding back action and reward.
@@ -114,7 +114,7 @@ def test_an_episode_start_inside_the_burn_in_cuts_the_stored_state_off():
     first = np.asarray(batch.first).copy()
     first[2, 0] = True
     batch = batch._replace(first=jnp.asarray(first), mask=jnp.asarray(1.0 - first[1:], jnp.float32))
-    learner = R2D1Learner(cfg, net, lambda c: optax.adam(c.lr))
+    learner = r2d1_learner(cfg, net, lambda c: optax.adam(c.lr))
     params = learner.init_params(jax.random.PRNGKey(2), batch.obs[0])
     state = batch.core_state
     other = state._replace(
