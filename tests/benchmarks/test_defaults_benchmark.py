@@ -28,9 +28,7 @@ RERUN = (
 )
 # Agents whose defaults have not been run over 30 seeds yet, with why (issue 65 stays open):
 # their 10-seed result is the one checked.
-NOT_YET_30 = {
-    "reactor": "30 processes (its decoupled actor rules out a population), about 3.3 h",
-}
+NOT_YET_30: dict[str, str] = {}
 
 
 # Defaults the committed benchmark does not cover yet, with why (the issue stays open).
