@@ -1,0 +1,57 @@
+"""Agents are data plus pure functions (issue 66): no class in agents/ derives from another class
+defined in agents/, but for the configs (frozen dataclasses, whose fields a config of a family
+shares: `Config`, `ReplayWindow`, `OffPolicyConfig`, `OnPolicyConfig`). A learner that needs
+another's pieces holds it or calls its functions (agents/r2d1/learner.py, agents/acer/
+continuous.py, agents/sac/recurrent.py); a base class with override points does not come back.
+Read from the source, nothing imported."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+AGENTS = Path(__file__).resolve().parents[2] / "agents"
+
+
+def _classes():
+    """(file, class name, base names) of every class in agents/."""
+    for path in sorted(AGENTS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.id if isinstance(b, ast.Name) else ast.unparse(b) for b in node.bases]
+                yield path.relative_to(AGENTS.parent), node.name, bases
+
+
+def _config_classes(classes) -> set[str]:
+    """`Config` and every class of agents/ that derives from it, transitively."""
+    configs, grew = {"Config"}, True
+    while grew:
+        new = {name for _, name, bases in classes if set(bases) & configs} - configs
+        configs |= new
+        grew = bool(new)
+    return configs
+
+
+def test_no_class_of_agents_derives_from_another_but_the_configs():
+    classes = list(_classes())
+    own = {name for _, name, _ in classes}
+    configs = _config_classes(classes)
+    derived = [
+        f"{path}: {name}({', '.join(bases)})"
+        for path, name, bases in classes
+        if name not in configs and set(bases) & own
+    ]
+    assert not derived, derived
+    # The check reads what it should: the learners and the configs are found.
+    assert {"DQNLearner", "SACLearner", "ACERGaussianLearner", "ReactorLearner"} <= own
+    assert {"SACConfig", "PPOConfig", "A2CConfig", "R2D1Config", "ReplayWindow"} <= configs
+
+
+def test_the_check_catches_a_learner_deriving_from_another(tmp_path, monkeypatch):
+    """The check fails on the shape it forbids (a subclass of a learner of agents/)."""
+    (tmp_path / "a.py").write_text("class Base:\n    pass\n\nclass Child(Base):\n    pass\n")
+    monkeypatch.setattr(f"{__name__}.AGENTS", tmp_path)
+    classes = list(_classes())
+    own = {name for _, name, _ in classes}
+    derived = [n for _, n, b in classes if n not in _config_classes(classes) and set(b) & own]
+    assert derived == ["Child"]
