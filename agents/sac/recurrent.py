@@ -75,7 +75,9 @@ class RecurrentSACLearner:
         )  # fmt: skip
         self.discrete, self.prediction = self.sac.discrete, self.sac.prediction
         self.low, self.high = self.sac.low, self.sac.high
+        # the same state, restart and noise draws as the feed-forward learner's
         self.init, self.reset_params = self.sac.init, self.sac.reset_params
+        self.fresh_noise = self.sac.fresh_noise
 
     def init_networks(self, k_actor, k_critic, sample_obs):
         b = sample_obs.shape[0]
@@ -321,7 +323,7 @@ class RecurrentSACLearner:
         self._check(batch)
         cfg, opts = self.config, self.sac.optimizers_for(hparams)
         if cfg.noisy:
-            state = self.sac.fresh_noise(state)
+            state = self.fresh_noise(state)
         b, L = cfg.burn_in, cfg.seq_len
         key, k_members, k_target, k_actor = jax.random.split(state.key, 4)
         members = draw_members(k_members, cfg.num_critics, cfg.critic_subset)  # all devices'
