@@ -32,18 +32,24 @@ def _config_classes(classes) -> set[str]:
     return configs
 
 
-def test_no_class_of_agents_derives_from_another_but_the_configs():
-    classes = list(_classes())
+def _derived(classes) -> list[str]:
+    """The classes (`_classes`) that derive from a class of the same tree, but the configs."""
     own = {name for _, name, _ in classes}
     configs = _config_classes(classes)
-    derived = [
+    return [
         f"{path}: {name}({', '.join(bases)})"
         for path, name, bases in classes
         if name not in configs and set(bases) & own
     ]
-    assert not derived, derived
+
+
+def test_no_class_of_agents_derives_from_another_but_the_configs():
+    classes = list(_classes())
+    assert not _derived(classes), _derived(classes)
     # The check reads what it should: the learners and the configs are found.
+    own = {name for _, name, _ in classes}
     assert {"DQNLearner", "SACLearner", "ACERGaussianLearner", "ReactorLearner"} <= own
+    configs = _config_classes(classes)
     assert {"SACConfig", "PPOConfig", "A2CConfig", "R2D1Config", "ReplayWindow"} <= configs
 
 
@@ -51,7 +57,4 @@ def test_the_check_catches_a_learner_deriving_from_another(tmp_path, monkeypatch
     """The check fails on the shape it forbids (a subclass of a learner of agents/)."""
     (tmp_path / "a.py").write_text("class Base:\n    pass\n\nclass Child(Base):\n    pass\n")
     monkeypatch.setattr(f"{__name__}.AGENTS", tmp_path)
-    classes = list(_classes())
-    own = {name for _, name, _ in classes}
-    derived = [n for _, n, b in classes if n not in _config_classes(classes) and set(b) & own]
-    assert derived == ["Child"]
+    assert _derived(list(_classes())) == [f"{tmp_path.name}/a.py: Child(Base)"]
