@@ -31,6 +31,11 @@ class PolicyQHead(nn.Module):
         return logits, q
 
 
+# The hidden width after data-efficient Rainbow's convolutions (van Hasselt et al. 2019,
+# arXiv:1906.05243, Appendix: 256 units per stream), where a network shares one layer.
+DATA_EFFICIENT_HIDDEN = 256
+
+
 class ACERNetwork(nn.Module):
     """Shared torso → (optional LSTM) → policy logits and Q values.
 
@@ -39,7 +44,9 @@ class ACERNetwork(nn.Module):
     with time-major obs `[T, B, ...]` and `first` `[T, B]` returns ((logits, q), state).
     `obs_spec` is the env's `EnvSpec.obs_spec` (or an array observation's shape); for a
     pytree observation `obs` is a pytree of leaves `[..., *leaf_shape]` and the torso is a
-    `DictEncoder` (`networks.torsos.make_torso`).
+    `DictEncoder` (`networks.torsos.make_torso`). Frame stacks go through `cnn`'s torso: the
+    Nature CNN, or data-efficient Rainbow's convolutions followed by a shared ReLU layer of
+    `DATA_EFFICIENT_HIDDEN` units (DER's hidden width).
     """
 
     obs_spec: Any
@@ -48,12 +55,17 @@ class ACERNetwork(nn.Module):
     lstm_size: int = 0
     text: bool = False
     plugged: Any = None  # a user's torso module (`--network`), or None
+    cnn: str = "nature"
 
     def setup(self):
         if self.plugged is not None:
             self.torso = self.plugged.clone()
+        elif self.cnn == "data-efficient":
+            dense = nn.Dense(DATA_EFFICIENT_HIDDEN, kernel_init=nn.initializers.orthogonal(2**0.5))
+            convs = make_torso(self.obs_spec, self.hidden, cnn=self.cnn)
+            self.torso = nn.Sequential([convs, dense, nn.relu])
         else:
-            self.torso = make_torso(self.obs_spec, self.hidden, text=self.text)
+            self.torso = make_torso(self.obs_spec, self.hidden, text=self.text, cnn=self.cnn)
         self.head = PolicyQHead(self.num_actions)
         if self.lstm_size:
             self.core = ResetLSTM(self.lstm_size)

@@ -85,6 +85,7 @@ class ReactorNetwork(nn.Module):
     torso_out: int = 128
     lstm_size: int = 128
     uniform_mix: float = 0.01
+    cnn: str = "nature"  # the torso of frame stacks (`make_torso`'s `cnn`)
     plugged: Any = None  # a user's torso module (`--network`) for `[N, ...]` batches, or None
 
     @property
@@ -106,7 +107,7 @@ class ReactorNetwork(nn.Module):
         if self.plugged is not None:
             self.torso = self.plugged.clone()
         else:
-            self.torso = make_torso(self.obs_spec, self.hidden)
+            self.torso = make_torso(self.obs_spec, self.hidden, cnn=self.cnn)
         self.linear = nn.Dense(
             self.torso_out, kernel_init=nn.initializers.orthogonal(jnp.sqrt(2.0))
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal, get_args, get_type_hints
+from typing import ClassVar, Literal
 
 from agents.core.config import check
 from agents.ppo.config import OnPolicyConfig
@@ -58,8 +58,6 @@ class A2CConfig(OnPolicyConfig):
         check(self.n_step >= 0, "n_step", self.n_step, ">= 0")
         check(0.0 <= self.rmsprop_alpha < 1.0, "rmsprop_alpha", self.rmsprop_alpha, "in [0, 1)")
         check(self.rmsprop_eps > 0, "rmsprop_eps", self.rmsprop_eps, "> 0")
-        starts = get_args(get_type_hints(type(self))["rmsprop_start"])
-        check(self.rmsprop_start in starts, "rmsprop_start", self.rmsprop_start, "|".join(starts))
         super().__post_init__()
 
 

@@ -41,6 +41,7 @@ def make(config: ACERConfig, spec) -> AgentParts:
         net = ACERNetwork(
             spec.obs_spec, spec.num_actions, config.hidden, config.lstm_size,
             plugged=plugged_torso(config, spec.obs_spec) if config.network else None,
+            cnn=config.cnn,
         )  # fmt: skip
         learner = ACERLearner(config, net)
         recurrent = bool(config.lstm_size)

@@ -9,6 +9,7 @@ from typing import ClassVar, Literal
 from agents.core.config import (
     Config,
     check,
+    check_choices,
     check_floats_finite,
     check_only_with,
     check_positive_int,
@@ -77,7 +78,11 @@ class ACERConfig(Config):
     value_weight: float = 0.5
     """Weight of the critic loss."""
     hidden: tuple[int, ...] = (64, 64)
-    """MLP torso widths for vector observations (Atari uses the Nature CNN)."""
+    """MLP torso widths for vector observations (frame stacks use --cnn)."""
+    cnn: Literal["nature", "data-efficient"] = "nature"
+    """The torso of frame stacks (Atari): the Nature CNN (with its 512 units), or
+    data-efficient Rainbow's two 5x5 stride-5 convolutions (networks.DataEfficientCNN)
+    followed by one shared ReLU layer of 256 units, for the small-data regime (Atari 100k)."""
     lstm_size: int = 0
     """LSTM core size after the torso (0: feed-forward)."""
     microbatch_traces: int = 0
@@ -101,6 +106,8 @@ class ACERConfig(Config):
     # averaged policy serves the trust region alone; replay batches need replay updates.
     # The hook fields and the arguments each is called with (agents.core.hooks).
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
+    # Flags of one kind of env only (agents.core.config.check_env_only).
+    ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames"}
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("trust_region_delta", "tau"), "trust_region"),
         **dict.fromkeys(("batch_size", "start_train_at", "replay_draw"), "replay_ratio>0"),
@@ -108,6 +115,7 @@ class ACERConfig(Config):
 
     def __post_init__(self):
         check_positive_int(self, "num_envs", "trace_len", "batch_size", "buffer_size")
+        check_choices(self)
         check_floats_finite(self)
         check(self.replay_ratio >= 0, "replay_ratio", self.replay_ratio, "finite and >= 0")
         check(self.start_train_at >= 0, "start_train_at", self.start_train_at, ">= 0")

@@ -183,6 +183,16 @@ def check_floats_finite(config) -> None:
                 check_finite(config, name)
 
 
+def check_choices(config) -> None:
+    """Every `Literal` field of `config` holds one of its words (the command line's parser
+    refuses the others itself; this catches a config built in code or read from a file)."""
+    hints = _field_types(type(config))
+    for name in (f.name for f in dataclasses.fields(config)):
+        if typing.get_origin(hints[name]) is typing.Literal:
+            words = typing.get_args(hints[name])
+            check(getattr(config, name) in words, name, getattr(config, name), "|".join(words))
+
+
 def check_trace_replay(
     config, need: int, unit: str = "traces", sizes: str = "", divisible=("batch_size",)
 ) -> None:

@@ -22,6 +22,7 @@ names a run was trained with, but loading it never imports them
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable
@@ -108,12 +109,27 @@ def config_hook(config, name: str) -> Callable | None:
     return resolve_hook(getattr(config, name), name, hook_fields(config)[name])
 
 
+# The fields of the built-in torso that a `network` hook replaces: set with it, they would do
+# nothing.
+REPLACED_BY_NETWORK = ("cnn",)
+
+
 def check_hooks(config) -> None:
     """Resolve every hook field of `config` that is set now, so a bad one fails before
-    compiling."""
+    compiling; a built-in torso's field (`REPLACED_BY_NETWORK`) set beside a `network` hook
+    is a one-line error."""
     for name, params in hook_fields(config).items():
         if getattr(config, name) is not None:
             resolve_hook(getattr(config, name), name, params)
+    if getattr(config, "network", None) is None:
+        return
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    for name in REPLACED_BY_NETWORK:
+        if name in defaults and getattr(config, name) != defaults[name]:
+            raise ConfigError(
+                f"{flag(name)} {getattr(config, name)!r} does not apply with {flag('network')}, "
+                f"whose module replaces the built-in torso (give {flag(name)} {defaults[name]})"
+            )
 
 
 def call_hook(name: str, fn: Callable, *args):

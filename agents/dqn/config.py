@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal, get_args, get_type_hints
+from typing import ClassVar, Literal
 
 from agents.core.config import (
     ReplayWindow,
     check,
+    check_choices,
     check_floats_finite,
     check_only_with,
     check_positive_int,
@@ -203,8 +204,7 @@ class DQNConfig(ReplayWindow):
         )  # fmt: skip
         check(self.head_hidden >= 0, "head_hidden", self.head_hidden, ">= 0")
         check(self.noisy_std > 0, "noisy_std", self.noisy_std, "> 0")
-        cnns = get_args(get_type_hints(type(self))["cnn"])
-        check(self.cnn in cnns, "cnn", self.cnn, "|".join(cnns))
+        check_choices(self)
         check_floats_finite(self)
         check_q_learning(self)
         check(self.num_atoms >= 2, "num_atoms", self.num_atoms, ">= 2")
@@ -213,8 +213,6 @@ class DQNConfig(ReplayWindow):
             not (self.value_rescale and self.distributional),
             "value_rescale", self.value_rescale, "off with --distributional (scalar Q only)",
         )  # fmt: skip
-        optimizers = get_args(get_type_hints(type(self))["optimizer"])
-        check(self.optimizer in optimizers, "optimizer", self.optimizer, "|".join(optimizers))
         check(0.0 <= self.rmsprop_decay < 1.0, "rmsprop_decay", self.rmsprop_decay, "in [0, 1)")
         check(self.rmsprop_eps > 0, "rmsprop_eps", self.rmsprop_eps, "> 0")
         check(

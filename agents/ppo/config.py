@@ -13,6 +13,7 @@ from typing import ClassVar, Literal
 from agents.core.config import (
     Config,
     check,
+    check_choices,
     check_floats_finite,
     check_only_with,
     check_positive_int,
@@ -152,6 +153,7 @@ class OnPolicyConfig(Config):
 
     def __post_init__(self):
         check_positive_int(self, "num_envs", "trace_len")
+        check_choices(self)
         check_floats_finite(self)
         check(0.0 < self.discount <= 1.0, "discount", self.discount, "in (0, 1]")
         check(0.0 <= self.gae_lambda <= 1.0, "gae_lambda", self.gae_lambda, "in [0, 1]")

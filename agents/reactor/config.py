@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from agents.core.config import (
     Config,
     check,
+    check_choices,
     check_floats_finite,
     check_only_with,
     check_positive_int,
@@ -73,7 +74,11 @@ class ReactorConfig(Config):
     value_weight: float = 0.5
     """Weight of the critic loss."""
     hidden: tuple[int, ...] = (64,)
-    """MLP torso widths for vector observations (Atari uses the Nature CNN)."""
+    """MLP torso widths for vector observations (frame stacks use --cnn)."""
+    cnn: Literal["nature", "data-efficient"] = "nature"
+    """The torso of frame stacks (Atari): the Nature CNN (with its 512 units), or
+    data-efficient Rainbow's two 5x5 stride-5 convolutions (networks.DataEfficientCNN), for
+    the small-data regime (Atari 100k); --torso-out's layer follows either."""
     torso_out: int = 64
     """Width of the linear layer after the torso."""
     lstm_size: int = 64
@@ -98,6 +103,8 @@ class ReactorConfig(Config):
 
     # The hook fields and the arguments each is called with (agents.core.hooks).
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
+    # Flags of one kind of env only (agents.core.config.check_env_only).
+    ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames"}
     # Flags that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = dict.fromkeys(
         ("num_atoms", "v_min", "v_max"), "distributional"
@@ -108,6 +115,7 @@ class ReactorConfig(Config):
             self, "num_envs", "trace_len", "batch_size", "buffer_size", "num_atoms",
             "target_update_period", "torso_out", "lstm_size",
         )  # fmt: skip
+        check_choices(self)
         check_floats_finite(self)
         check(self.num_atoms >= 2, "num_atoms", self.num_atoms, ">= 2")
         check(self.v_min < self.v_max, "v_min", self.v_min, f"< --v-max {self.v_max}")

@@ -460,6 +460,13 @@ EXPLICIT_TRAIN = [
      "--total-steps 50000 differs from --protocol atari100k's 100000"),
     (["--agent", "dqn", "--cnn", "data-efficient"],
      "--cnn applies to frame-stack image observations (Atari's) only; CartPole-v1 has none"),
+    (["--agent", "acer", "--cnn", "data-efficient"], "--cnn applies to frame-stack image"),
+    (["--agent", "reactor", "--cnn", "data-efficient"], "--cnn applies to frame-stack image"),
+    # A built-in torso's choice beside the user's torso (--network) would do nothing.
+    *[(["--agent", agent, "--env", "Pong-v5", "--cnn", "data-efficient", "--network",
+        "tests.agents.network_plugins:tiny"],
+       "--cnn 'data-efficient' does not apply with --network, whose module replaces the "
+       "built-in torso (give --cnn nature)") for agent in ("dqn", "acer", "reactor")],
     (["--agent", "dqn", "--noisy-std", "0.1"], "--noisy-std needs --noisy"),
     # Privileged observations (--privileged-obs) and SAC's prediction model.
     (["--agent", "acer", "--privileged-obs", "1"],

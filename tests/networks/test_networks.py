@@ -176,6 +176,34 @@ def test_data_efficient_rainbow_network():
     np.testing.assert_array_equal(net.apply(params, obs).q_values, net.apply(params, obs).q_values)
 
 
+@pytest.mark.parametrize("name", ["acer", "reactor"])
+def test_actor_critic_networks_take_the_data_efficient_torso(name):
+    """`cnn="data-efficient"` in ACER's and the Reactor's networks: DER's two convolutions
+    (32 then 64 filters, 5x5) give 576 features; ACER's heads read them through one shared
+    ReLU layer of 256 units, the Reactor's through its --torso-out layer."""
+    from networks import ACERNetwork, ReactorNetwork
+
+    obs = jnp.asarray(np.random.default_rng(0).integers(0, 256, (2, 3, 4, 84, 84)), jnp.uint8)
+    if name == "acer":
+        net = ACERNetwork((4, 84, 84), 6, cnn="data-efficient")
+        params = net.init(jax.random.PRNGKey(0), obs)["params"]
+        torso = params["torso"]
+        convs, dense = torso["layers_0"], torso["layers_1"]
+        assert dense["kernel"].shape == (576, 256)
+        assert params["head"]["policy"]["kernel"].shape == (256, 6)
+        logits, q = net.apply({"params": params}, obs)
+        assert logits.shape == q.shape == (2, 3, 6)
+    else:
+        net = ReactorNetwork((4, 84, 84), 6, num_atoms=5, torso_out=32, lstm_size=8,
+                             cnn="data-efficient")  # fmt: skip
+        first = jnp.zeros((2, 3), bool)
+        params = net.init(jax.random.PRNGKey(0), obs, first, net.initial_state(3))["params"]
+        convs = params["torso"]
+        assert params["linear"]["kernel"].shape == (576, 32)
+    assert convs["Conv_0"]["kernel"].shape == (5, 5, 4, 32)
+    assert convs["Conv_1"]["kernel"].shape == (5, 5, 32, 64)
+
+
 def test_the_frame_torso_choice_is_refused_for_other_observations():
     from networks import make_torso
 
