@@ -171,7 +171,7 @@ def check_finite(config, *names: str) -> None:
 
 def check_floats_finite(config) -> None:
     """Every float field (float or float | None) of `config` is finite or None."""
-    hints = _field_types(type(config))
+    hints = typing.get_type_hints(type(config))
     for name in (f.name for f in dataclasses.fields(config)):
         tp = hints[name]
         if tp is float or (
@@ -186,7 +186,7 @@ def check_floats_finite(config) -> None:
 def check_choices(config) -> None:
     """Every `Literal` field of `config` holds one of its words (the command line's parser
     refuses the others itself; this catches a config built in code or read from a file)."""
-    hints = _field_types(type(config))
+    hints = typing.get_type_hints(type(config))
     for name in (f.name for f in dataclasses.fields(config)):
         if typing.get_origin(hints[name]) is typing.Literal:
             words = typing.get_args(hints[name])
@@ -222,10 +222,6 @@ def module_from_config(module_cls, config, **given):
         if f.init and f.name in names and f.name not in given
     }
     return module_cls(**given, **shared)
-
-
-def _field_types(cls) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
 
 
 def _coerce(name: str, tp: Any, value: Any, where: str) -> Any:
@@ -282,7 +278,7 @@ def from_dict(cls, data: Any, where: str, *, ignore_unknown: bool = False):
     unknown = sorted(set(data) - fields)
     if unknown and not ignore_unknown:
         raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)} for {cls.__name__}")
-    hints = _field_types(cls)
+    hints = typing.get_type_hints(cls)
     kwargs = {k: _coerce(k, hints[k], v, where) for k, v in data.items() if k in fields}
     try:
         return cls(**kwargs)

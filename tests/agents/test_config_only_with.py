@@ -117,3 +117,24 @@ def test_a_bad_table_is_refused_when_the_agent_is_registered(table):
     with pytest.raises(ValueError, match="ONLY_WITH: bad entry"):
         register(AgentSpec("bad", bad, object))
     assert "bad" not in agent_names()
+
+
+def test_every_literal_field_refuses_other_words_when_built_in_code():
+    """`check_choices`: a config built in code (or read from a file) with a word its
+    `Literal` field does not list is a one-line error naming the flag and the words; the
+    command line's parser refuses such words itself."""
+    import typing
+
+    checked = 0
+    for spec in all_specs():
+        hints = typing.get_type_hints(spec.config_cls)
+        for f in dataclasses.fields(spec.config_cls):
+            if typing.get_origin(hints[f.name]) is not typing.Literal:
+                continue
+            words = "|".join(typing.get_args(hints[f.name]))
+            flag = "--" + f.name.replace("_", "-")
+            with pytest.raises(ConfigError) as info:
+                spec.config_cls(**{f.name: "bogus"})
+            assert str(info.value) == f"{flag} must be {words}, got 'bogus'", str(info.value)
+            checked += 1
+    assert checked >= 7  # DQN's cnn and optimizer, ACER's and the Reactor's cnn, PPO's two...
