@@ -78,7 +78,8 @@ class ACERConfig(Config):
     value_weight: float = 0.5
     """Weight of the critic loss."""
     hidden: tuple[int, ...] = (64, 64)
-    """MLP torso widths for vector observations (frame stacks use --cnn)."""
+    """MLP torso widths for vector or dict observations (images: a CNN of fixed widths, --cnn
+    for frame stacks; refused for them and with --network)."""
     cnn: Literal["nature", "data-efficient"] = "nature"
     """The torso of frame stacks (Atari): the Nature CNN (with its 512 units), or
     data-efficient Rainbow's two 5x5 stride-5 convolutions (networks.DataEfficientCNN)
@@ -107,7 +108,9 @@ class ACERConfig(Config):
     # The hook fields and the arguments each is called with (agents.core.hooks).
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
     # Flags of one kind of env only (agents.core.config.check_env_only).
-    ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames"}
+    ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames", "hidden": "mlp"}
+    # The built-in torso's fields, which a --network plug-in replaces (agents.core.hooks).
+    TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("hidden", "cnn")
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("trust_region_delta", "tau"), "trust_region"),
         **dict.fromkeys(("batch_size", "start_train_at", "replay_draw"), "replay_ratio>0"),

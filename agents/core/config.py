@@ -127,7 +127,9 @@ def renamed_fields(saved: dict, config_cls) -> dict:
 #     ENV_ONLY: ClassVar[dict[str, str]] = {"log_std_init": "continuous", ...}
 #
 # mapping a field to the kind of env without which it has no effect: "continuous" actions,
-# "discrete" actions, or "text" (observations with a mission: MiniGrid's). `check_env_only`
+# "discrete" actions, "text" (observations with a mission: MiniGrid's), "frames" (Atari's
+# frame stacks), "mlp" (vector or dict observations: the built-in torso's MLP widths) or
+# "vectors" (vector observations: the MLP torso's activation). `check_env_only`
 # (engine.preflight, once the env's spec is known) turns such a field, given as a flag
 # or set to another value than its default, for an env of another kind, into a one-line
 # error.
@@ -137,6 +139,8 @@ ENV_KINDS = {
     "discrete": "discrete actions",
     "text": "observations with a mission (MiniGrid's)",
     "frames": "frame-stack image observations (Atari's)",
+    "mlp": "vector or dict observations (an image's torso is a CNN of fixed widths)",
+    "vectors": "vector observations",
 }
 
 

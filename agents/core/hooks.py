@@ -109,26 +109,33 @@ def config_hook(config, name: str) -> Callable | None:
     return resolve_hook(getattr(config, name), name, hook_fields(config)[name])
 
 
-# The fields of the built-in torso that a `network` hook replaces: set with it, they would do
-# nothing.
-REPLACED_BY_NETWORK = ("cnn",)
+def as_flags(name: str, value) -> str:
+    """A field's value as the command line gives it: `--cnn 'data-efficient'`, `--hidden 64 64`,
+    `--layer-norm` / `--no-layer-norm`."""
+    if isinstance(value, bool):
+        return flag(name if value else "no_" + name)
+    if isinstance(value, tuple | list):
+        return " ".join([flag(name), *map(str, value)])
+    return f"{flag(name)} {value!r}"
 
 
 def check_hooks(config) -> None:
     """Resolve every hook field of `config` that is set now, so a bad one fails before
-    compiling; a built-in torso's field (`REPLACED_BY_NETWORK`) set beside a `network` hook
-    is a one-line error."""
+    compiling. A config's `TORSO_FIELDS` (a `ClassVar` tuple: the built-in torso's fields,
+    which a `network` hook replaces) set to another value than their default beside a
+    `network` hook would do nothing: a one-line error."""
     for name, params in hook_fields(config).items():
         if getattr(config, name) is not None:
             resolve_hook(getattr(config, name), name, params)
     if getattr(config, "network", None) is None:
         return
     defaults = {f.name: f.default for f in dataclasses.fields(config)}
-    for name in REPLACED_BY_NETWORK:
-        if name in defaults and getattr(config, name) != defaults[name]:
+    for name in getattr(type(config), "TORSO_FIELDS", ()):
+        if getattr(config, name) != defaults[name]:
             raise ConfigError(
-                f"{flag(name)} {getattr(config, name)!r} does not apply with {flag('network')}, "
-                f"whose module replaces the built-in torso (give {flag(name)} {defaults[name]})"
+                f"{as_flags(name, getattr(config, name))} does not apply with "
+                f"{flag('network')}, whose module replaces the built-in torso (give "
+                f"{as_flags(name, defaults[name])})"
             )
 
 

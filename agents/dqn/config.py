@@ -138,7 +138,8 @@ class DQNConfig(ReplayWindow):
     """NoisyNet's σ0: each noisy layer's σ starts at σ0/√(inputs) (Fortunato et al.: 0.5;
     data-efficient Rainbow: 0.1)."""
     hidden: tuple[int, ...] = (128, 128)
-    """MLP torso widths for vector observations (frame stacks use --cnn)."""
+    """MLP torso widths for vector or dict observations, and of ICM's networks (images: a CNN
+    of fixed widths, --cnn for frame stacks; refused for them)."""
     cnn: Literal["nature", "data-efficient"] = "nature"
     """The torso of frame-stack observations (Atari): the Nature CNN (3 convolutions and 512
     units), or data-efficient Rainbow's (two 5x5 stride-5 convolutions, networks.DataEfficientCNN;
@@ -193,7 +194,10 @@ class DQNConfig(ReplayWindow):
         **ICM_ONLY_WITH,
     }  # fmt: skip
     # Flags of one kind of env only (agents.core.config.check_env_only).
-    ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames"}
+    ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames", "hidden": "mlp"}
+    # The built-in torso's fields, which a --network plug-in replaces (agents.core.hooks;
+    # --hidden also sizes ICM's networks, so it stays).
+    TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("cnn", "layer_norm")
     # The hook fields and the arguments each is called with (agents.core.hooks).
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
 

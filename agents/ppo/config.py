@@ -47,9 +47,11 @@ class OnPolicyConfig(Config):
     value_weight: float = 0.5
     """Weight of the value loss."""
     hidden: tuple[int, ...] = (64, 64)
-    """MLP torso widths for vector observations (Atari uses the Nature CNN)."""
+    """MLP torso widths for vector or dict observations, and of ICM's networks (images: a CNN
+    of fixed widths; refused for them)."""
     activation: Literal["tanh", "relu"] = "tanh"
-    """Activation of the MLP torso."""
+    """Activation of the MLP torso of vector observations (refused for others and with
+    --network)."""
     shared_torso: bool = False
     """One torso for policy and value (always for images and with an LSTM); False gives
     them separate MLPs, as the PPO paper's MuJoCo network."""
@@ -140,7 +142,15 @@ class OnPolicyConfig(Config):
         **ICM_ONLY_WITH,
     }
     # Flags of one kind of env only (agents.core.config.check_env_only).
-    ENV_ONLY: ClassVar[dict[str, str]] = {"log_std_init": "continuous", "text": "text"}
+    ENV_ONLY: ClassVar[dict[str, str]] = {
+        "log_std_init": "continuous",
+        "text": "text",
+        "hidden": "mlp",
+        "activation": "vectors",
+    }
+    # The built-in torso's fields, which a --network plug-in replaces (agents.core.hooks;
+    # --hidden also sizes ICM's networks, so it stays).
+    TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("activation",)
 
     # Constants of the agent (a subclass sets them; the learner reads them).
     epochs: ClassVar[int] = 1

@@ -42,18 +42,23 @@ class PQNConfig(Config):
     reward_scale: float = 0.1
     """Rewards are multiplied by this in the targets."""
     hidden: tuple[int, ...] = (256, 256)
-    """MLP torso widths for vector observations (images: the MinAtar or Nature CNN)."""
+    """MLP torso widths for vector or dict observations (images: the MinAtar or Nature CNN,
+    of fixed widths; refused for them and with --network)."""
     layer_norm: bool = True
     """A LayerNorm before every ReLU: what lets PQN learn without a target network (§4)."""
     network: str | None = None
     """Hook `module:function`: function(obs_spec) -> a flax module mapping a batch of
     observations to features [B, F], the torso under the Q head in place of the built-in
-    MLP or CNN (--hidden and --layer-norm then shape nothing: put PQN's LayerNorms in the
-    plug-in); checked before anything compiles. Recorded in config.json,
+    MLP or CNN (--hidden and --no-layer-norm are refused beside it: put PQN's LayerNorms
+    in the plug-in); checked before anything compiles. Recorded in config.json,
     never imported from a run folder: --resume and evaluate need it again."""
     ONLY_WITH: ClassVar[dict[str, str]] = {}  # every flag acts (agents.core.config)
     # The hook fields and the arguments each is called with (agents.core.hooks).
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
+    # Flags of one kind of env only (agents.core.config.check_env_only).
+    ENV_ONLY: ClassVar[dict[str, str]] = {"hidden": "mlp"}
+    # The built-in torso's fields, which a --network plug-in replaces (agents.core.hooks).
+    TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("hidden", "layer_norm")
 
     def __post_init__(self):
         check_positive_int(

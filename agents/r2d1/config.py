@@ -101,7 +101,8 @@ class R2D1Config(ReplayWindow):
     eval_epsilon: float = 0.001
     """ε of the sampled evaluation (the greedy one uses 0)."""
     hidden: tuple[int, ...] = (64,)
-    """MLP torso widths for vector observations (Atari uses the Nature CNN)."""
+    """MLP torso widths for vector or dict observations (images: a CNN of fixed widths; refused
+    for them and with --network)."""
     lstm_size: int = 64
     """LSTM size (R2D2: 512)."""
     microbatch_traces: int = 0
@@ -114,6 +115,10 @@ class R2D1Config(ReplayWindow):
 
     # The hook fields and the arguments each is called with (agents.core.hooks).
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
+    # Flags of one kind of env only (agents.core.config.check_env_only).
+    ENV_ONLY: ClassVar[dict[str, str]] = {"hidden": "mlp"}
+    # The built-in torso's fields, which a --network plug-in replaces (agents.core.hooks).
+    TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("hidden",)
     # Flags that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(

@@ -74,7 +74,8 @@ class ReactorConfig(Config):
     value_weight: float = 0.5
     """Weight of the critic loss."""
     hidden: tuple[int, ...] = (64,)
-    """MLP torso widths for vector observations (frame stacks use --cnn)."""
+    """MLP torso widths for vector or dict observations (images: a CNN of fixed widths, --cnn
+    for frame stacks; refused for them and with --network)."""
     cnn: Literal["nature", "data-efficient"] = "nature"
     """The torso of frame stacks (Atari): the Nature CNN (with its 512 units), or
     data-efficient Rainbow's two 5x5 stride-5 convolutions (networks.DataEfficientCNN), for
@@ -104,7 +105,9 @@ class ReactorConfig(Config):
     # The hook fields and the arguments each is called with (agents.core.hooks).
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
     # Flags of one kind of env only (agents.core.config.check_env_only).
-    ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames"}
+    ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames", "hidden": "mlp"}
+    # The built-in torso's fields, which a --network plug-in replaces (agents.core.hooks).
+    TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("hidden", "cnn")
     # Flags that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = dict.fromkeys(
         ("num_atoms", "v_min", "v_max"), "distributional"

@@ -110,7 +110,7 @@ def test_the_plugin_is_the_torso_of_the_other_agents(agent):
     from agents.core.registry import get_agent
 
     spec = get_agent(agent)
-    cfg = spec.config_cls(num_envs=2, network=f"{PLUGINS}:tiny", hidden=(8,))
+    cfg = spec.config_cls(num_envs=2, network=f"{PLUGINS}:tiny")
     built = spec.agent_cls(cfg, make_env("CartPole-v1", 2, 0))
     params = built.init_learner(jax.random.PRNGKey(0)).params["params"]
     torsos = {k: v for k, v in params.items() if "torso" in k}

@@ -466,7 +466,24 @@ EXPLICIT_TRAIN = [
     *[(["--agent", agent, "--env", "Pong-v5", "--cnn", "data-efficient", "--network",
         "tests.agents.network_plugins:tiny"],
        "--cnn 'data-efficient' does not apply with --network, whose module replaces the "
-       "built-in torso (give --cnn nature)") for agent in ("dqn", "acer", "reactor")],
+       "built-in torso (give --cnn 'nature')") for agent in ("dqn", "acer", "reactor")],
+    *[(["--agent", agent, "--hidden", "32", "--network", "tests.agents.network_plugins:tiny"],
+       "--hidden 32 does not apply with --network")
+      for agent in ("acer", "reactor", "pqn", "r2d1")],
+    (["--agent", "pqn", "--no-layer-norm", "--network", "tests.agents.network_plugins:tiny"],
+     "--no-layer-norm does not apply with --network, whose module replaces the built-in torso "
+     "(give --layer-norm)"),
+    (["--agent", "ppo", "--activation", "relu", "--network", "tests.agents.network_plugins:tiny"],
+     "--activation 'relu' does not apply with --network"),
+    # The MLP torso's widths and activation on images (a CNN of fixed widths) did nothing.
+    *[(["--agent", agent, "--env", env, "--hidden", "32"],
+       f"--hidden applies to vector or dict observations (an image's torso is a CNN of fixed "
+       f"widths) only; {env} has none")
+      for agent, env in (("acer", "Pong-v5"), ("dqn", "gymnax/Breakout-MinAtar"),
+                         ("reactor", "Pong-v5"), ("ppo", "gymnax/Breakout-MinAtar"),
+                         ("pqn", "gymnax/Breakout-MinAtar"), ("r2d1", "Pong-v5"))],
+    (["--agent", "a2c", "--env", "gymnax/Breakout-MinAtar", "--activation", "relu"],
+     "--activation applies to vector observations only; gymnax/Breakout-MinAtar has none"),
     (["--agent", "dqn", "--noisy-std", "0.1"], "--noisy-std needs --noisy"),
     # Privileged observations (--privileged-obs) and SAC's prediction model.
     (["--agent", "acer", "--privileged-obs", "1"],
@@ -652,6 +669,19 @@ def test_env_only_flags_are_accepted_on_their_kind_of_env():
         ["--agent", "ppo", "--env", DICT_ENV, "--text"],
         ["--agent", "sac", "--env", "CartPole-v1", "--target-entropy-scale", "0.5"],
         ["--agent", "sac", "--env", "Pendulum-v1", "--log-std-min", "-3"],
+        ["--agent", "acer", "--env", "CartPole-v1", "--hidden", "32"],
+        ["--agent", "ppo", "--env", DICT_ENV, "--hidden", "32"],
+        [
+            "--agent",
+            "ppo",
+            "--env",
+            "gymnax/Breakout-MinAtar",
+            "--flatten-obs",
+            "--hidden",
+            "32",
+            "--activation",
+            "relu",
+        ],
     ):
         preflight.check_run(parse(argv))
 

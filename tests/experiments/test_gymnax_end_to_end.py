@@ -42,7 +42,7 @@ CASES_GYMNAX.update({
     "minatar-r2d1-cnn": (
         "--agent r2d1 --env gymnax/Freeway-MinAtar --num-envs 4 --trace-len 2 --seq-len 2"
         " --burn-in 2 --n-step 2 --batch-size 4 --buffer-size 400 --start-train-at 16"
-        " --hidden 8 --lstm-size 8", 32, 64),
+        " --lstm-size 8", 32, 64),
     "minatar-reactor-cnn": (
         "--agent reactor --env gymnax/SpaceInvaders-MinAtar --lstm-size 8 --start-train-at 0"
         " --num-envs 4 --trace-len 5 --batch-size 4 --buffer-size 400 --no-decoupled", 40, 80),
