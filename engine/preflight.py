@@ -28,7 +28,7 @@ import os
 import jax
 import numpy as np
 
-from agents.core.config import check_env_only
+from agents.core.config import check_env_only, field_defaults
 from agents.core.registry import AgentSpec, agent_names, get_agent
 from engine.args import TrainArgs
 from envs import VecEnv, make_env, obs_leaves_with_paths
@@ -300,7 +300,7 @@ def check_memory(args: TrainArgs, footprint: Footprint, memory: tuple[int, str] 
 def _network_flags(config) -> str:
     """The network-size flags of `config` with their values: those it changed from the
     defaults, or else those in use (not 0 or empty)."""
-    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    defaults = field_defaults(config)
     present = [name for name in NETWORK_SIZE_FIELDS if name in defaults and getattr(config, name)]
     changed = [name for name in present if getattr(config, name) != defaults[name]]
     return ", ".join(_flag_text(name, getattr(config, name)) for name in changed or present)

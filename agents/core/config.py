@@ -28,6 +28,11 @@ class ConfigError(ValueError):
     """A config value outside its allowed range; the message is one line naming the flag."""
 
 
+def field_defaults(config) -> dict[str, Any]:
+    """Each field of the dataclass (or dataclass type) `config` and its default."""
+    return {f.name: f.default for f in dataclasses.fields(config)}
+
+
 def check(ok: bool, name: str, value: Any, allowed: str) -> None:
     """Raise `ConfigError("--name must be <allowed>, got <value>")` unless `ok`."""
     if not ok:
@@ -86,7 +91,7 @@ def check_only_with(config, given: Iterable[str] | None = None, name_of=flag) ->
     for a feature on by default survive the user switching it off. `name_of` names a field
     in the message (default: its flag)."""
     table = getattr(type(config), "ONLY_WITH", {})
-    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    defaults = field_defaults(config)
     if given is None:
         opt_in = {
             switch
@@ -149,7 +154,7 @@ def check_env_only(config, kinds: Iterable[str], env_id: str, given: Iterable[st
     `config`'s `ENV_ONLY` table given on the command line (`given`) or set to another value
     than its default (by a preset) while the env, of `kinds`, is not of the field's kind."""
     kinds, given = set(kinds), set(given)
-    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    defaults = field_defaults(config)
     for name, kind in getattr(type(config), "ENV_ONLY", {}).items():
         if kind not in kinds and (name in given or getattr(config, name) != defaults[name]):
             raise ConfigError(f"{flag(name)} applies to {ENV_KINDS[kind]} only; {env_id} has none")

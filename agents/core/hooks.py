@@ -22,13 +22,12 @@ names a run was trained with, but loading it never imports them
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any
 
-from agents.core.config import ConfigError, flag
+from agents.core.config import ConfigError, field_defaults, flag
 
 
 class HookError(ValueError):
@@ -129,7 +128,7 @@ def check_hooks(config) -> None:
             resolve_hook(getattr(config, name), name, params)
     if getattr(config, "network", None) is None:
         return
-    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    defaults = field_defaults(config)
     for name in getattr(type(config), "TORSO_FIELDS", ()):
         if getattr(config, name) != defaults[name]:
             raise ConfigError(

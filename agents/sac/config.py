@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agents.core.config import ConfigError, check, check_positive_int, check_sequence_window
+from agents.core.config import (
+    ConfigError,
+    check,
+    check_positive_int,
+    check_sequence_window,
+    field_defaults,
+)
 from agents.core.offpolicy import OffPolicyConfig
 
 
@@ -181,7 +186,7 @@ class SACConfig(OffPolicyConfig):
         if self.q_only:
             check(self.target == "n-step", "target", self.target, '"n-step" with --q-only')
             check(not self.recurrent, "recurrent", self.recurrent, "off with --q-only")
-            defaults = {f.name: f.default for f in dataclasses.fields(self)}
+            defaults = field_defaults(self)
             for name in ACTOR_FIELDS:
                 if getattr(self, name) != defaults[name]:
                     raise ConfigError(

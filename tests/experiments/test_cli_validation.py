@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.core.config import describe_switch, flag
+from agents.core.config import describe_switch, field_defaults, flag
 from agents.core.registry import BUILTIN, get_agent
 from benchmarks import bench_losses, bench_replay, bench_scaling, bench_throughput
 from engine import preflight, runner
@@ -519,7 +519,7 @@ SWITCH_ON = {
 
 
 def _given(cls, name: str) -> list[str]:
-    default = {f.name: f.default for f in dataclasses.fields(cls)}[name]
+    default = field_defaults(cls)[name]
     if isinstance(default, bool):
         return [flag(name) if default else flag("no_" + name)]
     if name in SAMPLE:
@@ -532,7 +532,7 @@ def _given(cls, name: str) -> list[str]:
 def _switch_words(cls, switch: str, on: bool) -> list[str]:
     """Command-line words that turn `switch` on or off (none when it already is)."""
     name = switch.lstrip("!").partition(">")[0].partition("=")[0]
-    default = {f.name: f.default for f in dataclasses.fields(cls)}[name]
+    default = field_defaults(cls)[name]
     if switch.startswith("!"):
         return [flag("no_" + name)] if on else [flag(name)] if not default else []
     if ">" in switch:
@@ -573,7 +573,7 @@ CHANGED = {"evolve": ("pbt --evolve-every 10", "pbt"), "replay_draw": ("shared",
 def _changed(cls, name: str) -> tuple[list[str], object]:
     """Words that set field `name` to a value other than its default, and that value (None:
     only "not the default" is known, for SAMPLE's values)."""
-    default = {f.name: f.default for f in dataclasses.fields(cls)}[name]
+    default = field_defaults(cls)[name]
     if name in CHANGED:
         text, value = CHANGED[name]
         return [flag(name), *text.split()], value
@@ -640,7 +640,7 @@ def test_a_flag_with_its_switch_on_is_accepted_and_taken(argv, cls, name, value)
     default)."""
     args = parse(argv)
     got = getattr(args.run if cls is RunArgs else args.config, name)
-    default = {f.name: f.default for f in dataclasses.fields(cls)}[name]
+    default = field_defaults(cls)[name]
     assert got != default, (name, got)
     if value is not None:
         assert got == value, (name, got, value)
