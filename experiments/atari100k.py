@@ -54,12 +54,17 @@ def is_protocol_run(result) -> bool:
     return result.config.get("run.protocol") == "atari100k" and game_of(result.env) is not None
 
 
-def section(results, mean_ci95, fmt) -> tuple[list[str], dict]:
+def _cell(mean: float, half: float) -> str:
+    return f"{mean:,.1f}" if np.isnan(half) else f"{mean:,.1f} ± {half:,.1f}"
+
+
+def section(results, mean_ci95, out: Path | None = None) -> tuple[list[str], dict]:
     """The report's Atari 100k markdown lines and JSON for `results` (its `RunResult`s; those
     not under the protocol are left out): per game, each algorithm's final evaluation mean ±
     95% CI beside the published rows, with the published DER value flagged where it falls
-    outside our DER-like runs' seeds; then our human-normalised mean and median (with the
-    bootstrap CIs of the report's aggregates table) beside the published ones."""
+    outside our DER-like runs' seeds; our human-normalised mean and median (with the
+    bootstrap CIs of the report's aggregates table) beside the published ones; what the runs
+    cost; and, with `out`, each game's learning curves (`atari100k_curves.png` there)."""
     runs = [r for r in results if is_protocol_run(r)]
     if not runs:
         return [], {}
@@ -87,7 +92,7 @@ def section(results, mean_ci95, fmt) -> tuple[list[str], dict]:
             if not finals:
                 cells.append("")
                 continue
-            cells.append(fmt(*mean_ci95(finals)))
+            cells.append(_cell(*mean_ci95(finals)))
             data["games"][game][algo] = finals
             der = table[game]["DER"]
             spread = len(finals) >= 2  # one seed is a point, not a range
@@ -126,4 +131,87 @@ def section(results, mean_ci95, fmt) -> tuple[list[str], dict]:
         md.append(f"| {name} (published) | 26 | {agg['mean']:.3f} | {agg['median']:.3f} |")
     md.append("")
     data["outside_der"] = outside
+    md += _cost(runs, algos, data)
+    if out is not None:
+        md += _curves(runs, algos, games, table, out)
     return md, data
+
+
+def _cost(runs, algos, data: dict) -> list[str]:
+    """The cost table: per algorithm, its runs' training rate and minutes (medians over runs:
+    the machine was not always quiet) and what one seed of the 26 games takes at them."""
+    md = [
+        "**Cost.** What the runs cost, as they ran (medians over each algorithm's runs: some "
+        "shared the machine with other jobs, so these are upper bounds of a quiet machine's): "
+        "training "
+        "env steps per second (env steps ÷ training seconds, compilation excluded), training "
+        "and final-evaluation minutes per run, and the hours one seed of all 26 games takes "
+        "at those medians, run after run on this machine.",
+        "",
+        "| agent | runs | env steps/s | training min | evaluation min | hours per 26 games |",
+        "|---|---|---|---|---|---|",
+    ]
+    data["cost"] = {}
+    for algo in algos:
+        mine = [r for r in runs if r.algo == algo]
+        sps = float(np.median([r.sps for r in mine]))
+        train = float(np.median([r.wall_s for r in mine])) / 60
+        known = [r.eval_s for r in mine if np.isfinite(r.eval_s)]
+        evaluation = float(np.median(known)) / 60 if known else np.nan
+        hours = 26 * (train + (0.0 if np.isnan(evaluation) else evaluation)) / 60
+        data["cost"][algo] = {
+            "runs": len(mine), "sps": sps, "train_min": train, "eval_min": evaluation,
+            "hours_per_26_games": hours,
+        }  # fmt: skip
+        ev = "" if np.isnan(evaluation) else f"{evaluation:.1f}"
+        md.append(f"| {algo} | {len(mine)} | {sps:.0f} | {train:.1f} | {ev} | {hours:.1f} |")
+    return [*md, ""]
+
+
+def _curves(runs, algos, games, table, out: Path) -> list[str]:
+    """atari100k_curves.png in `out`: one panel per game, each algorithm's training return
+    (the runs' moving-window mean, clipped rewards undone: whole-game scores) against env
+    steps, the mean over seeds as a line and each seed faint, the published DER's final
+    score dashed."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    from experiments.report import save_figure
+
+    cols = min(len(games), 5)
+    rows = -(-len(games) // cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(3.0 * cols, 2.3 * rows), squeeze=False, layout="constrained"
+    )
+    thousands = FuncFormatter(lambda value, _: f"{value / 1000:g}k" if value else "0")
+    colours = {algo: f"C{i % 10}" for i, algo in enumerate(algos)}
+    for ax, game in zip(list(axes.flat)[: len(games)], games, strict=True):
+        for algo in algos:
+            mine = [r for r in runs if r.algo == algo and game_of(r.env) == game]
+            if not mine:
+                continue
+            for r in mine:
+                ax.plot(r.curve_steps, r.curve_return, color=colours[algo], alpha=0.25, lw=0.7)
+            end = min(r.curve_steps[-1] for r in mine)
+            grid = np.linspace(0, end, 50)
+            mean = np.mean([np.interp(grid, r.curve_steps, r.curve_return) for r in mine], 0)
+            ax.plot(grid, mean, color=colours[algo], label=algo)
+        ax.axhline(table[game]["DER"], color="grey", ls="--", lw=0.8, label="DER (published)")
+        ax.set_title(game, fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.xaxis.set_major_formatter(thousands)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(games) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=6)
+    fig.supxlabel("env steps (agent steps; 4 frames each)", fontsize=9)
+    fig.supylabel("training return (moving-window mean)", fontsize=9)
+    save_figure(fig, out / "atari100k_curves.png")
+    return [
+        "Learning curves per game: the training return (each run's moving-window mean of "
+        "whole-game scores) against env steps, the mean over seeds bold, each seed faint; "
+        "dashed, the published DER's final score (an evaluation score, for scale).",
+        "",
+        "![Atari 100k learning curves](atari100k_curves.png)",
+        "",
+    ]

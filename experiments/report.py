@@ -104,6 +104,8 @@ class RunResult:
     # Runs its program trained side by side (`--num-seeds P`: P; 1 for a single run): its
     # steps/s is one member's share of the program's.
     members: int = 1
+    # The final evaluation's seconds (summary.json's eval_s; NaN when unknown).
+    eval_s: float = math.nan
 
 
 # ----------------------------------------------------------------------------- references
@@ -321,7 +323,8 @@ def read_curve(path: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
 
 def read_summary(path: Path) -> dict:
     """summary.json's numbers the report uses (`{}` without the file): eval_return_mean
-    (absent, null or NaN: not evaluated), wall_s (absent, null or NaN: metrics.csv's) and
+    (absent, null or NaN: not evaluated), wall_s (absent, null or NaN: metrics.csv's), eval_s
+    (the final evaluation's seconds; absent, null or NaN: unknown) and
     env_steps (absent: not checked against metrics.csv). Another value of one of them is a
     one-line ValueError naming the file and the field. Its `sps` is not read: it leaves out
     the run's first iteration, and summaries written by earlier versions of the runner (or
@@ -335,7 +338,7 @@ def read_summary(path: Path) -> dict:
     out = {}
     if (steps := summary_env_steps(summary, file)) is not None:
         out["env_steps"] = steps
-    for name, low in (("eval_return_mean", -math.inf), ("wall_s", 0.0)):
+    for name, low in (("eval_return_mean", -math.inf), ("wall_s", 0.0), ("eval_s", 0.0)):
         value = summary.get(name)
         if value is None or (isinstance(value, float) and math.isnan(value)):
             continue
@@ -484,6 +487,7 @@ def _load(path: Path) -> RunResult:
         identity,
         json.dumps(identity, sort_keys=True, default=str),
         config.get("population", {}).get("of", 1),
+        summary.get("eval_s", math.nan),
     )
 
 
@@ -1081,7 +1085,7 @@ def _write_report(results: list[RunResult], out: Path, reps: int, title: str | N
 
     from experiments import atari100k
 
-    lines, data["atari100k"] = atari100k.section(results, mean_ci95, _fmt)
+    lines, data["atari100k"] = atari100k.section(results, mean_ci95, out)
     md += lines
 
     pub = published(results)

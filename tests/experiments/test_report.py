@@ -789,11 +789,13 @@ def test_atari100k_reference_reproduces_the_published_aggregates():
 def test_atari100k_section_sets_our_runs_beside_the_published_rows(tmp_path, capsys):
     """Runs under --protocol atari100k get the per-game table beside DER/OTR/DrQ/SPR, the
     published DER flagged where it falls outside our seeds, and human-normalised aggregates
-    (mean of per-game means) beside the published ones; runs without the protocol none."""
+    (mean of per-game means) beside the published ones, the cost table and the per-game
+    curves; runs without the protocol none."""
     for seed, (pong, alien) in enumerate([(-21.0, 700.0), (-20.5, 900.0), (-21.0, 800.0)]):
         for env, final in (("Pong-v5", pong), ("Alien-v5", alien)):
             real_run(tmp_path / "runs", f"dqn-{env}-seed{seed}", env=env, seed=seed, final=final,
-                     agent="dqn", run={"protocol": "atari100k"})  # fmt: skip
+                     agent="dqn", run={"protocol": "atari100k"},
+                     summary={"eval_s": 60.0 * (seed + 1)})  # fmt: skip
     # one seed is a point, not a range: Amidar's 100.0 against the published 188.6 is not flagged
     real_run(tmp_path / "runs", "dqn-Amidar-v5-seed0", env="Amidar-v5", seed=0, final=100.0,
              agent="dqn", run={"protocol": "atari100k"})  # fmt: skip
@@ -808,3 +810,10 @@ def test_atari100k_section_sets_our_runs_beside_the_published_rows(tmp_path, cap
     want = np.mean([hn(-62.5 / 3, -20.7, 14.6), hn(800.0, 227.8, 7127.7), hn(100.0, 5.8, 1719.5)])
     assert data["ours"]["dqn"]["mean"] == pytest.approx(want) and data["ours"]["dqn"]["games"] == 3
     assert "| DER (published) | 26 | 0.285 | 0.161 |" in text
+    # Cost: medians over the 7 runs (Amidar's evaluation time unknown): 1,000 steps in 10 s
+    # each, evaluations of 60, 120, 180 s for both games -> 2 min; 26 games x (1/6 + 2) min.
+    want = {"runs": 7, "sps": 100.0, "train_min": 10 / 60, "eval_min": 2.0,
+            "hours_per_26_games": 26 * (10 / 60 + 2) / 60}  # fmt: skip
+    assert data["cost"]["dqn"] == pytest.approx(want)
+    assert "| dqn | 7 | 100 | 0.2 | 2.0 | 0.9 |" in text
+    assert (tmp_path / "out" / "atari100k_curves.png").stat().st_size > 10_000
