@@ -152,8 +152,14 @@ ENV_KINDS = {
 def check_env_only(config, kinds: Iterable[str], env_id: str, given: Iterable[str] = ()) -> None:
     """Raise `ConfigError("--field applies to <kind> only; <env> has none")` for a field of
     `config`'s `ENV_ONLY` table given on the command line (`given`) or set to another value
-    than its default (by a preset) while the env, of `kinds`, is not of the field's kind."""
+    than its default (by a preset) while the env, of `kinds`, is not of the field's kind. With
+    a `preprocess_obs` hook the torso's kinds ("mlp", "vectors") are not checked: the networks
+    see the hook's output."""
     kinds, given = set(kinds), set(given)
+    if getattr(config, "preprocess_obs", None) is not None:
+        # the networks see the hook's output, not the env's observations: its torso's kind
+        # is not the env's to judge
+        kinds |= {"mlp", "vectors"}
     defaults = field_defaults(config)
     for name, kind in getattr(type(config), "ENV_ONLY", {}).items():
         if kind not in kinds and (name in given or getattr(config, name) != defaults[name]):

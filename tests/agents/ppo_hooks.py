@@ -13,6 +13,11 @@ def first_two(obs):
     return obs[..., :2]
 
 
+def flat(obs):
+    """Each observation as one vector (an image's pixels in a row): `[B, ...]` -> `[B, D]`."""
+    return obs.reshape((obs.shape[0], -1)).astype(jnp.float32)
+
+
 def broken(obs):
     """Not jittable: NumPy on a tracer."""
     import numpy as np

@@ -669,19 +669,12 @@ def test_env_only_flags_are_accepted_on_their_kind_of_env():
         ["--agent", "ppo", "--env", DICT_ENV, "--text"],
         ["--agent", "sac", "--env", "CartPole-v1", "--target-entropy-scale", "0.5"],
         ["--agent", "sac", "--env", "Pendulum-v1", "--log-std-min", "-3"],
-        ["--agent", "acer", "--env", "CartPole-v1", "--hidden", "32"],
-        ["--agent", "ppo", "--env", DICT_ENV, "--hidden", "32"],
-        [
-            "--agent",
-            "ppo",
-            "--env",
-            "gymnax/Breakout-MinAtar",
-            "--flatten-obs",
-            "--hidden",
-            "32",
-            "--activation",
-            "relu",
-        ],
+        "--agent acer --env CartPole-v1 --hidden 32".split(),
+        f"--agent ppo --env {DICT_ENV} --hidden 32".split(),
+        "--agent ppo --env gymnax/Breakout-MinAtar --flatten-obs --hidden 32 --activation relu".split(),
+        # the networks see the hook's vectors, not the env's images
+        "--agent ppo --env gymnax/Breakout-MinAtar --hidden 32 --activation relu"
+        " --preprocess-obs tests.agents.ppo_hooks:flat".split(),
     ):
         preflight.check_run(parse(argv))
 
