@@ -13,7 +13,10 @@ run folder is written: each problem is one line naming the flag.
   leaves out the compiled programs' temporaries and the envs' own state: it refuses what
   cannot fit, it does not promise that the rest does.
 - Env kinds: a flag of one kind of env only (`ENV_ONLY` tables: --log-std-init for
-  continuous actions, --text for observations with a mission) is refused for another.
+  continuous actions, --text for observations with a mission, --hidden for vector or dict
+  observations) is refused for another; a built-in torso's flag (`TORSO_FIELDS`) beside
+  --network too. Both judge what the user chose (given, or set by a preset): a resumed
+  run's saved values were accepted when it began, only the resume's own flags count.
 - Threads: --num-threads only with an envpool env, and at most one per env.
 - Members: at most `MAX_MEMBERS` (each is built one by one: more would sit silent for long
   before the first step).
@@ -28,7 +31,8 @@ import os
 import jax
 import numpy as np
 
-from agents.core.config import check_env_only, field_defaults
+from agents.core.config import check_env_only, chosen_fields, field_defaults
+from agents.core.hooks import check_torso_fields
 from agents.core.registry import AgentSpec, agent_names, get_agent
 from engine.args import TrainArgs
 from envs import VecEnv, make_env, obs_leaves_with_paths
@@ -78,7 +82,9 @@ def check_run(args: TrainArgs) -> EnvSpec:
     check_env_count(config.num_envs, run.num_seeds)
     env_spec = probe_env_spec(args)
     check_observations(spec, env_spec)
-    check_env_only(config, env_kinds(env_spec), env_spec.env_id, args.given)
+    chosen = chosen_fields(config, args.given, saved=run.resume is not None)
+    check_env_only(config, env_kinds(env_spec), env_spec.env_id, chosen)
+    check_torso_fields(config, chosen)
     check_threads(run.num_threads, env_spec, config.num_envs // jax.process_count() * run.num_seeds)
     footprint = member_footprint(spec, args, env_spec, config.num_envs // jax.process_count())
     check_memory(args, footprint, memory_bytes(run.num_devices))

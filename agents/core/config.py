@@ -149,20 +149,30 @@ ENV_KINDS = {
 }
 
 
-def check_env_only(config, kinds: Iterable[str], env_id: str, given: Iterable[str] = ()) -> None:
+def chosen_fields(config, given: Iterable[str], saved: bool = False) -> set[str]:
+    """The fields of `config` the user chose: those given on the command line (`given`) and,
+    for a new run, every field whose value differs from its default (a preset's). A resumed
+    run's (`saved`) other values are the run's own, accepted when it began: only what the
+    resume gives counts."""
+    chosen = set(given)
+    if not saved:
+        defaults = field_defaults(config)
+        chosen |= {name for name, default in defaults.items() if getattr(config, name) != default}
+    return chosen
+
+
+def check_env_only(config, kinds: Iterable[str], env_id: str, chosen: Iterable[str]) -> None:
     """Raise `ConfigError("--field applies to <kind> only; <env> has none")` for a field of
-    `config`'s `ENV_ONLY` table given on the command line (`given`) or set to another value
-    than its default (by a preset) while the env, of `kinds`, is not of the field's kind. With
-    a `preprocess_obs` hook the torso's kinds ("mlp", "vectors") are not checked: the networks
-    see the hook's output."""
-    kinds, given = set(kinds), set(given)
+    `config`'s `ENV_ONLY` table that the user chose (`chosen_fields`) while the env, of
+    `kinds`, is not of the field's kind. With a `preprocess_obs` hook the torso's kinds
+    ("mlp", "vectors") are not checked: the networks see the hook's output."""
+    kinds, chosen = set(kinds), set(chosen)
     if getattr(config, "preprocess_obs", None) is not None:
         # the networks see the hook's output, not the env's observations: its torso's kind
         # is not the env's to judge
         kinds |= {"mlp", "vectors"}
-    defaults = field_defaults(config)
     for name, kind in getattr(type(config), "ENV_ONLY", {}).items():
-        if kind not in kinds and (name in given or getattr(config, name) != defaults[name]):
+        if kind not in kinds and name in chosen:
             raise ConfigError(f"{flag(name)} applies to {ENV_KINDS[kind]} only; {env_id} has none")
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from agents.core.config import ConfigError, field_defaults, flag
@@ -120,17 +120,21 @@ def as_flags(name: str, value) -> str:
 
 def check_hooks(config) -> None:
     """Resolve every hook field of `config` that is set now, so a bad one fails before
-    compiling. A config's `TORSO_FIELDS` (a `ClassVar` tuple: the built-in torso's fields,
-    which a `network` hook replaces) set to another value than their default beside a
-    `network` hook would do nothing: a one-line error."""
+    compiling."""
     for name, params in hook_fields(config).items():
         if getattr(config, name) is not None:
             resolve_hook(getattr(config, name), name, params)
+
+
+def check_torso_fields(config, chosen: Iterable[str]) -> None:
+    """A one-line `ConfigError` for a field of the config's `TORSO_FIELDS` (a `ClassVar`
+    tuple: the built-in torso's fields, which a `network` hook replaces) that the user chose
+    (`agents.core.config.chosen_fields`) beside a `network` hook: it would do nothing."""
     if getattr(config, "network", None) is None:
         return
     defaults = field_defaults(config)
     for name in getattr(type(config), "TORSO_FIELDS", ()):
-        if getattr(config, name) != defaults[name]:
+        if name in chosen:
             raise ConfigError(
                 f"{as_flags(name, getattr(config, name))} does not apply with "
                 f"{flag('network')}, whose module replaces the built-in torso (give "

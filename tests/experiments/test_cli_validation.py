@@ -671,12 +671,33 @@ def test_env_only_flags_are_accepted_on_their_kind_of_env():
         ["--agent", "sac", "--env", "Pendulum-v1", "--log-std-min", "-3"],
         "--agent acer --env CartPole-v1 --hidden 32".split(),
         f"--agent ppo --env {DICT_ENV} --hidden 32".split(),
-        "--agent ppo --env gymnax/Breakout-MinAtar --flatten-obs --hidden 32 --activation relu".split(),
+        "--agent ppo --env gymnax/Breakout-MinAtar --flatten-obs --hidden 32"
+        " --activation relu".split(),
         # the networks see the hook's vectors, not the env's images
         "--agent ppo --env gymnax/Breakout-MinAtar --hidden 32 --activation relu"
         " --preprocess-obs tests.agents.ppo_hooks:flat".split(),
     ):
         preflight.check_run(parse(argv))
+
+
+def test_a_resumed_runs_saved_values_are_its_own():
+    """A run folder saved before a rule existed (here --hidden 8 on MinAtar images, and PQN's
+    --hidden beside --network, both silently unused then) still resumes: only what the resume
+    itself gives is judged. The same values in a new run are refused."""
+    cases = (
+        ("--agent acer --env gymnax/Breakout-MinAtar", "--hidden applies to vector or dict"),
+        ("--agent pqn --network tests.agents.network_plugins:tiny", "--hidden 8 does not apply"),
+    )
+    for argv, needle in cases:
+        args = parse(argv.split())
+        old = dataclasses.replace(args, config=args.config.replace(hidden=(8,)))
+        with pytest.raises(ValueError, match=needle):
+            preflight.check_run(old)
+        resumed = dataclasses.replace(old, run=dataclasses.replace(old.run, resume="runs/old"))
+        preflight.check_run(resumed)
+        given = dataclasses.replace(resumed, given=resumed.given | {"hidden"})
+        with pytest.raises(ValueError, match=needle):
+            preflight.check_run(given)
 
 
 def test_a_preset_alone_names_its_agent():
