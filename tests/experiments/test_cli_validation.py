@@ -657,13 +657,16 @@ def test_only_with_cases_cover_every_agent():
 
 
 def test_env_only_flags_are_accepted_on_their_kind_of_env():
-    """The ENV_ONLY tables name real fields and kinds, and each flag passes on its env."""
+    """The ENV_ONLY tables name real fields and kinds (TORSO_FIELDS real fields of a config
+    with --network), and each flag passes on its env."""
     from agents.core.config import ENV_KINDS
 
     for spec in map(get_agent, BUILTIN):
         names = {f.name for f in dataclasses.fields(spec.config_cls)}
         for name, kind in getattr(spec.config_cls, "ENV_ONLY", {}).items():
             assert name in names and kind in ENV_KINDS, (spec.name, name, kind)
+        torso = getattr(spec.config_cls, "TORSO_FIELDS", ())
+        assert set(torso) <= names and (not torso or "network" in names), (spec.name, torso)
     for argv in (
         ["--agent", "ppo", "--env", "Pendulum-v1", "--log-std-init", "-1"],
         ["--agent", "ppo", "--env", DICT_ENV, "--text"],
