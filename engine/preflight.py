@@ -31,8 +31,7 @@ import os
 import jax
 import numpy as np
 
-from agents.core.config import check_env_only, chosen_fields, field_defaults
-from agents.core.hooks import check_torso_fields
+from agents.core.config import check_env_only, check_torso_fields, chosen_fields, field_defaults
 from agents.core.registry import AgentSpec, agent_names, get_agent
 from engine.args import TrainArgs
 from envs import VecEnv, make_env, obs_leaves_with_paths

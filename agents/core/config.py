@@ -176,6 +176,32 @@ def check_env_only(config, kinds: Iterable[str], env_id: str, chosen: Iterable[s
             raise ConfigError(f"{flag(name)} applies to {ENV_KINDS[kind]} only; {env_id} has none")
 
 
+def as_flags(name: str, value) -> str:
+    """A field's value as the command line gives it: `--cnn 'data-efficient'`, `--hidden 64 64`,
+    `--layer-norm` / `--no-layer-norm`."""
+    if isinstance(value, bool):
+        return flag(name if value else "no_" + name)
+    if isinstance(value, tuple | list):
+        return " ".join([flag(name), *map(str, value)])
+    return f"{flag(name)} {value!r}"
+
+
+def check_torso_fields(config, chosen: Iterable[str]) -> None:
+    """A one-line `ConfigError` for a field of the config's `TORSO_FIELDS` (a `ClassVar`
+    tuple: the built-in torso's fields, which a `network` hook replaces) that the user chose
+    (`chosen_fields`) beside a `network` hook: it would do nothing."""
+    if getattr(config, "network", None) is None:
+        return
+    defaults = field_defaults(config)
+    for name in getattr(type(config), "TORSO_FIELDS", ()):
+        if name in chosen:
+            raise ConfigError(
+                f"{as_flags(name, getattr(config, name))} does not apply with "
+                f"{flag('network')}, whose module replaces the built-in torso (give "
+                f"{as_flags(name, defaults[name])})"
+            )
+
+
 def check_positive_int(config, *names: str) -> None:
     for name in names:
         value = getattr(config, name)

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from agents.core.config import ConfigError, field_defaults, flag
+from agents.core.config import ConfigError, flag
 
 
 class HookError(ValueError):
@@ -108,38 +108,12 @@ def config_hook(config, name: str) -> Callable | None:
     return resolve_hook(getattr(config, name), name, hook_fields(config)[name])
 
 
-def as_flags(name: str, value) -> str:
-    """A field's value as the command line gives it: `--cnn 'data-efficient'`, `--hidden 64 64`,
-    `--layer-norm` / `--no-layer-norm`."""
-    if isinstance(value, bool):
-        return flag(name if value else "no_" + name)
-    if isinstance(value, tuple | list):
-        return " ".join([flag(name), *map(str, value)])
-    return f"{flag(name)} {value!r}"
-
-
 def check_hooks(config) -> None:
     """Resolve every hook field of `config` that is set now, so a bad one fails before
     compiling."""
     for name, params in hook_fields(config).items():
         if getattr(config, name) is not None:
             resolve_hook(getattr(config, name), name, params)
-
-
-def check_torso_fields(config, chosen: Iterable[str]) -> None:
-    """A one-line `ConfigError` for a field of the config's `TORSO_FIELDS` (a `ClassVar`
-    tuple: the built-in torso's fields, which a `network` hook replaces) that the user chose
-    (`agents.core.config.chosen_fields`) beside a `network` hook: it would do nothing."""
-    if getattr(config, "network", None) is None:
-        return
-    defaults = field_defaults(config)
-    for name in getattr(type(config), "TORSO_FIELDS", ()):
-        if name in chosen:
-            raise ConfigError(
-                f"{as_flags(name, getattr(config, name))} does not apply with "
-                f"{flag('network')}, whose module replaces the built-in torso (give "
-                f"{as_flags(name, defaults[name])})"
-            )
 
 
 def call_hook(name: str, fn: Callable, *args):

@@ -195,7 +195,7 @@ class DQNConfig(ReplayWindow):
     }  # fmt: skip
     # Flags of one kind of env only (agents.core.config.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames", "hidden": "mlp"}
-    # The built-in torso's fields, which a --network plug-in replaces (agents.core.hooks;
+    # The built-in torso's flags, refused beside --network (agents.core.config.check_torso_fields;
     # --hidden also sizes ICM's networks, so it stays).
     TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("cnn", "layer_norm")
     # The hook fields and the arguments each is called with (agents.core.hooks).

@@ -148,7 +148,7 @@ class OnPolicyConfig(Config):
         "hidden": "mlp",
         "activation": "vectors",
     }
-    # The built-in torso's fields, which a --network plug-in replaces (agents.core.hooks;
+    # The built-in torso's flags, refused beside --network (agents.core.config.check_torso_fields;
     # --hidden also sizes ICM's networks, so it stays).
     TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("activation",)
 

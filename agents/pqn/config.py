@@ -57,7 +57,7 @@ class PQNConfig(Config):
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
     # Flags of one kind of env only (agents.core.config.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {"hidden": "mlp"}
-    # The built-in torso's fields, which a --network plug-in replaces (agents.core.hooks).
+    # The built-in torso's flags, refused beside --network (agents.core.config.check_torso_fields).
     TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("hidden", "layer_norm")
 
     def __post_init__(self):

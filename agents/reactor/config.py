@@ -106,7 +106,7 @@ class ReactorConfig(Config):
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
     # Flags of one kind of env only (agents.core.config.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames", "hidden": "mlp"}
-    # The built-in torso's fields, which a --network plug-in replaces (agents.core.hooks).
+    # The built-in torso's flags, refused beside --network (agents.core.config.check_torso_fields).
     TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("hidden", "cnn")
     # Flags that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = dict.fromkeys(
