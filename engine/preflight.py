@@ -98,10 +98,11 @@ def env_kinds(env_spec: EnvSpec) -> set[str]:
         kinds.add("text")
     if not env_spec.pytree_obs and convolves_in_loops_slowly(env_spec.obs_spec):
         kinds.add("frames")  # the Nature CNN's input: a frame stack of >= 36x36 pixels
-    if env_spec.pytree_obs or len(env_spec.obs_shape) == 1:
-        kinds.add("mlp")  # make_torso's MLP (a DictEncoder's after its concatenation)
-    if not env_spec.pytree_obs and len(env_spec.obs_shape) == 1:
+    vectors = not env_spec.pytree_obs and len(env_spec.obs_shape) == 1
+    if vectors:
         kinds.add("vectors")
+    if vectors or env_spec.pytree_obs:
+        kinds.add("mlp")  # make_torso's MLP (a DictEncoder's after its concatenation)
     return kinds
 
 
