@@ -27,11 +27,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Iterable
 
 import jax
 import numpy as np
 
-from agents.core.config import check_env_only, check_torso_fields, chosen_fields, field_defaults
+from agents.core.config import ConfigError, field_defaults, flag
 from agents.core.registry import AgentSpec, agent_names, get_agent
 from engine.args import TrainArgs
 from envs import VecEnv, make_env, obs_leaves_with_paths
@@ -55,6 +56,81 @@ NETWORK_SIZE_FIELDS = (
     "num_critics",
     "rnd_features",
 )
+
+
+# "Env only" tables. A config may declare, next to `ONLY_WITH`,
+#
+#     ENV_ONLY: ClassVar[dict[str, str]] = {"log_std_init": "continuous", ...}
+#
+# mapping a field to the kind of env without which it has no effect: "continuous" actions,
+# "discrete" actions, "text" (observations with a mission: MiniGrid's), "frames" (Atari's
+# frame stacks), "mlp" (vector or dict observations: the built-in torso's MLP widths) or
+# "vectors" (vector observations: the MLP torso's activation). `check_env_only`
+# (this module, once the env's spec is known) turns such a field, given as a flag
+# or set to another value than its default, for an env of another kind, into a one-line
+# error.
+
+ENV_KINDS = {
+    "continuous": "continuous actions",
+    "discrete": "discrete actions",
+    "text": "observations with a mission (MiniGrid's)",
+    "frames": "frame-stack image observations (Atari's)",
+    "mlp": "vector or dict observations (an image's torso is a CNN of fixed widths)",
+    "vectors": "vector observations",
+}
+
+
+def chosen_fields(config, given: Iterable[str], saved: bool = False) -> set[str]:
+    """The fields of `config` the user chose: those given on the command line (`given`) and,
+    for a new run, every field whose value differs from its default (a preset's). A resumed
+    run's (`saved`) other values are the run's own, accepted when it began: only what the
+    resume gives counts."""
+    chosen = set(given)
+    if not saved:
+        defaults = field_defaults(config)
+        chosen |= {name for name, default in defaults.items() if getattr(config, name) != default}
+    return chosen
+
+
+def check_env_only(config, kinds: Iterable[str], env_id: str, chosen: Iterable[str]) -> None:
+    """Raise `ConfigError("--field applies to <kind> only; <env> has none")` for a field of
+    `config`'s `ENV_ONLY` table that the user chose (`chosen_fields`) while the env, of
+    `kinds`, is not of the field's kind. With a `preprocess_obs` hook the torso's kinds
+    ("mlp", "vectors") are not checked: the networks see the hook's output."""
+    kinds, chosen = set(kinds), set(chosen)
+    if getattr(config, "preprocess_obs", None) is not None:
+        # the networks see the hook's output, not the env's observations: its torso's kind
+        # is not the env's to judge
+        kinds |= {"mlp", "vectors"}
+    for name, kind in getattr(type(config), "ENV_ONLY", {}).items():
+        if kind not in kinds and name in chosen:
+            raise ConfigError(f"{flag(name)} applies to {ENV_KINDS[kind]} only; {env_id} has none")
+
+
+def as_flags(name: str, value) -> str:
+    """A field's value as the command line gives it: `--cnn 'data-efficient'`, `--hidden 64 64`,
+    `--layer-norm` / `--no-layer-norm`."""
+    if isinstance(value, bool):
+        return flag(name if value else "no_" + name)
+    if isinstance(value, tuple | list):
+        return " ".join([flag(name), *map(str, value)])
+    return f"{flag(name)} {value!r}"
+
+
+def check_torso_fields(config, chosen: Iterable[str]) -> None:
+    """A one-line `ConfigError` for a field of the config's `TORSO_FIELDS` (a `ClassVar`
+    tuple: the built-in torso's fields, which a `network` hook replaces) that the user chose
+    (`chosen_fields`) beside a `network` hook: it would do nothing."""
+    if getattr(config, "network", None) is None:
+        return
+    defaults = field_defaults(config)
+    for name in getattr(type(config), "TORSO_FIELDS", ()):
+        if name in chosen:
+            raise ConfigError(
+                f"{as_flags(name, getattr(config, name))} does not apply with "
+                f"{flag('network')}, whose module replaces the built-in torso (give "
+                f"{as_flags(name, defaults[name])})"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +168,7 @@ def check_run(args: TrainArgs) -> EnvSpec:
 
 
 def env_kinds(env_spec: EnvSpec) -> set[str]:
-    """The kinds of env (agents.core.config.ENV_KINDS) `env_spec` is."""
+    """The kinds of env (`ENV_KINDS`) `env_spec` is."""
     kinds = {"discrete" if env_spec.discrete else "continuous"}
     if any(leaf.tokens for _, leaf in obs_leaves_with_paths(env_spec.obs_spec)):
         kinds.add("text")

@@ -107,9 +107,9 @@ class ACERConfig(Config):
     # averaged policy serves the trust region alone; replay batches need replay updates.
     # The hook fields and the arguments each is called with (agents.core.hooks).
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
-    # Flags of one kind of env only (agents.core.config.check_env_only).
+    # Flags of one kind of env only (engine.preflight.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames", "hidden": "mlp"}
-    # The built-in torso's flags, refused beside --network (agents.core.config.check_torso_fields).
+    # The built-in torso's flags, refused beside --network (engine.preflight.check_torso_fields).
     TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("hidden", "cnn")
     ONLY_WITH: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("trust_region_delta", "tau"), "trust_region"),

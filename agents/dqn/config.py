@@ -193,9 +193,9 @@ class DQNConfig(ReplayWindow):
         "adam_eps": "optimizer=adam",
         **ICM_ONLY_WITH,
     }  # fmt: skip
-    # Flags of one kind of env only (agents.core.config.check_env_only).
+    # Flags of one kind of env only (engine.preflight.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames", "hidden": "mlp"}
-    # The built-in torso's flags, refused beside --network (agents.core.config.check_torso_fields;
+    # The built-in torso's flags, refused beside --network (engine.preflight.check_torso_fields;
     # --hidden also sizes ICM's networks, so it stays).
     TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("cnn", "layer_norm")
     # The hook fields and the arguments each is called with (agents.core.hooks).

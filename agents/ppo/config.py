@@ -141,14 +141,14 @@ class OnPolicyConfig(Config):
         "scaled_reward_clip": "normalize_reward",
         **ICM_ONLY_WITH,
     }
-    # Flags of one kind of env only (agents.core.config.check_env_only).
+    # Flags of one kind of env only (engine.preflight.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {
         "log_std_init": "continuous",
         "text": "text",
         "hidden": "mlp",
         "activation": "vectors",
     }
-    # The built-in torso's flags, refused beside --network (agents.core.config.check_torso_fields;
+    # The built-in torso's flags, refused beside --network (engine.preflight.check_torso_fields;
     # --hidden also sizes ICM's networks, so it stays).
     TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("activation",)
 

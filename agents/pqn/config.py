@@ -47,17 +47,14 @@ class PQNConfig(Config):
     layer_norm: bool = True
     """A LayerNorm before every ReLU: what lets PQN learn without a target network (§4)."""
     network: str | None = None
-    """Hook `module:function`: function(obs_spec) -> a flax module mapping a batch of
-    observations to features [B, F], the torso under the Q head in place of the built-in
-    MLP or CNN (--hidden and --no-layer-norm are refused beside it: put PQN's LayerNorms
-    in the plug-in); checked before anything compiles. Recorded in config.json,
-    never imported from a run folder: --resume and evaluate need it again."""
+    """Hook `module:function`: function(obs_spec) -> a flax module mapping observations to
+    features [B, F], the torso under the Q head (put PQN's LayerNorms in it). Checked before
+    anything compiles; never imported from a run folder: --resume and evaluate need it again."""
     ONLY_WITH: ClassVar[dict[str, str]] = {}  # every flag acts (agents.core.config)
-    # The hook fields and the arguments each is called with (agents.core.hooks).
-    HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
-    # Flags of one kind of env only (agents.core.config.check_env_only).
+    HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}  # agents.core.hooks
+    # Flags of one kind of env only, and the built-in torso's, refused beside --network
+    # (engine.preflight: check_env_only, check_torso_fields).
     ENV_ONLY: ClassVar[dict[str, str]] = {"hidden": "mlp"}
-    # The built-in torso's flags, refused beside --network (agents.core.config.check_torso_fields).
     TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("hidden", "layer_norm")
 
     def __post_init__(self):

@@ -115,9 +115,9 @@ class R2D1Config(ReplayWindow):
 
     # The hook fields and the arguments each is called with (agents.core.hooks).
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
-    # Flags of one kind of env only (agents.core.config.check_env_only).
+    # Flags of one kind of env only (engine.preflight.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {"hidden": "mlp"}
-    # The built-in torso's flags, refused beside --network (agents.core.config.check_torso_fields).
+    # The built-in torso's flags, refused beside --network (engine.preflight.check_torso_fields).
     TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("hidden",)
     # Flags that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = {

@@ -104,9 +104,9 @@ class ReactorConfig(Config):
 
     # The hook fields and the arguments each is called with (agents.core.hooks).
     HOOKS: ClassVar[dict[str, tuple[str, ...]]] = {"network": ("obs_spec",)}
-    # Flags of one kind of env only (agents.core.config.check_env_only).
+    # Flags of one kind of env only (engine.preflight.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {"cnn": "frames", "hidden": "mlp"}
-    # The built-in torso's flags, refused beside --network (agents.core.config.check_torso_fields).
+    # The built-in torso's flags, refused beside --network (engine.preflight.check_torso_fields).
     TORSO_FIELDS: ClassVar[tuple[str, ...]] = ("hidden", "cnn")
     # Flags that do nothing without their switch (agents.core.config.check_only_with).
     ONLY_WITH: ClassVar[dict[str, str]] = dict.fromkeys(

@@ -133,7 +133,7 @@ class SACConfig(OffPolicyConfig):
         ),
         **dict.fromkeys(("lstm_size", "seq_len", "burn_in", "refresh_stored_state"), "recurrent"),
     }
-    # Flags of one kind of env only (agents.core.config.check_env_only).
+    # Flags of one kind of env only (engine.preflight.check_env_only).
     ENV_ONLY: ClassVar[dict[str, str]] = {
         **dict.fromkeys(("target_entropy_scale", "q_only", "q_only_epsilon"), "discrete"),
         **dict.fromkeys(("log_std_min", "log_std_max"), "continuous"),

@@ -659,7 +659,7 @@ def test_only_with_cases_cover_every_agent():
 def test_env_only_flags_are_accepted_on_their_kind_of_env():
     """The ENV_ONLY tables name real fields and kinds (TORSO_FIELDS real fields of a config
     with --network), and each flag passes on its env."""
-    from agents.core.config import ENV_KINDS
+    from engine.preflight import ENV_KINDS
 
     for spec in map(get_agent, BUILTIN):
         names = {f.name for f in dataclasses.fields(spec.config_cls)}
