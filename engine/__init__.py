@@ -6,4 +6,5 @@ agent's pure functions as compiled programs (`engine.driver`, with `engine.progr
 their untrusted-data checks (`engine.runfolder`), metrics logs (`engine.runlog`) and the checks
 made before a run compiles anything (`engine.preflight`). The scripts a user runs
 (`experiments/`) and the benchmarks (`benchmarks/`) are built on it; it imports neither. An
-agent's folder imports one name of it, `engine.driver.parts_agent`, in its `__init__.py`."""
+agent's folder imports nothing of it: the registry carries the agent's `make`, and
+`engine.driver.agent_class` gives it the training protocol."""

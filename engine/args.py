@@ -372,7 +372,9 @@ def check_given_apply(argv: list[str], args: TrainArgs) -> None:
     check_only_with(args.config, specs, name_of=lambda name: f"--vary {name}")
     # Every spec readable and inside its field's range, before anything is built: --vary's
     # (its errors name --vary) and --sweep-lr's, checked on their own to name their flag.
-    run, tunable = args.run, get_agent(args.run.agent).agent_cls.tunable
+    from engine.driver import agent_class  # the compiled engine: only where --vary is read
+
+    run, tunable = args.run, agent_class(get_agent(args.run.agent)).tunable
     vary = {k: v for k, v in specs.items() if run.sweep_lr is None or k != "lr"}
     if vary:
         draw_hparams(vary, run.num_seeds, tunable, run.seed)

@@ -17,6 +17,7 @@ from agents.core.learning import episode_fields
 from agents.core.registry import get_agent
 from engine.args import RunArgs, TrainArgs, hparam_specs
 from engine.checkpoint import Checkpointer
+from engine.driver import agent_class
 from engine.population import Population, PopulationLearner, member_envs
 from engine.runfolder import read_json, write_json_atomic
 from envs import make_env, run_env_seed
@@ -111,7 +112,7 @@ def build_agent(args: TrainArgs, env, mesh=None, seed: int | None = None):
     env's, over every process)."""
     spec = get_agent(args.run.agent)
     config = dataclasses.replace(args.config, num_envs=env.spec.num_envs * jax.process_count())
-    return spec.agent_cls(config, env, seed=args.run.seed if seed is None else seed, mesh=mesh)
+    return agent_class(spec)(config, env, seed=args.run.seed if seed is None else seed, mesh=mesh)
 
 
 def checkpoint_tree(learner) -> dict:

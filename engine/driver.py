@@ -1,7 +1,7 @@
 """The training driver: an agent's pure functions (`agents.core.parts.AgentParts`) run as
 compiled programs, written once for every agent.
 
-`parts_agent(name, make, ...)` gives such an agent the training protocol
+`agent_class(spec)` gives such an agent, registered with its `make`, the training protocol
 (engine/protocol.py) that the runner, evaluation, populations, data parallelism,
 checkpoints and sweeps speak, through `PartsAgent` below: so a new agent is its folder and a
 registry line. One training iteration, written once (`_Chunk`'s `iteration`)::
@@ -53,6 +53,7 @@ import numpy as np
 from agents.core.learning import Hyper, replay_step
 from agents.core.parallel import DATA, ROLLOUT_SPECS, P, check_divisible, local_replica
 from agents.core.parts import AgentParts
+from agents.core.registry import AgentSpec
 from engine.actor_thread import ActorThread
 from engine.programs import (
     Program,
@@ -219,7 +220,7 @@ def chunk_program(parts: AgentParts, config, env, length: int, replay=None) -> _
 
 class PartsAgent(OneMember):
     """The training protocol (engine/protocol.py) over an agent's `AgentParts`; see the
-    module docstring. Built for an agent by `parts_agent`; never subclassed by one."""
+    module docstring. Built for an agent by `agent_class`; never subclassed by one."""
 
     name: ClassVar[str]
     make: ClassVar[Callable[[Any, Any], AgentParts]]
@@ -567,6 +568,19 @@ class PartsAgent(OneMember):
         return None if self.parts.staged is None else self.parts.staged.population
 
 
+@functools.cache
+def agent_class(spec: AgentSpec) -> type:
+    """The class implementing the training protocol (engine/protocol.py) of the registered
+    agent `spec`: its `make` given the protocol (`parts_agent`, built once per spec), or the
+    class an agent that implements the protocol itself registers."""
+    if isinstance(spec.make, type):
+        return spec.make
+    return parts_agent(
+        spec.name, spec.make, tunable=dict(spec.tunable), discrete_only=spec.discrete_only,
+        privileged_obs=spec.privileged_obs,
+    )  # fmt: skip
+
+
 def parts_agent(
     name: str,
     make: Callable[[Any, Any], AgentParts],
@@ -575,7 +589,7 @@ def parts_agent(
     discrete_only: bool = True,
     privileged_obs: bool = False,
 ) -> type:
-    """The agent class (`AgentSpec.agent_cls`) of an agent written as `make(config, spec)`.
+    """The agent class (`agent_class`) of an agent written as `make(config, spec)`.
     `tunable`: the config fields a population may vary per member (`--vary`, `--evolve`),
     with their ranges: fields `learn` reads through its `hyper` argument, and `discount`,
     which the rollout writes into the traces. `privileged_obs`: whether its networks keep

@@ -35,6 +35,7 @@ import numpy as np
 from agents.core.config import ConfigError, field_defaults, flag
 from agents.core.registry import AgentSpec, agent_names, get_agent
 from engine.args import TrainArgs
+from engine.driver import agent_class
 from envs import VecEnv, make_env, obs_leaves_with_paths
 from envs.core import EnvSpec
 from envs.partial import FlatObsVecEnv
@@ -275,7 +276,7 @@ def member_footprint(
     agent's own checks against the env (action space, observation shapes, replay size) run
     here, so they too fail before any env is made."""
     stand_in = VecEnv(dataclasses.replace(env_spec, num_envs=num_envs))
-    agent = spec.agent_cls(args.config, stand_in, seed=args.run.seed, mesh=None)
+    agent = agent_class(spec)(args.config, stand_in, seed=args.run.seed, mesh=None)
     try:
         learner = jax.eval_shape(agent.init_learner, jax.random.PRNGKey(0))
         per_transition = agent.bytes_per_transition

@@ -9,7 +9,7 @@ scratch (the toy agent in tests/experiments/test_agent_seam.py does).
 
 Life cycle, as the runner drives it::
 
-    agent = spec.agent_cls(config, env, seed=seed, mesh=mesh)   # validates, builds programs
+    agent = agent_class(spec)(config, env, seed=seed, mesh=mesh)  # validates, builds programs
     state = agent.init(key)                                      # learner, replay, actor
     agent.compile(state)                                         # ahead-of-time, timed
     while ...:                                                   # one host sync per chunk
@@ -18,7 +18,7 @@ Life cycle, as the runner drives it::
     for member in agent.members:                                 # the final evaluation
         act = member.act(greedy)                                 # (the `Member` protocol)
     agent.close()
-    acting = spec.agent_cls.acting(config, eval_env)             # experiments.evaluate
+    acting = agent_class(spec).acting(config, eval_env)          # experiments.evaluate
 
 `count` is chosen by the runner (`--iterations-per-sync`, or about one sync per second) and
 never passes a checkpoint, a generation or the end of training.
@@ -197,7 +197,7 @@ class Agent(Protocol):
 class Member(Agent, Protocol):
     """An agent that acts: what `Agent.members` holds (a single agent is its own member; a
     population's members are its P agents). The runner evaluates each member with these;
-    the registry's `agent_cls` is one (its `acting` and `supports_population`).
+    `engine.driver.agent_class(spec)` is one (its `acting` and `supports_population`).
 
     Attributes:
       supports_population: whether `--num-seeds P` may vmap P members of it (class attribute;

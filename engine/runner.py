@@ -45,6 +45,7 @@ from engine.common import (
     exact_tree,
     restore_checkpoint,
 )
+from engine.driver import agent_class
 from engine.evaluation import eval_feedback, evaluate
 from engine.evolution import Evolver, draw_hparams
 from engine.population import Population, member_envs
@@ -606,7 +607,7 @@ class Runner:
         n = run.num_seeds
         mesh = make_mesh(run.num_devices, axis=POP)
         check_divisible("--num-seeds", n, mesh.size)  # one line, before anything is built
-        agent_cls = get_agent(run.agent).agent_cls
+        agent_cls = agent_class(get_agent(run.agent))
         if not agent_cls.supports_population:
             raise ConfigError(f"--num-seeds > 1 is not supported by --agent {run.agent}")
         tunable = agent_cls.tunable

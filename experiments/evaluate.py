@@ -30,6 +30,7 @@ from engine.common import (
     trained_hooks,
     use_compile_cache,
 )
+from engine.driver import agent_class
 from engine.evaluation import MAX_EPISODES, EvaluationError, eval_feedback, evaluate
 from engine.runfolder import (
     UnsafePathError,
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> dict:
         n = args.num_envs or min(args.episodes, 16)
         run = train_args.run
         env = make_eval_env(run.env, n, args.seed, **env_options(run))
-        acting = get_agent(run.agent).agent_cls.acting(config, env, seed=args.seed)
+        acting = agent_class(get_agent(run.agent)).acting(config, env, seed=args.seed)
         learner, _, step = restore_learner(acting.init_learner, run_dir, args.step)
     except (ValueError, OSError, CheckpointError) as err:
         raise SystemExit(f"error: {err}") from None

@@ -4,13 +4,11 @@ from agents.acer.agent import make
 from agents.acer.config import PRESETS, ACERConfig
 from agents.core.learning import ACTOR_CRITIC_TUNABLE
 from agents.core.registry import AgentSpec
-from engine.driver import parts_agent
-
-ACERAgent = parts_agent("acer", make, tunable=ACTOR_CRITIC_TUNABLE, discrete_only=False)
 
 DESCRIPTION = "ACER: Retrace critic, truncated IS with bias correction, trust region"
 SPEC = AgentSpec(
-    "acer", ACERConfig, ACERAgent, PRESETS, "acer-classic", DESCRIPTION, dict_obs=True,
+    "acer", ACERConfig, make, PRESETS, "acer-classic", DESCRIPTION, dict_obs=True,
+    tunable=ACTOR_CRITIC_TUNABLE, discrete_only=False,
 )  # fmt: skip
 
-__all__ = ["SPEC", "ACERAgent", "ACERConfig"]
+__all__ = ["SPEC", "ACERConfig"]

@@ -17,9 +17,9 @@ one dict with exactly the keys `metric_names`, of scalars (one update) or of `[K
 (K updates: PPO's epochs × minibatches).
 
 The engine runs these functions (engine/driver.py: one training iteration written once,
-scanned, vmapped over a population, `shard_map`ped over devices; `parts_agent` gives an agent
-the training protocol the runner speaks). An agent folder never imports more of the engine
-than `parts_agent`, in its `__init__.py`.
+scanned, vmapped over a population, `shard_map`ped over devices; `engine.driver.agent_class`
+gives an agent, registered with its `make` (agents/core/registry.py), the training protocol
+the runner speaks). An agent folder imports nothing of the engine.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""The agent registry: agent name -> config class, agent class and paper presets.
+"""The agent registry: agent name -> config class, `make` and paper presets.
 
 Adding an agent is a folder `agents/<name>/` whose `__init__.py` defines `SPEC`, an
-`AgentSpec`, and one line in `BUILTIN` below. Tests and user code can also `register` an
-agent at run time. `experiments/` looks agents up here and talks to them only through the
-protocol in engine/protocol.py.
+`AgentSpec` carrying its config class and its `make(config, env_spec)` (its pure functions,
+agents/core/parts.py), and one line in `BUILTIN` below. Tests and user code can also
+`register` an agent at run time. The engine looks agents up here and gives each the training
+protocol of engine/protocol.py (`engine.driver.agent_class(spec)`): nothing here, nor in an
+agent's folder, imports the engine.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,14 +48,17 @@ RUN_PRESET_FIELDS = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity (the engine caches by it)
 class AgentSpec:
     """How to build an agent.
 
     Attributes:
       name: the `--agent` value.
       config_cls: its frozen config dataclass (the agent's command line).
-      agent_cls: `agent_cls(config, env, *, seed, mesh)` implements engine.protocol.Agent.
+      make: `make(config, env_spec) -> AgentParts`, the agent's pure functions
+        (agents/core/parts.py), to which the engine gives the training protocol; or, for an
+        agent that does not fit them, a class whose `cls(config, env, *, seed, mesh)`
+        implements engine.protocol.Agent itself (its own `tunable` and `discrete_only`).
       presets: preset name -> values; keys are config fields or run options
         (`RUN_PRESET_FIELDS`). A comment beside each preset names its source paper.
       default_preset: the preset used when none is given (an empty one means the defaults).
@@ -63,16 +68,22 @@ class AgentSpec:
       privileged_obs: whether it keeps the privileged dimensions of an env's observations
         (`EnvSpec.privileged_obs`, --privileged-obs) from its networks; the runner refuses
         such an env for an agent that does not.
+      tunable: the config fields a population may vary per member (`--vary`, `--evolve`),
+        with their ranges: numbers `learn` reads through its `hyper` argument, and
+        `discount`, which the rollout writes into the traces.
+      discrete_only: whether it needs discrete actions (the runner refuses a continuous env).
     """
 
     name: str
     config_cls: type
-    agent_cls: type
+    make: Callable[[Any, Any], Any] | type
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     default_preset: str | None = None
     description: str = ""
     dict_obs: bool = False
     privileged_obs: bool = False
+    tunable: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    discrete_only: bool = True
 
     def __post_init__(self):
         fields = {f.name for f in dataclasses.fields(self.config_cls)}
@@ -80,6 +91,9 @@ class AgentSpec:
             bad = sorted(set(values) - fields - RUN_PRESET_FIELDS)
             if bad:
                 raise ValueError(f"preset {preset!r} of agent {self.name!r} sets unknown {bad}")
+        bad = sorted(set(self.tunable) - fields)
+        if bad:
+            raise ValueError(f"tunable of agent {self.name!r} names unknown fields {bad}")
         if self.default_preset is not None and self.default_preset not in self.presets:
             raise ValueError(f"default preset {self.default_preset!r} is not a preset")
 

@@ -4,15 +4,12 @@ config, learner and agent; `--agent dqn`."""
 from agents.core.registry import AgentSpec
 from agents.dqn.agent import make
 from agents.dqn.config import PRESETS, DQNConfig
-from engine.driver import parts_agent
 
 # What a population may vary per member (`--vary`, `--evolve`): numbers the learner reads.
 TUNABLE = {"lr": (1e-7, 1.0), "discount": (0.5, 1.0)}
-DQNAgent = parts_agent("dqn", make, tunable=TUNABLE)
-
 DESCRIPTION = "DQN: double, dueling, prioritized, n-step; --distributional gives C51"
 SPEC = AgentSpec(
-    "dqn", DQNConfig, DQNAgent, PRESETS, "dqn-classic", DESCRIPTION, dict_obs=False,
+    "dqn", DQNConfig, make, PRESETS, "dqn-classic", DESCRIPTION, dict_obs=False, tunable=TUNABLE,
 )  # fmt: skip
 
-__all__ = ["SPEC", "DQNAgent", "DQNConfig"]
+__all__ = ["SPEC", "DQNConfig"]

@@ -5,7 +5,6 @@ from agents.core.learning import ACTOR_CRITIC_TUNABLE
 from agents.core.registry import AgentSpec
 from agents.ppo.agent import make
 from agents.ppo.config import PRESETS, OnPolicyConfig, PPOConfig
-from engine.driver import parts_agent
 
 # What a population may vary per member (`--vary`, `--evolve`): numbers the learner reads.
 TUNABLE = {
@@ -14,10 +13,10 @@ TUNABLE = {
     "gae_lambda": (0.0, 1.0),
     "clip_eps": (1e-3, 1.0),
 }
-PPOAgent = parts_agent("ppo", make, tunable=TUNABLE, discrete_only=False)
 DESCRIPTION = "PPO: clipped surrogate, GAE, epochs x minibatches; discrete or Gaussian"
 SPEC = AgentSpec(
-    "ppo", PPOConfig, PPOAgent, PRESETS, "ppo-classic", DESCRIPTION, dict_obs=True,
+    "ppo", PPOConfig, make, PRESETS, "ppo-classic", DESCRIPTION, dict_obs=True,
+    tunable=TUNABLE, discrete_only=False,
 )  # fmt: skip
 
-__all__ = ["SPEC", "OnPolicyConfig", "PPOAgent", "PPOConfig"]
+__all__ = ["SPEC", "OnPolicyConfig", "PPOConfig"]

@@ -4,9 +4,7 @@ functions (agents/pqn/agent.py `make`; agents/core/parts.py)."""
 from agents.core.registry import AgentSpec
 from agents.pqn.agent import make
 from agents.pqn.config import PRESETS, PQNConfig
-from engine.driver import parts_agent
 
 TUNABLE = {"lr": (1e-7, 1.0), "td_lambda": (0.0, 1.0), "discount": (0.5, 1.0)}
-PQNAgent = parts_agent("pqn", make, tunable=TUNABLE)
 DESCRIPTION = "PQN: Q(λ) over parallel envs, LayerNorm, no replay or target network"
-SPEC = AgentSpec("pqn", PQNConfig, PQNAgent, PRESETS, "pqn-cartpole", DESCRIPTION)
+SPEC = AgentSpec("pqn", PQNConfig, make, PRESETS, "pqn-cartpole", DESCRIPTION, tunable=TUNABLE)

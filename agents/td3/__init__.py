@@ -5,13 +5,13 @@ from agents.core.offpolicy import OFF_POLICY_TUNABLE
 from agents.core.registry import AgentSpec
 from agents.td3.agent import make
 from agents.td3.config import PRESETS, TD3Config
-from engine.driver import parts_agent
 
 # What a population may vary per member (`--vary`, `--evolve`): numbers the learner reads.
 TUNABLE = {**OFF_POLICY_TUNABLE, "target_noise": (0.0, 10.0)}
-TD3Agent = parts_agent("td3", make, tunable=TUNABLE, discrete_only=False)
-
 DESCRIPTION = "TD3 / DDPG: deterministic actor, clipped double Q, target smoothing, delay"
-SPEC = AgentSpec("td3", TD3Config, TD3Agent, PRESETS, "td3-classic", DESCRIPTION, dict_obs=True)
+SPEC = AgentSpec(
+    "td3", TD3Config, make, PRESETS, "td3-classic", DESCRIPTION, dict_obs=True,
+    tunable=TUNABLE, discrete_only=False,
+)  # fmt: skip
 
-__all__ = ["SPEC", "TD3Agent", "TD3Config"]
+__all__ = ["SPEC", "TD3Config"]

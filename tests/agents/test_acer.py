@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from agents import losses
-from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.acer.learner import ACERLearner
 from agents.core.actors import categorical_actor
@@ -16,6 +15,7 @@ from agents.core.learning import TraceBatch
 from engine.rollout import initial_actor_state, make_host_rollout, make_xla_rollout
 from envs import make_env
 from networks import ACERNetwork
+from tests.agent_classes import ACERAgent
 
 SMALL = ACERConfig(num_envs=4, trace_len=5, batch_size=4, buffer_size=4 * 5 * 4, hidden=(16,))
 

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from agents import losses
-from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.acer.continuous import ACERGaussianLearner
 from agents.core.learning import TraceBatch
 from envs import make_env
 from networks import GaussianSDNNetwork
+from tests.agent_classes import ACERAgent
 
 SMALL = ACERConfig(
     num_envs=2, trace_len=5, batch_size=4, buffer_size=2 * 5 * 4, hidden=(16,), sdn_samples=3

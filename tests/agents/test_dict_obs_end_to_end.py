@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from agents.acer import ACERAgent, ACERConfig
+from agents.acer import ACERConfig
 from agents.core.learning import TraceBatch
 from agents.core.parallel import DATA, make_mesh, place_rollout
 from benchmarks.costs import COST_MODELS
 from engine.protocol import TrainState
 from envs import make_env
+from tests.agent_classes import ACERAgent
 
 pytestmark = pytest.mark.slow  # the slow tier (docs/tests.md): a learning run
 

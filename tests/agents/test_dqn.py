@@ -362,8 +362,8 @@ def test_noisy_dqn_acts_by_per_env_noise_without_epsilon_and_learns_sigma():
     """--noisy: ε is 0; each env's action is the argmax of Q under its own noise draw
     (resampled every step); greedy evaluation uses the means; updates draw fresh noise and
     move σ."""
-    from agents.dqn import DQNAgent
     from envs import make_env
+    from tests.agent_classes import DQNAgent
 
     cfg = DQNConfig(num_envs=4, trace_len=2, batch_size=4, buffer_size=400, start_train_at=8,
                     hidden=(16,), noisy=True, eps_start=1.0, n_step=2)  # fmt: skip
@@ -489,8 +489,8 @@ def test_noisy_sampled_evaluation_is_epsilon_greedy_on_the_means():
     """With --noisy, the sampled evaluation acts as Dopamine's and Kaixhin/Rainbow's
     evaluation of data-efficient Rainbow: ε-greedy (--eval-epsilon) on the noise-free network;
     the greedy one is its argmax."""
-    from agents.dqn import DQNAgent
     from envs import make_env
+    from tests.agent_classes import DQNAgent
 
     obs = jnp.asarray(np.random.default_rng(2).normal(size=(256, 4)), jnp.float32)
     key = jax.random.PRNGKey(1)
@@ -524,9 +524,9 @@ def test_annealed_learning_rate_reaches_zero_at_anneal_steps():
     assert learning_rate(DQNConfig(lr=1e-3)) == 1e-3
     # DQN's own optimizer takes those steps (Adam's first step is lr per parameter with a
     # tiny ε and no clipping at this gradient norm), and so does R2D1's.
-    from agents.r2d1 import R2D1Agent
     from agents.r2d1.config import R2D1Config
     from envs import make_env
+    from tests.agent_classes import R2D1Agent
 
     r2d1_cfg = R2D1Config(lr=1e-3, anneal_steps=10_000, start_train_at=2_000, replay_ratio=32.0,
                           batch_size=16, trace_len=4, seq_len=4, burn_in=0, n_step=1,
@@ -622,10 +622,9 @@ def test_prioritized_new_traces_start_at_the_largest_priority_but_r2d1s_at_their
     Algorithm 1: every transition replayed at least once; the replay's rule is tested in
     tests/replay/test_prioritized.py); R2D1 the lazy initial priority of its env's recent
     traces, standing in for R2D2's actor-computed priorities."""
-    from agents.dqn import DQNAgent
-    from agents.r2d1 import R2D1Agent
     from agents.r2d1.config import R2D1Config
     from envs import make_env
+    from tests.agent_classes import DQNAgent, R2D1Agent
 
     env = make_env("CartPole-v1", 2, 0)
     dqn = DQNAgent(DQNConfig(num_envs=2, trace_len=4, buffer_size=64, prioritized=True), env)

@@ -9,12 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.core.config import ConfigError
 from agents.core.learning import episode_fields
 from agents.core.registry import agent_names, get_agent
-from agents.ppo import PPOAgent
+from engine.driver import agent_class
 from engine.evolution import (
     PERTURB_FACTORS,
     Plan,
@@ -27,6 +26,7 @@ from engine.evolution import (
 )
 from engine.population import Population, member_envs
 from envs import make_env, run_env_seed
+from tests.agent_classes import ACERAgent, PPOAgent
 
 BOUNDS = {"lr": (1e-6, 1.0), "entropy_weight": (0.0, 1.0), "discount": (0.5, 1.0)}
 
@@ -248,7 +248,7 @@ SMALL = dict(
     num_atoms=11, seq_len=4, burn_in=4, epochs=1, num_minibatches=1,
 )  # fmt: skip
 LOCK_STEP = dict(decoupled=False)
-EVOLVING = [n for n in agent_names() if get_agent(n).agent_cls.supports_population]
+EVOLVING = [n for n in agent_names() if agent_class(get_agent(n)).supports_population]
 
 
 def _small_population(name: str, size: int = 2) -> tuple[Population, object]:
@@ -263,9 +263,9 @@ def _small_population(name: str, size: int = 2) -> tuple[Population, object]:
                 cfg = dataclasses.replace(cfg, **{k: min(v, getattr(cfg, k))})
             except ConfigError:
                 pass
-    env_id = "CartPole-v1" if spec.agent_cls.discrete_only else "Pendulum-v1"
+    env_id = "CartPole-v1" if agent_class(spec).discrete_only else "Pendulum-v1"
     pool = make_env(env_id, size * cfg.num_envs, run_env_seed(0, cfg.num_envs))
-    members = [spec.agent_cls(cfg, v, seed=i) for i, v in enumerate(member_envs(pool, size))]
+    members = [agent_class(spec)(cfg, v, seed=i) for i, v in enumerate(member_envs(pool, size))]
     pop = Population(members)
     state = pop.init(jnp.stack([jax.random.PRNGKey(i) for i in range(size)]))
     return pop, state
@@ -388,7 +388,7 @@ def test_cem_restarts_each_member_with_its_own_hyper_parameters():
     spec = get_agent("ppo")
     cfg = spec.make_config(None, num_envs=2, trace_len=4, hidden=(8,), lr=1e-3)
     pool = make_env("CartPole-v1", 2 * cfg.num_envs, run_env_seed(0, cfg.num_envs))
-    members = [spec.agent_cls(cfg, v, seed=i) for i, v in enumerate(member_envs(pool, 2))]
+    members = [agent_class(spec)(cfg, v, seed=i) for i, v in enumerate(member_envs(pool, 2))]
     pop = Population(members, hparams={"lr": np.array([2e-3, 3e-3])})
     state = pop.init(jnp.stack([jax.random.PRNGKey(i) for i in range(2)]))
     plan = Plan(np.array([0, 0]), np.array([False, True]), np.array([0, 1]))

@@ -105,15 +105,15 @@ def _continuous_batch(key, B=8):
 
 
 def _sac(**values):
-    from agents.sac import SACAgent
     from agents.sac.config import SACConfig
+    from tests.agent_classes import SACAgent
 
     return _continuous(SACAgent, SACConfig)(**values)
 
 
 def _td3(**values):
-    from agents.td3 import TD3Agent
     from agents.td3.config import TD3Config
+    from tests.agent_classes import TD3Agent
 
     return _continuous(TD3Agent, TD3Config)(**values)
 

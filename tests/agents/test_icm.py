@@ -11,12 +11,12 @@ import pytest
 
 from agents.core.icm import ICM, ICMState
 from agents.core.learning import TraceBatch, sample_key
-from agents.sac import SACAgent
 from agents.sac.config import SACConfig
-from agents.td3 import TD3Agent
 from agents.td3.config import TD3Config
+from engine.driver import agent_class
 from engine.protocol import TrainState
 from envs import make_env
+from tests.agent_classes import SACAgent, TD3Agent
 
 TINY = dict(num_envs=2, trace_len=4, batch_size=8, buffer_size=2 * 4 * 6, hidden=(8,))
 
@@ -218,7 +218,7 @@ def test_on_policy_rollouts_get_the_intrinsic_reward_before_the_advantages(agent
     coef = 0.37
     cfg = spec_.config_cls(num_envs=2, trace_len=8, hidden=(8,), icm_coef=coef, anneal_steps=0)
     env = make_env("CartPole-v1", 2, 0)
-    agent = spec_.agent_cls(cfg, env)
+    agent = agent_class(spec_)(cfg, env)
     assert agent.metric_names[-3:] == ICM.metric_names
     state = agent.init(jax.random.PRNGKey(0), jit=True)  # programs below, not op by op
     assert isinstance(state.learner.icm, ICMState)
@@ -251,8 +251,8 @@ def test_on_policy_rollouts_get_the_intrinsic_reward_before_the_advantages(agent
 def test_dqn_traces_get_the_intrinsic_reward_before_the_targets(learnt_batches):
     """DQN: every step of a sampled trace (and its look-ahead) gets coef·r^i before the
     n-step targets; ICM trains on the trace's learnt transitions (`--trace-len` of them)."""
-    from agents.dqn import DQNAgent
     from agents.dqn.config import DQNConfig
+    from tests.agent_classes import DQNAgent
 
     coef = 0.25
     cfg = DQNConfig(num_envs=2, trace_len=2, n_step=2, batch_size=4, buffer_size=2 * 2 * 8,

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from agents.core.config import ConfigError
-from agents.sac import SACAgent, SACConfig
-from agents.td3 import TD3Agent
+from agents.sac import SACConfig
 from agents.td3.config import TD3Config
+from engine.driver import agent_class
 from envs import make_env
+from tests.agent_classes import SACAgent, TD3Agent
 
 TINY = dict(num_envs=2, trace_len=4, batch_size=8, buffer_size=2 * 4 * 6, hidden=(8,))
 PLUGINS = "tests.agents.network_plugins"
@@ -111,7 +112,7 @@ def test_the_plugin_is_the_torso_of_the_other_agents(agent):
 
     spec = get_agent(agent)
     cfg = spec.config_cls(num_envs=2, network=f"{PLUGINS}:tiny")
-    built = spec.agent_cls(cfg, make_env("CartPole-v1", 2, 0))
+    built = agent_class(spec)(cfg, make_env("CartPole-v1", 2, 0))
     params = built.init_learner(jax.random.PRNGKey(0)).params["params"]
     torsos = {k: v for k, v in params.items() if "torso" in k}
     assert torsos, params.keys()

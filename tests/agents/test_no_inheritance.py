@@ -58,3 +58,39 @@ def test_the_check_catches_a_learner_deriving_from_another(tmp_path, monkeypatch
     (tmp_path / "a.py").write_text("class Base:\n    pass\n\nclass Child(Base):\n    pass\n")
     monkeypatch.setattr(f"{__name__}.AGENTS", tmp_path)
     assert _derived(list(_classes())) == [f"{tmp_path.name}/a.py: Child(Base)"]
+
+
+def _engine_imports():
+    """`file: module` for every import of the engine (or of experiments/, benchmarks/) in
+    agents/, at any depth of the file."""
+    outside = ("engine", "experiments", "benchmarks")
+    for path in sorted(AGENTS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] in outside:
+                    yield f"{path.relative_to(AGENTS.parent)}: {name}"
+
+
+def test_agents_never_import_the_engine():
+    """An agent is its config, presets and `make`, registered as data (`AgentSpec`); the
+    engine gives it the training protocol (`engine.driver.agent_class`). Nothing in agents/
+    imports the engine, the scripts or the benchmarks, so the agents and their losses can be
+    imported, and read, without them."""
+    assert list(_engine_imports()) == []
+
+
+def test_the_engine_import_check_sees_an_import(tmp_path, monkeypatch):
+    """The check above can fail: a file of agents/ that imports the engine, even inside a
+    function, is named."""
+    (tmp_path / "agents" / "x").mkdir(parents=True)
+    (tmp_path / "agents" / "x" / "__init__.py").write_text(
+        "def f():\n    from engine.driver import agent_class\n"
+    )
+    monkeypatch.setitem(globals(), "AGENTS", tmp_path / "agents")
+    assert list(_engine_imports()) == ["agents/x/__init__.py: engine.driver"]

@@ -5,12 +5,11 @@ replay contents, different update counts) reuse it."""
 import jax
 import pytest
 
-from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.core.parallel import make_mesh
-from agents.reactor import ReactorAgent
 from agents.reactor.config import ReactorConfig
 from envs import make_env
+from tests.agent_classes import ACERAgent, ReactorAgent
 
 
 def _run(agent, iterations=5):

@@ -11,12 +11,11 @@ import pytest
 from agents.core.learning import sample_key
 from agents.core.normalization import RunningStats, normalize
 from agents.core.offpolicy import ActingParams
-from agents.sac import SACAgent
 from agents.sac.config import SACConfig
-from agents.td3 import TD3Agent
 from agents.td3.config import TD3Config
 from engine.protocol import TrainState
 from envs import make_env
+from tests.agent_classes import SACAgent, TD3Agent
 
 TINY = dict(num_envs=2, trace_len=4, batch_size=8, buffer_size=2 * 4 * 6, hidden=(8,))
 PRIOR = 1e-4  # RunningStats starts as 1e-4 pseudo-samples of mean 0 and variance 1

@@ -9,11 +9,11 @@ import jax
 import numpy as np
 import pytest
 
-from agents.sac import SACAgent, SACConfig
-from agents.td3 import TD3Agent
+from agents.sac import SACConfig
 from agents.td3.config import TD3Config
 from engine.protocol import TrainState
 from envs.core import ArraySpec, EnvSpec, VecEnv
+from tests.agent_classes import SACAgent, TD3Agent
 
 TINY = dict(num_envs=2, trace_len=4, batch_size=8, buffer_size=2 * 4 * 6, hidden=(16,),
             start_train_at=0)  # fmt: skip

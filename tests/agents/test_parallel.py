@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.core.parallel import make_mesh, place_rollout, to_global
+from engine.driver import agent_class
 from envs import make_env
+from tests.agent_classes import ACERAgent
 from tests.xla import subprocess_xla_flags
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -363,7 +364,7 @@ def test_prioritized_agents_normalise_weights_over_every_device(
     spec = get_agent(name)
     tiny = dict(num_envs=2, trace_len=4, batch_size=8, buffer_size=2 * 4 * 16, hidden=(8,))
     cfg = spec.make_config(None, **tiny, **overrides)
-    agent = spec.agent_cls(cfg, make_env(env_id, 2, 0), seed=0, mesh=make_mesh(2))
+    agent = agent_class(spec)(cfg, make_env(env_id, 2, 0), seed=0, mesh=make_mesh(2))
     assert isinstance(agent.replay, PrioritizedTraceReplay)
     # Only the learner's key (the draws) and env step count (β, 0 here) matter to sampling:
     # zeros of its shapes, not an initialised network (8.8 s for Reactor's, op by op).

@@ -11,13 +11,14 @@ import jax
 import numpy as np
 import pytest
 
-from agents.acer import ACERAgent
 from agents.acer.config import ACERConfig
 from agents.core.config import ConfigError
 from agents.core.parallel import POP, make_mesh
+from engine.driver import agent_class
 from engine.population import Population, PopulationLearner, member_envs
 from engine.protocol import Agent, Member
 from envs import make_env, run_env_seed
+from tests.agent_classes import ACERAgent
 
 CFG = ACERConfig(
     num_envs=4, trace_len=5, batch_size=4, buffer_size=4 * 5 * 8, hidden=(16,), replay_ratio=2.0
@@ -104,7 +105,7 @@ def test_bad_population_is_refused():
     with pytest.raises(ValueError, match="--num-seeds=3 is not divisible by the number of devices"):
         Population([ACERAgent(CFG, env, seed=i) for i in range(3)], mesh=make_mesh(2, axis=POP))
     from agents.core.registry import get_agent
-    from agents.ppo import PPOAgent
+    from tests.agent_classes import PPOAgent
 
     ppo_cfg = get_agent("ppo").make_config(None, num_envs=CFG.num_envs, update_loop="dispatch")
     with pytest.raises(ConfigError, match=r"--num-seeds > 1 with --agent ppo: .*--update-loop"):
@@ -231,8 +232,8 @@ def _pair(make, cfgs, size=2, iters=4, hparams=None, env_id="CartPole-v1", membe
 
 @pytest.mark.slow
 def test_reactor_members_equal_lock_step_single_runs():
-    from agents.reactor import ReactorAgent
     from agents.reactor.config import ReactorConfig
+    from tests.agent_classes import ReactorAgent
 
     cfg = ReactorConfig(
         num_envs=2, trace_len=4, batch_size=2, buffer_size=2 * 4 * 8, start_train_at=0,
@@ -267,7 +268,7 @@ def test_dqn_and_r2d1_members_equal_single_runs(name):
     cfg = spec.make_config(None, **small)
     cfg_b = dataclasses.replace(cfg, lr=cfg.lr * 3)
     hp = {"lr": np.array([cfg.lr, cfg.lr * 3])}
-    make = lambda c, e, s: spec.agent_cls(c, e, seed=s)  # noqa: E731
+    make = lambda c, e, s: agent_class(spec)(c, e, seed=s)  # noqa: E731
     rows, singles = _pair(make, [cfg, cfg_b], iters=8, hparams=hp)
     for i in range(2):
         _assert_same(singles[i], [r[i] for r in rows])
@@ -319,7 +320,7 @@ def test_ppo_a2c_sac_td3_members_equal_single_runs(name, env_id, small, varied):
     values = {k: getattr(cfg, k) * f for k, f in varied.items()}
     cfg_b = dataclasses.replace(cfg, **values)
     hp = {k: np.array([getattr(cfg, k), v]) for k, v in values.items()}
-    make = lambda c, e, s: spec.agent_cls(c, e, seed=s)  # noqa: E731
+    make = lambda c, e, s: agent_class(spec)(c, e, seed=s)  # noqa: E731
     rows, singles = _pair(make, [cfg, cfg_b], iters=4, hparams=hp, env_id=env_id)
     for i in range(2):
         _assert_same(singles[i], [r[i] for r in rows])
@@ -401,14 +402,14 @@ def test_member_loop_is_chosen_for_images_on_cpu():
 
 def test_ppo_population_needs_a_one_program_update():
     from agents.core.registry import get_agent
-    from agents.ppo import PPOAgent
+    from tests.agent_classes import PPOAgent
 
     cfg = get_agent("ppo").make_config(None, num_envs=2, update_loop="dispatch")
     with pytest.raises(ConfigError, match=r"--num-seeds > 1 with --agent ppo: .*--update-loop"):
         Population([PPOAgent(cfg, member_envs(make_env("CartPole-v1", 2, 0), 1)[0])])
     a2c = get_agent("a2c").make_config(None, num_envs=2)
     pool = make_env("CartPole-v1", 4, 0)
-    members = [get_agent("a2c").agent_cls(a2c, v) for v in member_envs(pool, 2)]
+    members = [agent_class(get_agent("a2c"))(a2c, v) for v in member_envs(pool, 2)]
     with pytest.raises(ConfigError, match=r"--agent a2c cannot vary 'clip_eps'"):
         Population(members, hparams={"clip_eps": np.array([0.1, 0.2])})
 
@@ -520,7 +521,7 @@ def test_cli_vary_writes_each_members_own_values(tmp_path):
     argv += ["--vary", *specs]
     main([*argv, "--total-steps", "20", "--checkpoint-every", "20"])
     drawn = draw_hparams(
-        dict(s.split("=", 1) for s in specs), 2, get_agent("acer").agent_cls.tunable, SEED
+        dict(s.split("=", 1) for s in specs), 2, agent_class(get_agent("acer")).tunable, SEED
     )
 
     def check():

@@ -17,11 +17,11 @@ from jax.sharding import PartitionSpec as P
 from agents.core.config import ConfigError
 from agents.core.hooks import HookError
 from agents.core.parallel import make_mesh, place_rollout, to_global
-from agents.ppo import PPOAgent
 from agents.ppo.config import PPOConfig
 from engine.common import make_agent
 from engine.rollout import make_xla_rollout
 from envs import make_env
+from tests.agent_classes import PPOAgent
 from tests.agents import ppo_hooks
 from tests.xla import subprocess_xla_flags
 

@@ -12,12 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.a2c import A2CAgent
 from agents.a2c.config import A2CConfig
-from agents.ppo import PPOAgent
 from agents.ppo.config import PPOConfig
 from agents.ppo.learner import MiniBatch
 from envs import make_env
+from tests.agent_classes import A2CAgent, PPOAgent
 
 
 def _log_softmax(x):

@@ -156,8 +156,8 @@ def test_the_acting_part_takes_any_env_count_with_apex_rates(num_envs):
     """`Agent.acting` on an evaluation env of another count than training's: the Ape-X
     rates are those of its own envs (Horgan et al. 2018: ε_i = 0.4^(1 + 7i/(N−1)))."""
     from agents.core.actors import apex_epsilons
-    from agents.r2d1 import R2D1Agent
     from envs import make_env
+    from tests.agent_classes import R2D1Agent
 
     config = R2D1Config(num_envs=4, hidden=(8,), lstm_size=8, apex_epsilon=True)
     env = make_env("CartPole-P-v1", num_envs, 0, train=False)

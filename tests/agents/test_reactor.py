@@ -11,11 +11,11 @@ from jax.sharding import PartitionSpec as P
 
 from agents import losses
 from agents.core.learning import TraceBatch
-from agents.reactor import ReactorAgent
 from agents.reactor.config import ReactorConfig
 from agents.reactor.learner import ReactorLearner
 from envs import make_env
 from networks import ReactorNetwork
+from tests.agent_classes import ReactorAgent
 
 ROOT = Path(__file__).resolve().parents[2]
 T, B, A, D = 5, 4, 3, 4

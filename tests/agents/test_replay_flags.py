@@ -8,14 +8,12 @@ import numpy as np
 import pytest
 
 from agents.core.learning import TraceBatch, sample_key
-from agents.dqn import DQNAgent
 from agents.dqn.config import DQNConfig
-from agents.sac import SACAgent
 from agents.sac.config import SACConfig
-from agents.td3 import TD3Agent
 from agents.td3.config import TD3Config
 from engine.protocol import TrainState
 from envs import make_env
+from tests.agent_classes import DQNAgent, SACAgent, TD3Agent
 
 TINY = dict(num_envs=2, trace_len=4, batch_size=8, buffer_size=2 * 4 * 6, hidden=(8,),
             start_train_at=0)  # fmt: skip

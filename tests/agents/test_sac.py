@@ -15,12 +15,11 @@ import pytest
 
 from agents.core.learning import draw_members, ensemble_min
 from agents.core.offpolicy import ActingParams, step_position
-from agents.sac import SACAgent
 from agents.sac.config import SACConfig
-from agents.td3 import TD3Agent
 from agents.td3.config import TD3Config
 from envs import make_env
 from networks.sac import QEnsemble
+from tests.agent_classes import SACAgent, TD3Agent
 
 TINY = dict(num_envs=2, trace_len=4, batch_size=8, buffer_size=2 * 4 * 6, hidden=(8,))
 GAMMA = 0.9

@@ -11,12 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents.sac import SACAgent
 from agents.sac.config import SACConfig
 from engine.protocol import TrainState
 from envs import make_env
 from networks.noisy import NOISE, StoredNoiseDense, clear_noise, resample_noise
 from networks.sac import QEnsemble
+from tests.agent_classes import SACAgent
 
 TINY = dict(num_envs=2, trace_len=2, batch_size=4, buffer_size=64, hidden=(8,),
             start_train_at=0, noisy=True)  # fmt: skip

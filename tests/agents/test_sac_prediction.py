@@ -17,12 +17,12 @@ import optax
 import pytest
 
 from agents.core.config import ConfigError
-from agents.sac import SACAgent
 from agents.sac.agent import networks
 from agents.sac.config import SACConfig
 from agents.sac.prediction import METRICS, Prediction, PredictionState
 from engine.protocol import TrainState
 from envs import make_env
+from tests.agent_classes import SACAgent
 
 TINY = dict(num_envs=2, trace_len=2, batch_size=4, buffer_size=64, hidden=(8,),
             start_train_at=0)  # fmt: skip
@@ -205,7 +205,8 @@ def test_flags_are_refused_where_they_do_not_apply(pendulum):
         SACConfig(**TINY, prediction=True, transition_kl=-1.0)
     with pytest.raises(ConfigError, match=r"--rnd-coef: not with --privileged-obs"):
         SACAgent(SACConfig(**TINY, rnd_coef=0.1), pendulum)
-    from agents.td3 import TD3Agent, TD3Config
+    from agents.td3 import TD3Config
+    from tests.agent_classes import TD3Agent
 
     with pytest.raises(ValueError, match=r"td3 does not keep privileged observation dimensions"):
         TD3Agent(TD3Config(num_envs=2), pendulum)  # in Python, not only at the command line

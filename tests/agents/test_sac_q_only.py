@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from agents.core.config import ConfigError
-from agents.sac import SACAgent
 from agents.sac.config import SACConfig
 from envs import make_env
+from tests.agent_classes import SACAgent
 
 TINY = dict(num_envs=2, trace_len=2, batch_size=4, buffer_size=64, hidden=(8,),
             start_train_at=0, q_only=True)  # fmt: skip

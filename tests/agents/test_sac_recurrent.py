@@ -15,11 +15,11 @@ import pytest
 
 from agents.core.config import ConfigError
 from agents.core.learning import TraceBatch
-from agents.sac import SACAgent
 from agents.sac.config import SACConfig
 from envs import make_env
 from networks.sac import RecurrentSACState
 from replay import ReplaySample, SampleInfo
+from tests.agent_classes import SACAgent
 
 # Windows of burn-in 4 + 4 learnt + 1 look-ahead step, traces of 2.
 TINY = dict(num_envs=2, trace_len=2, batch_size=2, buffer_size=2 * 2 * 16, hidden=(8,),

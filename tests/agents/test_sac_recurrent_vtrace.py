@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from agents.core.learning import TraceBatch
-from agents.sac import SACAgent
 from agents.sac.config import SACConfig
 from envs import make_env
+from tests.agent_classes import SACAgent
 from tests.losses.loss_refs import vtrace_sum_form
 
 B, A, L, BURN, N = 3, 2, 4, 2, 3

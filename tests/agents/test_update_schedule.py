@@ -47,7 +47,7 @@ def test_every_presets_schedule_is_its_exact_rate(name, preset):
         )  # fmt: skip
     else:
         env_spec = types.SimpleNamespace(obs_spec=(4,), num_actions=2, discrete=True)
-    due = spec.agent_cls.make(cfg, env_spec).replay.updates_due
+    due = spec.make(cfg, env_spec).replay.updates_due
     stub = types.SimpleNamespace(steps_per_iteration=cfg.num_envs * cfg.trace_len)
     warmup = 1 + (getattr(cfg, "lookback", 0) + getattr(cfg, "lookahead", 0)) // cfg.trace_len
     if name == "reactor":

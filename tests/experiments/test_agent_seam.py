@@ -138,7 +138,7 @@ def toy():
         AgentSpec(
             name="toy",
             config_cls=ToyConfig,
-            agent_cls=ToyAgent,
+            make=ToyAgent,  # a class that implements the protocol itself
             presets={"toy-quick": {"total_steps": 60, "lr": 0.2}},
             default_preset="toy-quick",
             description="a test agent",

@@ -20,6 +20,7 @@ import pytest
 
 from agents.core.registry import get_agent
 from engine.args import parse_train_args
+from engine.driver import agent_class
 from experiments import evaluate, train
 from tests.experiments.test_every_agent_end_to_end import CASES, _agent, _env_steps
 
@@ -78,7 +79,7 @@ def _vary(agent: str, flags: list[str]) -> list[str]:
     """`--vary FIELD=a,b` on the first field the agent varies: the configured value and 0.9
     of it (inside the field's range)."""
     spec = get_agent(agent)
-    field, (low, high) = next(iter(spec.agent_cls.tunable.items()))
+    field, (low, high) = next(iter(agent_class(spec).tunable.items()))
     config = parse_train_args([*flags, "--no-progress"]).config
     value = float(getattr(config, field))
     other = value * 0.9 if low <= value * 0.9 <= high else (value + low) / 2

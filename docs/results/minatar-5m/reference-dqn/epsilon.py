@@ -27,6 +27,7 @@ import numpy as np
 
 from agents.core.registry import get_agent
 from engine.common import load_run, restore_learner
+from engine.driver import agent_class
 from engine.evaluation import evaluate
 from envs import make_eval_env
 
@@ -65,7 +66,7 @@ def main() -> None:
         if "Breakout" not in env_id:
             raise SystemExit(f"error: --env {env_id} is not Breakout")
         env = make_eval_env(env_id, 16, ns.seed)
-        acting = get_agent(train.run.agent).agent_cls.acting(train.config, env, seed=ns.seed)
+        acting = agent_class(get_agent(train.run.agent)).acting(train.config, env, seed=ns.seed)
         learner, _, step = restore_learner(acting.init_learner, run_dir, ns.step)
         greedy = acting.act(True)
         cells = []
