@@ -59,12 +59,14 @@ from engine.programs import (
     Program,
     RolloutProgram,
     chunk_length,
+    data_checks,
     host_chunk,
     host_reason,
     initial_state,
     metric_sums,
     replay_program_specs,
     rollout_program_specs,
+    signature,
     unshared,
 )
 from engine.protocol import Acting, ChunkOutput, IterationOutput, OneMember, TrainState
@@ -96,18 +98,6 @@ def _jitted_policy(parts: AgentParts, greedy: bool):
     return jax.jit(parts.evaluate(greedy))
 
 
-def _signature(state) -> tuple:
-    """What a compiled program of `state` depends on: its structure, shapes and dtypes, and
-    the JAX settings that change a trace (jax.jit keys its own cache on them too)."""
-    leaves, tree = jax.tree.flatten(state)
-    flags = tuple(
-        getattr(jax.config, name)
-        for name in ("jax_enable_x64", "jax_debug_nans", "jax_debug_infs",
-                     "jax_numpy_rank_promotion", "jax_default_matmul_precision")
-    )  # fmt: skip
-    return tree, tuple(jax.typeof(x) for x in leaves), flags
-
-
 def absorb(parts, config, replay, learner, replay_state, rollout, axis_name=None, hparams=None):
     """Take in a fresh rollout: `learn` from it (with a population member's `hparams`, or the
     config's), and store it in the replay where the agent has one. Pure; returns (learner,
@@ -137,7 +127,7 @@ class _Chunk:
 
     def __init__(self, parts: AgentParts, config, env, length: int, replay=None):
         self.length, self.traces = length, 0
-        self._compiled: dict = {}  # _signature(state) -> executable
+        self._compiled: dict = {}  # signature(state) -> executable
         rollout = make_xla_rollout(
             env, parts.act, config.trace_len, config.discount, parts.feedback
         )
@@ -180,7 +170,7 @@ class _Chunk:
         self._jitted = jax.jit(chunk, donate_argnums=(0,))
 
     def compile(self, state) -> None:
-        key = _signature(state)
+        key = signature(state)
         if key not in self._compiled:
             todos = jax.ShapeDtypeStruct((self.length,), jnp.int32)
             count = jax.ShapeDtypeStruct((), jnp.int32)
@@ -193,13 +183,26 @@ class _Chunk:
         state = unshared(state)  # a donated argument may not hold one buffer twice
         padded = np.zeros((self.length,), np.int32)
         padded[: len(todos)] = todos
-        run = self._compiled.get(_signature(state), self._jitted)
+        run = self._compiled.get(signature(state), self._jitted)
         return run(state, padded, np.int32(len(todos)))
 
 
-# Chunk programs shared by equal agents (`chunk_program`): the most recently used ones.
-_SHARED_CHUNKS: collections.OrderedDict = collections.OrderedDict()
-SHARED_CHUNKS_KEPT = 16
+# Programs shared by equal agents (`shared`): the most recently used ones.
+_SHARED: collections.OrderedDict = collections.OrderedDict()
+SHARED_KEPT = 32
+
+
+def shared(key, build: Callable[[], Any]):
+    """`build()`, or the object an equal agent's `build()` gave under `key` (hashable values:
+    the agent's parts, config, env task, ...) before in this process, so its programs are not
+    traced or compiled again; `key` None: never shared."""
+    if key is None:
+        return build()
+    program = _SHARED.pop(key, None) or build()
+    _SHARED[key] = program  # the most recent last
+    while len(_SHARED) > SHARED_KEPT:
+        _SHARED.popitem(last=False)
+    return program
 
 
 def chunk_program(parts: AgentParts, config, env, length: int, replay=None) -> _Chunk:
@@ -208,14 +211,27 @@ def chunk_program(parts: AgentParts, config, env, length: int, replay=None) -> _
     is a pure function of its task (a `program_key`); a new one where it calls out to a pool
     of its own (envpool)."""
     env_key = getattr(env, "program_key", None)
-    if env_key is None:
-        return _Chunk(parts, config, env, length, replay)
-    key = (parts, config, env_key, length)
-    program = _SHARED_CHUNKS.pop(key, None) or _Chunk(parts, config, env, length, replay)
-    _SHARED_CHUNKS[key] = program  # the most recent last
-    while len(_SHARED_CHUNKS) > SHARED_CHUNKS_KEPT:
-        _SHARED_CHUNKS.popitem(last=False)
-    return program
+    key = None if env_key is None else ("chunk", parts, config, env_key, length)
+    return shared(key, lambda: _Chunk(parts, config, env, length, replay))
+
+
+def _init_learner(parts: AgentParts, spec, key):
+    """A fresh learner state of `parts` for an env of `spec` (its `num_envs` observations)."""
+    return parts.init(key, obs_zeros(spec.obs_spec, (spec.num_envs,), jnp))
+
+
+def scanned_updates(update: Callable, count: int, learner, replay_state, axis_name=None):
+    """`count` replay updates (`update(learner, replay state, axis_name)`) in one
+    `lax.scan`; metrics stacked `[count]`."""
+
+    def body(carry, _):
+        learner, replay_state, metrics = update(*carry, axis_name)
+        return (learner, replay_state), metrics
+
+    (learner, replay_state), metrics = jax.lax.scan(
+        body, (learner, replay_state), None, length=count
+    )
+    return learner, replay_state, metrics
 
 
 class PartsAgent(OneMember):
@@ -279,6 +295,7 @@ class PartsAgent(OneMember):
         self.wait_s = {"learner_waiting_for_actor": 0.0} if parts.decoupled else {}
         self._chunk: _Chunk | None = None
         self._actor_thread: ActorThread | None = None
+        self._memory_limit = replay_memory_limit
         self.replay = None if parts.replay is None else self._make_replay(replay_memory_limit)
 
     # ------------------------------------------------------------------ the protocol
@@ -293,8 +310,7 @@ class PartsAgent(OneMember):
         return 0.0 if self.replay is None else self.replay.bytes_per_transition
 
     def init_learner(self, key):
-        n = self.env.spec.num_envs
-        return self.parts.init(key, obs_zeros(self.env.spec.obs_spec, (n,), jnp))
+        return _init_learner(self.parts, self.env.spec, key)
 
     def _init_actor(self, key):
         return initial_actor_state(self.env, self.parts.initial_core(self.env.spec.num_envs), key)
@@ -309,10 +325,16 @@ class PartsAgent(OneMember):
         return jax.jit(init)()
 
     def init(self, key, *, jit: bool = False) -> TrainState:
-        """`engine.programs.initial_state` of this agent's pieces."""
-        return initial_state(
-            key, self.init_learner, self._init_actor, self._init_replay, self.mesh, jit=jit
-        )
+        """`engine.programs.initial_state` of this agent's pieces; with `jit`, the learner's
+        init is one program, shared by equal agents (`shared`)."""
+        init_learner = self.init_learner
+        if jit:
+            spec = self.env.spec
+            init_learner = shared(
+                ("init", self.parts, spec_key(spec)),
+                lambda: jax.jit(functools.partial(_init_learner, self.parts, spec)),
+            )
+        return initial_state(key, init_learner, self._init_actor, self._init_replay, self.mesh)
 
     def reset_actor(self, state: TrainState, key) -> TrainState:
         self.close()  # a decoupled actor's thread steps the envs with its own actor state
@@ -419,24 +441,45 @@ class PartsAgent(OneMember):
     @functools.cached_property
     def _host_programs(self) -> tuple:
         """The one-iteration path's programs: the rollout, then (`absorb`, `replay_update`),
-        or the staged learning's three programs."""
-        c, mesh, staged = self.config, self.mesh, self.parts.staged
-        feedback = self.parts.feedback
-        rollout = RolloutProgram(self.env, self.parts.act, c.trace_len, c.discount, mesh, feedback)
-        if staged is not None:
-            return rollout, self._staged_programs()
-        replay_specs = () if self.replay is None else self.replay.partition_specs(DATA)
+        or the staged learning's three programs. Those an equal agent built before in this
+        process are shared (`shared`): the learning programs always (they see no env), the
+        rollout where the env's step is a pure function of its task (a `program_key`)."""
+        c, mesh, parts = self.config, self.mesh, self.parts
+        env_key = getattr(self.env, "program_key", None)
+        rollout = shared(
+            None if env_key is None else ("rollout", parts, c, env_key, mesh),
+            lambda: RolloutProgram(
+                self.env, parts.act, c.trace_len, c.discount, mesh, parts.feedback
+            ),
+        )
+        key = ("learn", parts, c, spec_key(self.env.spec), mesh, self._memory_limit,
+               data_checks())  # fmt: skip
+        build = self._staged_programs if parts.staged is not None else self._learn_programs
+        return rollout, shared(key, build)
+
+    def _learn_programs(self) -> tuple:
+        """`absorb`, then `replay_update` and K of them scanned where the agent has a replay:
+        programs of module functions over the parts, config and replay (no reference to this
+        agent or its env, so an equal agent may share them)."""
+        mesh, replay = self.mesh, self.replay
+        replay_specs = () if replay is None else replay.partition_specs(DATA)
         take, update = {}, {}
         if mesh is not None:
             take, update = rollout_program_specs(replay_specs), replay_program_specs(replay_specs)
-        learn = [Program(self.absorb, mesh=mesh, donate_argnums=(0, 1), **take)]
-        if self.replay is not None:
-            learn.append(Program(self.replay_update, mesh=mesh, donate_argnums=(0, 1), **update))
+        absorb_fn = functools.partial(absorb, self.parts, self.config, replay)
+        learn = [Program(absorb_fn, mesh=mesh, donate_argnums=(0, 1), name="absorb", **take)]
+        if replay is not None:
+            b = self.config.batch_size // self.num_devices
+            one = functools.partial(replay_update, self.parts, self.config, replay, b)
+            learn.append(
+                Program(one, mesh=mesh, donate_argnums=(0, 1), name="replay_update", **update)
+            )
             if self.updates_per_program > 1:
+                many = functools.partial(scanned_updates, one, self.updates_per_program)
                 learn.append(
-                    Program(self.scanned_updates, mesh=mesh, donate_argnums=(0, 1), **update)
+                    Program(many, mesh=mesh, donate_argnums=(0, 1), name="replay_updates", **update)
                 )
-        return rollout, tuple(learn)
+        return tuple(learn)
 
     def _staged_programs(self) -> tuple:
         staged, mesh, specs = self.parts.staged, self.mesh, [{}, {}, {}]
@@ -535,15 +578,9 @@ class PartsAgent(OneMember):
 
     def scanned_updates(self, learner, replay, axis_name=None):
         """`updates_per_program` replay updates in one `lax.scan`; metrics stacked `[K]`."""
-
-        def body(carry, _):
-            learner, replay, metrics = self.replay_update(*carry, axis_name)
-            return (learner, replay), metrics
-
-        (learner, replay), metrics = jax.lax.scan(
-            body, (learner, replay), None, length=self.updates_per_program
+        return scanned_updates(
+            self.replay_update, self.updates_per_program, learner, replay, axis_name
         )
-        return learner, replay, metrics
 
     # ------------------------------------------------------------------ as a population member
     # What engine/population.py reads of its members: the same pieces.

@@ -82,6 +82,20 @@ def initial_state(key, init_learner, init_actor, init_replay, mesh=None, *, jit=
     return TrainState(learner, init_replay(), actor)
 
 
+def signature(tree) -> tuple:
+    """What a compiled program of `tree` (its arguments: arrays or `jax.ShapeDtypeStruct`s)
+    depends on: its structure, shapes and dtypes, and the JAX settings that change a trace
+    (jax.jit keys its own cache on them too)."""
+    leaves, structure = jax.tree.flatten(tree)
+    flags = tuple(
+        getattr(jax.config, name)
+        for name in ("jax_enable_x64", "jax_debug_nans", "jax_debug_infs",
+                     "jax_numpy_rank_promotion", "jax_default_matmul_precision")
+    )  # fmt: skip
+    avals = tuple((x.shape, x.dtype, getattr(x, "weak_type", False)) for x in leaves)
+    return structure, avals, flags
+
+
 def host_reason(env, mesh, config) -> str | None:
     """Why each training iteration of an agent on `env` (data parallel over `mesh`, or None)
     needs the host; None: many iterations can run in one device program."""
@@ -99,6 +113,11 @@ def host_reason(env, mesh, config) -> str | None:
 def enable_data_checks(on: bool = True) -> None:
     """Programs built from now on check their losses' data at run time (module docstring)."""
     _DATA_CHECKS[0] = on
+
+
+def data_checks() -> bool:
+    """Whether programs built now check their losses' data (`enable_data_checks`)."""
+    return _DATA_CHECKS[0]
 
 
 def member_loop_map(fn):
@@ -163,10 +182,14 @@ class Program:
         if self.checks:
             counted = checkify.checkify(counted, errors=checkify.user_checks)
         self._jitted = jax.jit(counted, donate_argnums=donate_argnums)
-        self._compiled = None
+        self._compiled, self._compiled_for = None, None
 
     def compile(self, *args) -> Program:
-        self._compiled = self._jitted.lower(*args).compile()
+        """Compile for `args`' shapes, unless compiled for them already (a program shared by
+        equal agents, engine/driver.py, is compiled once)."""
+        key = signature(args)
+        if key != self._compiled_for:
+            self._compiled, self._compiled_for = self._jitted.lower(*args).compile(), key
         return self
 
     def __call__(self, *args):
@@ -191,6 +214,7 @@ class RolloutProgram:
         self._select_action, self._trace_len, self._discount = select_action, trace_len, discount
         self._feedback = feedback
         self.traces = 0
+        self._jitted = self._compiled_for = None
         if env.has_xla:
             rollout = make_xla_rollout(env, select_action, trace_len, discount, feedback)
 
@@ -198,7 +222,7 @@ class RolloutProgram:
                 self.traces += 1
                 return rollout(params, actor)
 
-            self._run = jax.jit(counted)
+            self._run = self._jitted = jax.jit(counted)
         else:
             self._run = make_host_rollout(env, select_action, trace_len, discount, feedback)
 
@@ -226,8 +250,13 @@ class RolloutProgram:
         return shape if self.mesh is None else abstract_rollout(shape, self.mesh)
 
     def compile(self, params, actor):
-        if self.env.has_xla:
-            self._run = self._run.lower(self.acting_params(params), actor).compile()
+        """Compile the XLA rollout for these shapes, unless compiled for them already."""
+        if self._jitted is None:
+            return
+        args = (self.acting_params(params), actor)
+        key = signature(args)
+        if key != self._compiled_for:
+            self._run, self._compiled_for = self._jitted.lower(*args).compile(), key
 
 
 def rollout_program_specs(replay_specs):

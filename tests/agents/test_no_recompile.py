@@ -132,3 +132,61 @@ def test_a_second_agent_with_the_same_config_compiles_nothing(agent_name):
         assert pool._chunk_program() is not first.programs["chunk"]
     finally:
         pool.close()
+
+
+def test_a_second_host_driven_agent_traces_and_compiles_nothing():
+    """The host-driven path shares its programs too (engine/driver.py `shared`): a second
+    Reactor (decoupled by default: its rollout and its learning are separate programs) with
+    the same config on the same gymnax task gets the first one's rollout and learning
+    programs and its learner's init program, traced once (their `traces`) and lowered and
+    compiled once (JAX's compile events), and trains exactly as the first did. On envpool
+    (each agent's own pool in its rollout) two equal agents still share their learning
+    programs, which see no env."""
+    import numpy as np
+    from jax import monitoring
+
+    from engine.common import make_agent
+
+    case = dict(num_envs=2, trace_len=4, batch_size=2, buffer_size=64, lstm_size=8,
+                start_train_at=0)  # fmt: skip
+
+    def train(env_id="gymnax/CartPole-v1"):
+        agent = make_agent("reactor", env_id, seed=0, **case)
+        assert agent.host_driven is not None
+        state = agent.init(jax.random.PRNGKey(0), jit=True)  # as the runner builds it
+        agent.compile(state)
+        try:
+            for i in range(3):
+                state, _ = agent.train_iteration(state, i, i * 8)
+        finally:
+            agent.close()  # the actor thread
+        return agent, jax.device_get(state.learner)
+
+    first, learner = train()
+    events = []
+
+    def listen(name, secs, **kwargs):
+        if "mlir_module" in name or "backend_compile" in name:
+            events.append(name)
+
+    monitoring.register_event_duration_secs_listener(listen)
+    try:
+        second, learner2 = train()
+    finally:
+        monitoring.unregister_event_duration_listener(listen)
+    assert events == [], events
+    assert second.programs == first.programs
+    assert all(p.traces == 1 for p in first.programs.values()), first.programs
+    jax.tree.map(np.testing.assert_array_equal, learner2, learner)
+    assert int(learner.step) > 0  # it learnt: the shared programs are not idle ones
+
+    pools = [make_agent("reactor", "CartPole-v1", seed=0, **case) for _ in range(2)]
+    try:
+        (a, b) = (pool.programs for pool in pools)
+        assert a["rollout"] is not b["rollout"]
+        assert {k: v for k, v in a.items() if k != "rollout"} == {
+            k: v for k, v in b.items() if k != "rollout"
+        }
+    finally:
+        for pool in pools:
+            pool.close()
