@@ -104,7 +104,11 @@ ACER_DRAWS = dict(
 
 @pytest.mark.parametrize(
     "name, config, lock_step",
-    [("dqn", SMALL["dqn"], None), ("acer", ACER_DRAWS, None), ("acer", ACER_DRAWS, True)],
+    [
+        ("dqn", SMALL["dqn"], None),
+        ("acer", ACER_DRAWS, None),
+        pytest.param("acer", ACER_DRAWS, True, marks=pytest.mark.slow),  # the fallback
+    ],
 )
 def test_population_chunk_is_its_iterations(name, config, lock_step):
     """P = 2 members: one chunk == the population's one-iteration path, per member. DQN's
@@ -220,7 +224,14 @@ SPLIT = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SPLIT))
+# ACER (members' loops of different lengths) and PQN (no replay) in the fast tier; DQN (a
+# replay in lock step) and PPO (PQN's on-policy shape) in the slow one.
+SPLIT_SLOW = {"dqn", "ppo"}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[pytest.mark.slow] * (n in SPLIT_SLOW)) for n in sorted(SPLIT)]
+)
 def test_population_split_over_devices_runs_chunked_as_on_one(name):
     """P = 4 members on gymnax's CartPole (its step is plain JAX), split over a 2-device
     mesh: many iterations in one program, each device scanning its own 2 members (the whole

@@ -285,7 +285,18 @@ def test_random_play_against_the_minatar_package(game):
         assert abs(g_len.mean() - m_len.mean()) <= se(g_len, m_len), (g_len.mean(), m_len.mean())
 
 
-@pytest.mark.parametrize("game", sorted(MINATAR_GAMES))
+# The fast tier's two games are the cheapest to compile; the three whose steps take 20-40 s
+# to build beside other jobs (Freeway's cars, Seaquest's divers, Asterix) are the slow tier's.
+FULL_ACTION_SLOW = {"Asterix", "Freeway", "Seaquest"}
+
+
+@pytest.mark.parametrize(
+    "game",
+    [
+        pytest.param(g, marks=[pytest.mark.slow] * (g in FULL_ACTION_SLOW))
+        for g in sorted(MINATAR_GAMES)
+    ],
+)
 def test_full_action_set_is_the_minimal_set_plus_no_ops(game):
     """`gymnax/<Game>-MinAtar-full` takes all 6 of MinAtar's actions (the MinAtar paper's
     runs; the `minatar` package's -v0 ids): the actions of the game's minimal set (their full
