@@ -75,6 +75,25 @@ def test_data_checks_raise_on_a_bad_action_inside_a_program():
     assert Program(targets)(good.at[1, 1].set(A)).shape == (T, B)  # off: no check, no error
 
 
+def _compiles_while(fn):
+    """`fn()` and the lowerings and compilations JAX reported while it ran (its own compile
+    events, which fire whether or not the persistent compilation cache holds the program:
+    lowering happens before the cache is consulted)."""
+    from jax import monitoring
+
+    events = []
+
+    def listen(name, secs, **kwargs):
+        if "mlir_module" in name or "backend_compile" in name:
+            events.append(name)
+
+    monitoring.register_event_duration_secs_listener(listen)
+    try:
+        return fn(), events
+    finally:
+        monitoring.unregister_event_duration_listener(listen)
+
+
 SECOND_AGENT_CASES = {
     "pqn": {"num_envs": 4, "trace_len": 8, "num_minibatches": 2, "epochs": 1, "hidden": (16,)},
     "ppo": {"num_envs": 4, "trace_len": 8, "num_minibatches": 2, "epochs": 1, "hidden": (16,)},
@@ -90,7 +109,6 @@ def test_a_second_agent_with_the_same_config_compiles_nothing(agent_name):
     JAX's own compile events, which fire whether or not the persistent compilation cache
     holds the program (lowering happens before the cache is consulted)."""
     import numpy as np
-    from jax import monitoring
 
     from engine.common import make_agent
 
@@ -104,17 +122,7 @@ def test_a_second_agent_with_the_same_config_compiles_nothing(agent_name):
         return agent, jax.device_get((state, out))
 
     first, (state, out) = train()
-    events = []
-
-    def listen(name, secs, **kwargs):
-        if "mlir_module" in name or "backend_compile" in name:
-            events.append(name)
-
-    monitoring.register_event_duration_secs_listener(listen)
-    try:
-        second, (state2, out2) = train()
-    finally:
-        monitoring.unregister_event_duration_listener(listen)
+    (second, (state2, out2)), events = _compiles_while(train)
     assert events == [], events
     assert second.programs["chunk"] is first.programs["chunk"]
     assert second.programs["chunk"].traces == 1
@@ -143,7 +151,6 @@ def test_a_second_host_driven_agent_traces_and_compiles_nothing():
     (each agent's own pool in its rollout) two equal agents still share their learning
     programs, which see no env."""
     import numpy as np
-    from jax import monitoring
 
     from engine.common import make_agent
 
@@ -163,17 +170,7 @@ def test_a_second_host_driven_agent_traces_and_compiles_nothing():
         return agent, jax.device_get(state.learner)
 
     first, learner = train()
-    events = []
-
-    def listen(name, secs, **kwargs):
-        if "mlir_module" in name or "backend_compile" in name:
-            events.append(name)
-
-    monitoring.register_event_duration_secs_listener(listen)
-    try:
-        second, learner2 = train()
-    finally:
-        monitoring.unregister_event_duration_listener(listen)
+    (second, learner2), events = _compiles_while(train)
     assert events == [], events
     assert second.programs == first.programs
     assert all(p.traces == 1 for p in first.programs.values()), first.programs
